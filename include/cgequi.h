@@ -1,0 +1,104 @@
+/* cgequi.h: the one public C API of cgequi (MACE/NequIP equivariant potentials without libtorch). */
+#ifndef CGEQUI_H
+#define CGEQUI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define CGQ_API __declspec(dllexport)
+#else
+#define CGQ_API __attribute__((visibility("default")))
+#endif
+
+#define CGQ_VERSION_STRING "0.1.0"
+
+/* Every call returns a status; the message of the last failure on this thread says what and how to fix. */
+typedef enum cgq_status {
+    CGQ_STATUS_OK = 0,
+    CGQ_STATUS_INVALID_ARGUMENT = 1, /* NULL handle, bad option value */
+    CGQ_STATUS_BAD_FILE = 2,         /* model file missing, corrupt, wrong version, wrong shapes */
+    CGQ_STATUS_UNSUPPORTED = 3,      /* a model feature or option this build does not implement */
+    CGQ_STATUS_BAD_INPUT = 4,        /* structure problems: NaN positions, unknown species, overlaps */
+    CGQ_STATUS_OUT_OF_MEMORY = 5,
+    CGQ_STATUS_DEVICE_ERROR = 6,     /* GPU missing or failing */
+} cgq_status;
+
+CGQ_API const char *cgq_status_string(cgq_status status);
+/* Message of the last failing call on this thread ("" if none). Valid until the next failing call. */
+CGQ_API const char *cgq_last_error(void);
+
+/* ---- model ------------------------------------------------------------------------------------ */
+typedef struct cgq_model cgq_model;
+
+CGQ_API cgq_status cgq_model_load(const char *path, cgq_model **out);
+CGQ_API void cgq_model_free(cgq_model *model);
+CGQ_API double cgq_model_cutoff(const cgq_model *model);
+CGQ_API int32_t cgq_model_num_species(const cgq_model *model);
+CGQ_API int32_t cgq_model_species_z(const cgq_model *model, int32_t index);
+/* Model species index of atomic number z, or -1 if the model does not know z. */
+CGQ_API int32_t cgq_model_species_index(const cgq_model *model, int32_t z);
+/* Human-readable multi-line summary written into buf (truncated to size). */
+CGQ_API void cgq_model_describe(const cgq_model *model, char *buf, size_t size);
+
+/* ---- evaluator: a model bound to a backend with reusable work buffers -------------------------- */
+typedef enum cgq_device { CGQ_DEVICE_AUTO = 0, CGQ_DEVICE_CPU = 1, CGQ_DEVICE_CUDA = 2 } cgq_device;
+typedef enum cgq_precision { CGQ_PRECISION_DEFAULT = 0, CGQ_PRECISION_FP64 = 1, CGQ_PRECISION_FP32 = 2 } cgq_precision;
+
+typedef struct cgq_evaluator_params {
+    cgq_device device;
+    cgq_precision precision;
+    int32_t gpu_id;
+    int32_t num_threads; /* CPU threads; 0 = OpenMP default */
+} cgq_evaluator_params;
+
+typedef struct cgq_evaluator cgq_evaluator;
+
+CGQ_API cgq_evaluator_params cgq_evaluator_default_params(void);
+CGQ_API cgq_status cgq_evaluator_create(const cgq_model *model, const cgq_evaluator_params *params,
+                                        cgq_evaluator **out);
+CGQ_API void cgq_evaluator_free(cgq_evaluator *ev);
+
+/* A directed graph with edges sorted by receiver (CSR). Edge e goes from sender[e] to the receiver
+ * whose row contains e; vec[e] = x_receiver - x_sender_image (sender's periodic image). */
+typedef struct cgq_graph {
+    int64_t n_nodes;
+    int64_t n_edges;
+    const int32_t *species; /* [n_nodes] model species index (see cgq_model_species_index) */
+    const int64_t *row_ptr; /* [n_nodes+1] */
+    const int32_t *sender;  /* [n_edges] */
+    const double *vec;      /* [n_edges*3] */
+} cgq_graph;
+
+/* Energy, per-node energies (optional, [n_nodes]) and dE/dvec per edge (optional, [n_edges*3]). */
+CGQ_API cgq_status cgq_evaluate_graph(cgq_evaluator *ev, const cgq_graph *graph, double *energy,
+                                      double *node_energy, double *edge_grad);
+
+/* A structure: positions in Angstrom, cell rows are lattice vectors, pbc per lattice direction. */
+typedef struct cgq_system {
+    int64_t n_atoms;
+    const double *positions;       /* [n_atoms*3] */
+    const int32_t *atomic_numbers; /* [n_atoms] */
+    double cell[9];
+    int32_t pbc[3];
+} cgq_system;
+
+/* Outputs; array pointers may be NULL when not wanted. Virial = -dE/dstrain (eV), symmetric. */
+typedef struct cgq_result {
+    double energy;
+    double virial[9];
+    double *forces;          /* [n_atoms*3] eV/A */
+    double *atomic_energies; /* [n_atoms] eV */
+    double *atomic_virials;  /* [n_atoms*9] eV; sums to virial */
+} cgq_result;
+
+CGQ_API cgq_status cgq_evaluate_system(cgq_evaluator *ev, const cgq_system *sys, cgq_result *result);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CGEQUI_H */
