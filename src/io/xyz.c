@@ -187,11 +187,11 @@ static int kv_next(kv_scanner *sc, char **word) {
 }
 
 typedef struct frame_keys {
-    const char *lattice, *pbc, *properties; /* NULL when absent */
+    char *lattice, *pbc, *properties; /* values (NULL for a bare flag), pointing into the line */
     int lattice_seen, pbc_seen, properties_seen;
 } frame_keys;
 
-static void note_key(frame_keys *k, const char *key, const char *value) {
+static void note_key(frame_keys *k, const char *key, char *value) {
     if (ascii_casecmp(key, "Lattice") == 0) {
         k->lattice_seen = 1;
         k->lattice = value;
@@ -208,6 +208,7 @@ static void note_key(frame_keys *k, const char *key, const char *value) {
 static void scan_comment(char *line, frame_keys *keys) {
     kv_scanner sc = {line, 0};
     char *word = NULL, *key = NULL;
+    char *const empty = line + strlen(line); /* the line's terminator doubles as an empty value */
     for (;;) {
         int t = kv_next(&sc, &word);
         if (t == WORD_END) break;
@@ -220,7 +221,7 @@ static void scan_comment(char *line, frame_keys *keys) {
         if (key == NULL) continue; /* stray '=': tolerate */
         char *value = NULL;
         t = kv_next(&sc, &value);
-        note_key(keys, key, t == WORD_TEXT ? value : "");
+        note_key(keys, key, t == WORD_TEXT ? value : empty); /* "key=" with nothing after it */
         key = NULL;
         if (t == WORD_END) break;
         /* "a==b" style junk: the second '=' has no key and is skipped next round. */
@@ -275,15 +276,24 @@ static cgq_status parse_lattice(const char *source, int64_t line, char *value, d
 static int parse_bool(const char *s, int32_t *out) {
     static const char *const yes[] = {"T", "True", "1"}, *const no[] = {"F", "False", "0"};
     for (int i = 0; i < 3; i++) {
-        if (ascii_casecmp(s, yes[i]) == 0) return *out = 1, 1;
-        if (ascii_casecmp(s, no[i]) == 0) return *out = 0, 1;
+        if (ascii_casecmp(s, yes[i]) == 0) {
+            *out = 1;
+            return 1;
+        }
+        if (ascii_casecmp(s, no[i]) == 0) {
+            *out = 0;
+            return 1;
+        }
     }
     return 0;
 }
 
 static cgq_status parse_pbc(const char *source, int64_t line, char *value, int32_t pbc[3]) {
-    char *cursor = value ? value : (char *)"", *item;
+    char *cursor = value, *item;
     int n = 0;
+    if (value == NULL)
+        return cgq_fail(CGQ_STATUS_BAD_INPUT, "%s:%lld: pbc has no value; expected pbc=\"T T F\"",
+                        source, (long long)line);
     int32_t flags[3] = {0, 0, 0};
     while ((item = next_list_item(&cursor)) != NULL) {
         int32_t b;
@@ -455,11 +465,11 @@ static cgq_status read_body(FILE *f, const char *source, int64_t *line_no, int64
     cgq_frame fr = {0};
     fr.n_atoms = n_atoms;
     if (keys.lattice_seen) {
-        CGQ_TRY(parse_lattice(source, comment_line, (char *)keys.lattice, fr.cell));
+        CGQ_TRY(parse_lattice(source, comment_line, keys.lattice, fr.cell));
         fr.has_lattice = 1;
         fr.pbc[0] = fr.pbc[1] = fr.pbc[2] = 1;
     }
-    if (keys.pbc_seen) CGQ_TRY(parse_pbc(source, comment_line, (char *)keys.pbc, fr.pbc));
+    if (keys.pbc_seen) CGQ_TRY(parse_pbc(source, comment_line, keys.pbc, fr.pbc));
     if (!fr.has_lattice && (fr.pbc[0] || fr.pbc[1] || fr.pbc[2]))
         return cgq_fail(CGQ_STATUS_BAD_INPUT,
                         "%s:%lld: pbc has a periodic direction but there is no Lattice; expected "
@@ -467,7 +477,7 @@ static cgq_status read_body(FILE *f, const char *source, int64_t *line_no, int64
                         source, (long long)comment_line);
     column_layout lay = {4, 0, 0, 1, 0}; /* plain XYZ: species x y z, extra columns ignored */
     if (keys.properties_seen)
-        CGQ_TRY(parse_properties(source, comment_line, (char *)keys.properties, &lay));
+        CGQ_TRY(parse_properties(source, comment_line, keys.properties, &lay));
 
     /* Grow with the lines actually read, so a bogus huge count in a short file fails as
      * truncated rather than as a giant allocation. */

@@ -1,0 +1,160 @@
+/* evaluator.c: public evaluation API: validation of inputs, backend dispatch, forces and virials
+ * from edge gradients. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "graph/neighbor.h"
+#include "kernels/cpu/mace_cpu.h"
+#include "model/model.h"
+
+struct cgq_evaluator {
+    const cgq_model *model;
+    cgq_evaluator_params params;
+    cgq_arena arena;
+    cgq_neighbor_list nl;
+    int32_t *species;
+    double *edge_grad;
+    double *node_energy;
+    int64_t species_cap, edge_cap;
+};
+
+cgq_evaluator_params cgq_evaluator_default_params(void) {
+    cgq_evaluator_params p = {CGQ_DEVICE_AUTO, CGQ_PRECISION_DEFAULT, 0, 0};
+    return p;
+}
+
+cgq_status cgq_evaluator_create(const cgq_model *model, const cgq_evaluator_params *params, cgq_evaluator **out) {
+    if (!model || !out) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluator_create: model and out must not be NULL");
+    *out = NULL;
+    cgq_evaluator_params p = params ? *params : cgq_evaluator_default_params();
+    if (p.device == CGQ_DEVICE_CUDA)
+        return cgq_fail(CGQ_STATUS_DEVICE_ERROR, "this cgequi build has no GPU backend; use device cpu (or auto)");
+    if (p.device != CGQ_DEVICE_AUTO && p.device != CGQ_DEVICE_CPU)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "unknown device %d", (int)p.device);
+    if (p.precision == CGQ_PRECISION_FP32)
+        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "precision fp32 runs on the GPU backend only; the CPU backend is the "
+                        "float64 reference (use precision fp64)");
+    if (p.precision != CGQ_PRECISION_DEFAULT && p.precision != CGQ_PRECISION_FP64)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "unknown precision %d", (int)p.precision);
+    p.device = CGQ_DEVICE_CPU;
+    p.precision = CGQ_PRECISION_FP64;
+    cgq_evaluator *ev = calloc(1, sizeof *ev);
+    if (!ev) return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory creating an evaluator");
+    ev->model = model;
+    ev->params = p;
+    *out = ev;
+    return CGQ_STATUS_OK;
+}
+
+void cgq_evaluator_free(cgq_evaluator *ev) {
+    if (!ev) return;
+    cgq_arena_free(&ev->arena);
+    cgq_neighbor_list_free(&ev->nl);
+    free(ev->species);
+    free(ev->edge_grad);
+    free(ev->node_energy);
+    free(ev);
+}
+
+static cgq_status validate_graph(const cgq_model *m, const cgq_graph *g) {
+    if (g->n_nodes < 0 || g->n_edges < 0) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "negative node or edge count");
+    if (g->n_nodes > INT32_MAX) return cgq_fail(CGQ_STATUS_UNSUPPORTED, "more than 2^31-1 nodes");
+    if (g->n_nodes && (!g->species || !g->row_ptr)) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "graph arrays are NULL");
+    if (g->n_edges && (!g->sender || !g->vec)) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "graph edge arrays are NULL");
+    if (g->n_nodes && (g->row_ptr[0] != 0 || g->row_ptr[g->n_nodes] != g->n_edges))
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "row_ptr must start at 0 and end at n_edges");
+    for (int64_t i = 0; i < g->n_nodes; i++) {
+        if (g->species[i] < 0 || g->species[i] >= m->n_species)
+            return cgq_fail(CGQ_STATUS_BAD_INPUT, "node %lld has species index %d; the model has %d species", (long long)i,
+                            g->species[i], m->n_species);
+        if (g->row_ptr[i + 1] < g->row_ptr[i]) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "row_ptr is not monotonic");
+    }
+    for (int64_t e = 0; e < g->n_edges; e++) {
+        if (g->sender[e] < 0 || g->sender[e] >= g->n_nodes)
+            return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "edge %lld has sender %d outside 0..%lld", (long long)e,
+                            g->sender[e], (long long)g->n_nodes - 1);
+        const double *v = g->vec + 3 * e;
+        const double r2 = v[0] * v[0] + v[1] * v[1] + v[2] * v[2];
+        if (!isfinite(r2)) return cgq_fail(CGQ_STATUS_BAD_INPUT, "edge %lld has a non-finite vector", (long long)e);
+        if (r2 < 1e-16)
+            return cgq_fail(CGQ_STATUS_BAD_INPUT, "edge %lld has zero length: two atoms sit on top of each other",
+                            (long long)e);
+    }
+    return CGQ_STATUS_OK;
+}
+
+cgq_status cgq_evaluate_graph(cgq_evaluator *ev, const cgq_graph *graph, double *energy, double *node_energy,
+                              double *edge_grad) {
+    if (!ev || !graph || !energy)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluate_graph: evaluator, graph and energy must not be NULL");
+    CGQ_TRY(validate_graph(ev->model, graph));
+    return cgq_mace_cpu_evaluate(ev->model, graph, energy, node_energy, edge_grad, &ev->arena);
+}
+
+static cgq_status grow(void **p, int64_t *cap, int64_t need, size_t elsize) {
+    if (need <= *cap) return CGQ_STATUS_OK;
+    int64_t n = need + need / 8 + 16;
+    void *q = realloc(*p, (size_t)n * elsize);
+    if (!q) return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory (%lld elements)", (long long)n);
+    *p = q;
+    *cap = n;
+    return CGQ_STATUS_OK;
+}
+
+cgq_status cgq_evaluate_system(cgq_evaluator *ev, const cgq_system *sys, cgq_result *res) {
+    if (!ev || !sys || !res)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluate_system: evaluator, system and result must not be NULL");
+    const cgq_model *m = ev->model;
+    const int64_t n = sys->n_atoms;
+    if (n < 0) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "negative atom count");
+    if (n > 0 && (!sys->positions || !sys->atomic_numbers))
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "positions and atomic_numbers must not be NULL");
+    CGQ_TRY(grow((void **)&ev->species, &ev->species_cap, n, sizeof(int32_t)));
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t idx = cgq_model_species_index(m, sys->atomic_numbers[i]);
+        if (idx < 0) {
+            char known[512] = "";
+            for (int s = 0; s < m->n_species; s++) {
+                size_t len = strlen(known);
+                snprintf(known + len, sizeof known - len, "%s%d", s ? ", " : "", m->species_z[s]);
+            }
+            return cgq_fail(CGQ_STATUS_BAD_INPUT, "atom %lld has atomic number %d, which the model does not know "
+                            "(model species Z: %s)", (long long)i, sys->atomic_numbers[i], known);
+        }
+        ev->species[i] = idx;
+    }
+    CGQ_TRY(cgq_neighbor_list_build(&ev->nl, n, sys->positions, sys->cell, sys->pbc, m->r_max));
+    const cgq_neighbor_list *nl = &ev->nl;
+    CGQ_TRY(grow((void **)&ev->edge_grad, &ev->edge_cap, 3 * nl->n_edges + 1, sizeof(double)));
+    cgq_graph g = {n, nl->n_edges, ev->species, nl->row_ptr, nl->sender, nl->vec};
+    /* edge gradients are always needed: the virial is always returned */
+    CGQ_TRY(cgq_evaluate_graph(ev, &g, &res->energy, res->atomic_energies, ev->edge_grad));
+    double W[9] = {0};
+    if (res->forces) memset(res->forces, 0, sizeof(double) * 3 * (size_t)n);
+    if (res->atomic_virials) memset(res->atomic_virials, 0, sizeof(double) * 9 * (size_t)n);
+    /* fixed loop order: receiver rows, edges in CSR order */
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t e = nl->row_ptr[i]; e < nl->row_ptr[i + 1]; e++) {
+            const double *ge = ev->edge_grad + 3 * e, *v = nl->vec + 3 * e;
+            const int32_t s = nl->sender[e];
+            if (res->forces)
+                for (int k = 0; k < 3; k++) {
+                    res->forces[3 * i + k] -= ge[k];
+                    res->forces[3 * (int64_t)s + k] += ge[k];
+                }
+            for (int a = 0; a < 3; a++)
+                for (int b = 0; b < 3; b++) {
+                    const double w = -0.5 * (v[a] * ge[b] + v[b] * ge[a]);
+                    W[3 * a + b] += w;
+                    if (res->atomic_virials) {
+                        res->atomic_virials[9 * i + 3 * a + b] += 0.5 * w;
+                        res->atomic_virials[9 * (int64_t)s + 3 * a + b] += 0.5 * w;
+                    }
+                }
+        }
+    memcpy(res->virial, W, sizeof W);
+    return CGQ_STATUS_OK;
+}

@@ -1,0 +1,83 @@
+/* fcnet.c: hidden layers x <- cst*act(x @ W / sqrt(h_in)), last layer x @ W / sqrt(h_in). */
+#include "kernels/cpu/fcnet.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cpu/activation.h"
+
+int cgq_fcnet_cache_size(const cgq_fcnet *fc) {
+    int n = 0;
+    for (int k = 1; k < fc->n_layers; k++) n += 2 * fc->h[k];
+    return n;
+}
+
+int cgq_fcnet_max_width(const cgq_fcnet *fc) {
+    int w = 0;
+    for (int k = 0; k <= fc->n_layers; k++) w = fc->h[k] > w ? fc->h[k] : w;
+    return w;
+}
+
+static void matvec(const double *x, const double *W, int hin, int hout, double scale, double *y) {
+    for (int j = 0; j < hout; j++) y[j] = 0.0;
+    for (int i = 0; i < hin; i++) {
+        const double xi = x[i] * scale;
+        const double *Wi = W + (size_t)i * hout;
+        for (int j = 0; j < hout; j++) y[j] += xi * Wi[j];
+    }
+}
+
+void cgq_fcnet_forward(const cgq_fcnet *fc, const double *x, double *out, double *cache) {
+    const double *in = x;
+    double *c = cache;
+    for (int k = 0; k < fc->n_layers; k++) {
+        const int hin = fc->h[k], hout = fc->h[k + 1];
+        const double scale = 1.0 / sqrt((double)hin);
+        if (k == fc->n_layers - 1) {
+            matvec(in, fc->W[k], hin, hout, scale, out);
+            break;
+        }
+        double *z = c, *a = c + hout;
+        matvec(in, fc->W[k], hin, hout, scale, z);
+        for (int j = 0; j < hout; j++) a[j] = cgq_act_eval(fc->act, fc->act_cst, z[j], NULL);
+        in = a;
+        c += 2 * hout;
+    }
+}
+
+void cgq_fcnet_backward(const cgq_fcnet *fc, const double *x, const double *cache, const double *gout, double *gx,
+                        double *scratch) {
+    const int maxw = cgq_fcnet_max_width(fc);
+    double *g = scratch, *gprev = scratch + maxw;
+    memcpy(g, gout, sizeof(double) * (size_t)fc->h[fc->n_layers]);
+    /* offsets of each hidden layer's cache block */
+    int off[CGQ_MAX_FC_LAYERS + 1], o = 0;
+    for (int k = 1; k < fc->n_layers; k++) {
+        off[k] = o;
+        o += 2 * fc->h[k];
+    }
+    for (int k = fc->n_layers - 1; k >= 0; k--) {
+        const int hin = fc->h[k], hout = fc->h[k + 1];
+        const double scale = 1.0 / sqrt((double)hin);
+        const double *W = fc->W[k];
+        double *dst = k == 0 ? gx : gprev;
+        for (int i = 0; i < hin; i++) {
+            const double *Wi = W + (size_t)i * hout;
+            double s = 0.0;
+            for (int j = 0; j < hout; j++) s += Wi[j] * g[j];
+            dst[i] = s * scale;
+        }
+        if (k == 0) break;
+        /* through the activation of hidden layer k (input of layer k) */
+        const double *z = cache + off[k];
+        for (int i = 0; i < hin; i++) {
+            double d;
+            cgq_act_eval(fc->act, fc->act_cst, z[i], &d);
+            dst[i] *= d;
+        }
+        double *t = g;
+        g = gprev;
+        gprev = t;
+    }
+    (void)x;
+}
