@@ -43,6 +43,7 @@
 
 /* One edge of a row while it is being sorted. */
 typedef struct edge_rec {
+    uint64_t key; /* packed (sender, bin shift) with the same order as (sender, S); see pack */
     int32_t sender;
     int32_t s[3];
     double v[3];
@@ -57,11 +58,12 @@ typedef struct search_ctx {
     int64_t nb[3];        /* bins per direction */
     int64_t m[3];         /* bin offsets scanned per direction */
     const int64_t *bin_start; /* [nbins+1] */
-    const int64_t *atom_bin;  /* [n] bin of each atom (original index) */
+    const int64_t *atom_bin;  /* [n] bin of each atom, in bin order */
     const int32_t *sorted_id; /* [n] atoms in bin order (ascending index within a bin) */
     int64_t n;
     const double *xw;         /* [3][n] wrapped positions (x, y, z arrays), in bin order */
     const int32_t *wrap;      /* [n*3] integer wrap counts, in bin order */
+    int key_bits[3];          /* bits of the packed per-direction bin shift in edge_rec.key */
     double r2_pre;            /* prefilter radius^2 (wrapped positions) */
     double r2_cut;            /* cutoff^2 (canonical vector) */
 } search_ctx;
@@ -123,6 +125,51 @@ static void sort_row(edge_rec *a, edge_rec *tmp, int64_t n) {
     if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
 }
 
+/* The same merge sort on plain 64-bit keys (the fast path: keys pack sender, shift, position). */
+static void sort_keys(uint64_t *a, uint64_t *tmp, int64_t n) {
+    const int64_t run = 8;
+    for (int64_t lo = 0; lo < n; lo += run) {
+        int64_t hi = lo + run < n ? lo + run : n;
+        for (int64_t i = lo + 1; i < hi; ++i) {
+            uint64_t key = a[i];
+            int64_t j = i - 1;
+            while (j >= lo && key < a[j]) {
+                a[j + 1] = a[j];
+                --j;
+            }
+            a[j + 1] = key;
+        }
+    }
+    uint64_t *src = a, *dst = tmp;
+    for (int64_t width = run; width < n; width *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * width) {
+            int64_t mid = lo + width < n ? lo + width : n;
+            int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+            int64_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) { /* branch-free: the comparison is unpredictable */
+                const uint64_t x = src[i], y = src[j];
+                const int take_j = y < x;
+                dst[k++] = take_j ? y : x;
+                j += take_j;
+                i += !take_j;
+            }
+            while (i < mid) dst[k++] = src[i++];
+            while (j < hi) dst[k++] = src[j++];
+        }
+        uint64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
+}
+
+/* Bits needed to store values 0 .. count-1. */
+static int bits_for(uint64_t count) {
+    int b = 0;
+    while (b < 64 && (count - 1) >> b) ++b;
+    return b;
+}
+
 static int64_t floor_div(int64_t a, int64_t b) {
     /* C division truncates toward zero; shift down for negative quotients. */
     int64_t q = a / b;
@@ -142,7 +189,7 @@ static inline void next_bin(const search_ctx *c, int dim, int64_t *r, int64_t *s
  * writes them to out (unsorted) when out != NULL. Records the smallest overlap in *ov. */
 static int64_t scan_receiver(const search_ctx *c, int64_t k, edge_rec *out, overlap_info *ov) {
     const int32_t j = c->sorted_id[k];
-    const int64_t bj = c->atom_bin[j];
+    const int64_t bj = c->atom_bin[k];
     const int64_t b[3] = {bj / (c->nb[1] * c->nb[2]), (bj / c->nb[2]) % c->nb[1], bj % c->nb[2]};
     const double *wx = c->xw, *wy = c->xw + c->n, *wz = c->xw + 2 * c->n;
     const double xwj[3] = {wx[k], wy[k], wz[k]};
@@ -236,6 +283,13 @@ static int64_t scan_receiver(const search_ctx *c, int64_t k, edge_rec *out, over
                     if (d2 >= r2_cut) continue;
                     if (out) {
                         edge_rec *e = &out[count];
+                        /* For a fixed sender, S - s is constant, so (sender, s - s_first) sorts
+                         * like (sender, S). The fill pass checks that the key fits. */
+                        e->key = ((((uint64_t)i << c->key_bits[0] | (uint64_t)(s0 - s_first[0]))
+                                       << c->key_bits[1] |
+                                   (uint64_t)(s1 - s_first[1]))
+                                      << c->key_bits[2]) |
+                                 (uint64_t)(seg_s2 - s_first[2]);
                         e->sender = i;
                         memcpy(e->s, S, sizeof S);
                         memcpy(e->v, v, sizeof v);
@@ -435,7 +489,7 @@ cgq_status cgq_neighbor_list_build(cgq_neighbor_list *nl, int64_t n_atoms, const
     double *frac = NULL, *xw = NULL, *xo = NULL;
     int32_t *wrap_orig = NULL, *wrap = NULL, *sorted_id = NULL;
     int64_t *atom_bin = NULL, *bin_start = NULL;
-    edge_rec *scratch = NULL;
+    void *scratch = NULL;
 
     frac = malloc((size_t)n * 3 * sizeof *frac);
     wrap_orig = malloc((size_t)n * 3 * sizeof *wrap_orig);
@@ -519,6 +573,9 @@ cgq_status cgq_neighbor_list_build(cgq_neighbor_list *nl, int64_t n_atoms, const
         c.m[k] = mk < 1 ? 1 : (int64_t)mk;
     }
     const int64_t nbins = c.nb[0] * c.nb[1] * c.nb[2];
+    /* Shifts s of the virtual bins b-m .. b+m take at most floor(2m/nb) + 2 values. */
+    for (int k = 0; k < 3; ++k)
+        c.key_bits[k] = periodic[k] ? bits_for((uint64_t)(2 * c.m[k] / c.nb[k] + 2)) : 0;
 
     atom_bin = malloc((size_t)n * sizeof *atom_bin);
     bin_start = calloc((size_t)nbins + 1, sizeof *bin_start);
@@ -559,6 +616,9 @@ cgq_status cgq_neighbor_list_build(cgq_neighbor_list *nl, int64_t n_atoms, const
             }
         }
         free(cursor);
+        /* From now on atom_bin is indexed in bin order, next to the other per-atom data. */
+        for (int64_t b = 0; b < nbins; ++b)
+            for (int64_t q = bin_start[b]; q < bin_start[b + 1]; ++q) atom_bin[q] = b;
     }
     free(frac);
     frac = NULL;
@@ -629,12 +689,19 @@ cgq_status cgq_neighbor_list_build(cgq_neighbor_list *nl, int64_t n_atoms, const
         goto fail;
     }
 
-    /* Pass 2: fill each row through a per-thread scratch, sort it, copy it out. */
+    /* Pass 2: fill each row through a per-thread scratch, sort it, copy it out. Fast path: sort
+     * 64-bit keys (sender, bin shift, position in the row); the struct sort is the fallback for
+     * rows or systems too large for the packing. */
+    const int64_t row_cap = max_row > 0 ? max_row : 1;
+    const int packed_bits = bits_for((uint64_t)n) + c.key_bits[0] + c.key_bits[1] + c.key_bits[2];
+    const int pos_bits = bits_for((uint64_t)row_cap);
+    const int use_keys = packed_bits + pos_bits <= 64;
     int nthreads = 1;
 #ifdef _OPENMP
     nthreads = n >= 512 ? omp_get_max_threads() : 1;
 #endif
-    scratch = malloc((size_t)nthreads * 2 * (size_t)(max_row > 0 ? max_row : 1) * sizeof *scratch);
+    const size_t per_thread = (size_t)row_cap * (2 * sizeof(edge_rec) + 2 * sizeof(uint64_t));
+    scratch = malloc((size_t)nthreads * per_thread);
     if (!scratch) goto oom;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nthreads)
@@ -644,8 +711,10 @@ cgq_status cgq_neighbor_list_build(cgq_neighbor_list *nl, int64_t n_atoms, const
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        edge_rec *buf = scratch + (size_t)tid * 2 * (size_t)(max_row > 0 ? max_row : 1);
-        edge_rec *tmp = buf + (max_row > 0 ? max_row : 1);
+        edge_rec *buf = (edge_rec *)((char *)scratch + (size_t)tid * per_thread);
+        edge_rec *tmp = buf + row_cap;
+        uint64_t *keys = (uint64_t *)(tmp + row_cap);
+        uint64_t *ktmp = keys + row_cap;
         overlap_info ov;
         memset(&ov, 0, sizeof ov);
 #ifdef _OPENMP
@@ -653,12 +722,18 @@ cgq_status cgq_neighbor_list_build(cgq_neighbor_list *nl, int64_t n_atoms, const
 #endif
         for (int64_t k = 0; k < n; ++k) {
             int64_t cnt = scan_receiver(&c, k, buf, &ov);
-            sort_row(buf, tmp, cnt);
             int64_t base = nl->row_ptr[c.sorted_id[k]];
+            if (use_keys) {
+                for (int64_t e = 0; e < cnt; ++e) keys[e] = buf[e].key << pos_bits | (uint64_t)e;
+                sort_keys(keys, ktmp, cnt);
+            } else {
+                sort_row(buf, tmp, cnt);
+            }
             for (int64_t e = 0; e < cnt; ++e) {
-                nl->sender[base + e] = buf[e].sender;
-                memcpy(&nl->shift[3 * (base + e)], buf[e].s, sizeof buf[e].s);
-                memcpy(&nl->vec[3 * (base + e)], buf[e].v, sizeof buf[e].v);
+                const edge_rec *r = use_keys ? &buf[keys[e] & (((uint64_t)1 << pos_bits) - 1)] : &buf[e];
+                nl->sender[base + e] = r->sender;
+                memcpy(&nl->shift[3 * (base + e)], r->s, sizeof r->s);
+                memcpy(&nl->vec[3 * (base + e)], r->v, sizeof r->v);
             }
         }
     }
