@@ -3,6 +3,7 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <dirent.h>
@@ -25,14 +26,17 @@ struct Case {
     double energy = 0;
 };
 
+// Every committed model file with reference self-tests: tests/fixtures/*.h5 and potentials/*.h5.
 inline std::vector<std::string> fixture_files() {
     std::vector<std::string> out;
-    if (DIR *d = opendir(CGQ_FIXTURE_DIR)) {
-        while (dirent *e = readdir(d)) {
-            std::string n = e->d_name;
-            if (n.size() > 3 && n.substr(n.size() - 3) == ".h5") out.push_back(std::string(CGQ_FIXTURE_DIR) + "/" + n);
+    for (const char *dir : {CGQ_FIXTURE_DIR, CGQ_POTENTIALS_DIR}) {
+        if (DIR *d = opendir(dir)) {
+            while (dirent *e = readdir(d)) {
+                std::string n = e->d_name;
+                if (n.size() > 3 && n.substr(n.size() - 3) == ".h5") out.push_back(std::string(dir) + "/" + n);
+            }
+            closedir(d);
         }
-        closedir(d);
     }
     std::sort(out.begin(), out.end());
     return out;

@@ -32,14 +32,3 @@ cgq_status cgq_fail(cgq_status s, const char *fmt, ...) {
     va_end(ap);
     return s;
 }
-
-cgq_status cgq_fail_context(cgq_status s, const char *fmt, ...) {
-    char prefix[512], old[CGQ_ERROR_CAPACITY];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
-    va_end(ap);
-    memcpy(old, g_last_error, sizeof old);
-    snprintf(g_last_error, sizeof g_last_error, "%s%s", prefix, old);
-    return s;
-}

@@ -6,8 +6,6 @@
 
 /* Record a formatted message for status s and return s: `return cgq_fail(CGQ_STATUS_BAD_FILE, ...)`. */
 cgq_status cgq_fail(cgq_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Prefix the current message with context ("loading model.h5: ") and return s. */
-cgq_status cgq_fail_context(cgq_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cgq_clear_error(void);
 
 #define CGQ_TRY(expr)                                                                              \

@@ -25,7 +25,14 @@ typedef struct cgq_neighbor_list {
  * positions, a singular cell with a periodic direction, or two atoms closer than 1e-8 A (same
  * image); with CGQ_STATUS_OUT_OF_MEMORY if arrays cannot grow. n_atoms == 0 gives an empty list.
  * cell: rows are lattice vectors a, b, c. Triclinic cells and cells thinner than the cutoff are
- * handled (enough images are enumerated). Cost O(N) with a cell list for large N. */
+ * handled (enough images are enumerated). Cost O(N) with a cell list for large N.
+ * Details: nl must be zero-initialised before first use. pbc == NULL means non-periodic; cell
+ * may be NULL (or zero, or garbage) when no direction is periodic: rows of non-periodic
+ * directions are ignored (treated as zero). Positions need not lie inside the cell. Each vec is
+ * computed per component exactly as x_j - (x_i + ((S0*a + S1*b) + S2*c)) and an edge is kept
+ * iff |vec|^2 < cutoff^2. Invalid nl/cutoff/n_atoms -> CGQ_STATUS_INVALID_ARGUMENT. On any
+ * failure the list is left empty (n_nodes = n_edges = 0) but keeps its memory. Atom indices in
+ * messages are 0-based. With OpenMP the result is bitwise identical for any thread count. */
 cgq_status cgq_neighbor_list_build(cgq_neighbor_list *nl, int64_t n_atoms, const double *positions,
                                    const double cell[9], const int32_t pbc[3], double cutoff);
 void cgq_neighbor_list_free(cgq_neighbor_list *nl);

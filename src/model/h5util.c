@@ -33,7 +33,7 @@ static cgq_status open_attr(const cgq_h5 *f, hid_t loc, const char *name, const 
 
 cgq_status cgq_h5_attr_string(const cgq_h5 *f, hid_t loc, const char *name, const char *where, char *buf,
                               size_t size) {
-    hid_t a;
+    hid_t a = -1;
     CGQ_TRY(open_attr(f, loc, name, where, &a));
     cgq_status st = CGQ_STATUS_OK;
     hid_t ft = H5Aget_type(a);
@@ -70,7 +70,7 @@ cgq_status cgq_h5_attr_string(const cgq_h5 *f, hid_t loc, const char *name, cons
 
 static cgq_status read_scalar_attr(const cgq_h5 *f, hid_t loc, const char *name, const char *where,
                                    hid_t memtype, void *out) {
-    hid_t a;
+    hid_t a = -1;
     CGQ_TRY(open_attr(f, loc, name, where, &a));
     hid_t sp = H5Aget_space(a);
     hid_t ft = H5Aget_type(a);
@@ -103,7 +103,7 @@ cgq_status cgq_h5_attr_int(const cgq_h5 *f, hid_t loc, const char *name, const c
 
 cgq_status cgq_h5_attr_int_array(const cgq_h5 *f, hid_t loc, const char *name, const char *where,
                                  int32_t **out, int64_t *n) {
-    hid_t a;
+    hid_t a = -1;
     CGQ_TRY(open_attr(f, loc, name, where, &a));
     hid_t sp = H5Aget_space(a);
     hid_t ft = H5Aget_type(a);

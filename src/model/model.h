@@ -11,6 +11,7 @@
 #define CGQ_MAX_CORRELATION 4
 #define CGQ_MAX_FC_LAYERS 8
 #define CGQ_MAX_SH_L 3
+#define CGQ_MAX_SPECIES 128 /* one-hot node attributes live on the stack */
 
 typedef enum cgq_act { CGQ_ACT_IDENTITY, CGQ_ACT_SILU, CGQ_ACT_TANH, CGQ_ACT_SIGMOID, CGQ_ACT_SSP, CGQ_ACT_ABS } cgq_act;
 

@@ -18,8 +18,8 @@ typedef struct loader {
 /* Open group `name` under loc, run fn on it, close it: group handles never leak on errors. */
 typedef cgq_status (*group_fn)(loader *L, hid_t g, const char *where, void *obj);
 static cgq_status with_group(loader *L, hid_t loc, const char *name, const char *where, group_fn fn, void *obj) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", where, name);
+    char path[640];
+    snprintf(path, sizeof path, "%.500s/%.100s", where, name);
     hid_t g;
     CGQ_TRY(cgq_h5_group(&L->f, loc, name, where, &g));
     cgq_status st = fn(L, g, path, obj);
@@ -28,9 +28,9 @@ static cgq_status with_group(loader *L, hid_t loc, const char *name, const char 
 }
 
 static cgq_status read_irreps(loader *L, hid_t g, const char *attr, const char *where, cgq_irreps *out) {
-    char buf[1024], what[600];
+    char buf[1024], what[900];
     CGQ_TRY(cgq_h5_attr_string(&L->f, g, attr, where, buf, sizeof buf));
-    snprintf(what, sizeof what, "%s: attribute '%s' of %s", L->f.path, attr, where);
+    snprintf(what, sizeof what, "%.200s: attribute '%.40s' of %.600s", L->f.path, attr, where);
     return cgq_irreps_parse(buf, what, out);
 }
 
@@ -151,9 +151,7 @@ static cgq_status load_tp(loader *L, hid_t g, const char *where, void *obj) {
         }
         char name[32];
         snprintf(name, sizeof name, "w3j/%d", k);
-        char wwhere[600];
-        snprintf(wwhere, sizeof wwhere, "%s", where);
-        st = cgq_h5_read_double(&L->f, g, name, wwhere, 3,
+        st = cgq_h5_read_double(&L->f, g, name, where, 3,
                                 (int64_t[]){2 * B1->l + 1, 2 * B2->l + 1, 2 * BO->l + 1}, &tp->w3j[k], NULL, NULL);
     }
     free(ins);
@@ -318,8 +316,8 @@ static cgq_status load_product(loader *L, hid_t g, const char *where, void *obj)
     ly->agnostic = v != 0;
     hid_t sg;
     CGQ_TRY(cgq_h5_group(&L->f, g, "symmetric_contraction", where, &sg));
-    char sw[600];
-    snprintf(sw, sizeof sw, "%s/symmetric_contraction", where);
+    char sw[700];
+    snprintf(sw, sizeof sw, "%.600s/symmetric_contraction", where);
     cgq_status st = read_irreps(L, sg, "irreps_out", sw, &ly->product_out);
     int64_t nc = 0;
     if (st == CGQ_STATUS_OK) st = cgq_h5_attr_int(&L->f, sg, "num_contractions", sw, &nc);
@@ -502,6 +500,9 @@ static cgq_status load_root(loader *L) {
     if (st == CGQ_STATUS_OK) {
         m->n_species = (int)nz;
         if (nz < 1) st = cgq_fail(CGQ_STATUS_BAD_FILE, "%s: the model lists no species", L->f.path);
+        if (nz > CGQ_MAX_SPECIES)
+            st = cgq_fail(CGQ_STATUS_UNSUPPORTED, "%s: %lld species (at most %d supported)", L->f.path, (long long)nz,
+                          CGQ_MAX_SPECIES);
         for (int i = 0; st == CGQ_STATUS_OK && i < m->n_species; i++)
             if (m->species_z[i] < 1 || m->species_z[i] > 118)
                 st = cgq_fail(CGQ_STATUS_BAD_FILE, "%s: species_z[%d] = %d is not an atomic number", L->f.path, i,

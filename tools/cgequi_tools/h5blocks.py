@@ -41,7 +41,17 @@ def write_linear(parent, name, lin, path):
     g.attrs["module"] = path
     g.attrs["irreps_in"] = str(lin.irreps_in)
     g.attrs["irreps_out"] = str(lin.irreps_out)
-    ins = lin.instructions
+    # e3nn lists biases as extra instructions with i_in == -1 (path_weight 1, one per biased output
+    # irrep; biases=True biases every 0e output). The format stores them as the `bias` dataset.
+    bias_ins = [i for i in lin.instructions if i.i_in == -1]
+    ins = [i for i in lin.instructions if i.i_in != -1]
+    if bias_ins:
+        biased = sorted(i.i_out for i in bias_ins)
+        scalars = [k for k, (_, ir) in enumerate(lin.irreps_out) if ir.l == 0 and ir.p == 1]
+        if biased != scalars or any(float(i.path_weight) != 1.0 for i in bias_ins):
+            raise ExportError(f"{path}: biases on outputs {biased} (path weights "
+                              f"{[float(i.path_weight) for i in bias_ins]}) are not supported; "
+                              f"only a bias on every 0e output with path weight 1")
     g.create_dataset("instructions", data=np.array([[i.i_in, i.i_out] for i in ins], dtype=np.int32).reshape(-1, 2))
     g.create_dataset("path_weights", data=np.array([float(i.path_weight) for i in ins], dtype=np.float64))
     w = f64(lin.weight).reshape(-1)

@@ -271,7 +271,7 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, double 
     /* ---- forward ---- */
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; i++) {
-        double onehot[128] = {0};
+        double onehot[CGQ_MAX_SPECIES] = {0};
         onehot[g->species[i]] = 1.0;
         cgq_linear_forward(&m->node_embedding, onehot, emb + i * m->node_embedding.out.dim);
     }
@@ -287,7 +287,7 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, double 
         for (int64_t i = 0; i < N; i++) {
             cgq_linear_forward(&ly->linear_up, hin + i * din, s->hu + i * dhu);
             if (ly->residual) {
-                double onehot[128] = {0};
+                double onehot[CGQ_MAX_SPECIES] = {0};
                 onehot[g->species[i]] = 1.0;
                 cgq_tp_node_forward(&ly->skip_tp, hin + i * din, onehot, s->sc + i * dsc);
             }
@@ -317,7 +317,7 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, double 
                 cgq_linear_forward(&ly->linear, Mi, tmp);
                 double *Ml = s->Mlin + i * dT;
                 for (int j = 0; j < dT; j++) Ml[j] = tmp[j] * scale;
-                double onehot[128] = {0};
+                double onehot[CGQ_MAX_SPECIES] = {0};
                 onehot[g->species[i]] = 1.0;
                 if (!ly->residual) cgq_tp_node_forward(&ly->skip_tp, Ml, onehot, s->Apre + i * dT);
                 else memcpy(s->Apre + i * dT, Ml, sizeof(double) * (size_t)dT);
@@ -407,7 +407,7 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, double 
                 if (!tmp) continue;
                 const double *ghi = gh + i * dH;
                 double *gB = tmp, *gA = tmp + maxdim, *gApre = gA + CD, *gMl = gApre + maxdim;
-                double onehot[128] = {0};
+                double onehot[CGQ_MAX_SPECIES] = {0};
                 onehot[g->species[i]] = 1.0;
                 if (ly->use_sc && ly->residual) cgq_tp_node_backward_x1(&ly->skip_tp, onehot, ghi, gh_prev + i * din);
                 memset(gB, 0, sizeof(double) * (size_t)dB);

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# run-tests.sh: the whole test suite (what CI runs): fuzzing the model loader, the ASan/UBSan build
+# of the tests, then the release build's tests (ctest labels cpu, lammps; gpu tests skip without a GPU).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/install-deps.sh
+jobs=$(nproc)
+
+echo "== libFuzzer on the model loader (bounded time)"
+cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
+  -DCGQ_FUZZ=ON -DCGQ_BUILD_TESTS=OFF >/dev/null
+cmake --build build-fuzz -j"$jobs" --target fuzz_model_load >/dev/null
+mkdir -p build-fuzz/corpus
+cp tests/fixtures/*.h5 build-fuzz/corpus/ 2>/dev/null || true
+build-fuzz/fuzz_model_load -max_total_time="${CGQ_FUZZ_SECONDS:-120}" -max_len=1048576 -rss_limit_mb=4096 \
+  -print_final_stats=1 build-fuzz/corpus 2>&1 | tail -n 12
+
+echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCGQ_SANITIZE=ON -DCGQ_WERROR=ON >/dev/null
+cmake --build build-asan -j"$jobs" >/dev/null
+OMP_NUM_THREADS=2 ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE slow
+
+echo "== tests (release build)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCGQ_WERROR=ON >/dev/null
+cmake --build build -j"$jobs" >/dev/null
+ctest --test-dir build --output-on-failure -j"$jobs"
