@@ -63,20 +63,35 @@ CGQ_API cgq_status cgq_evaluator_create(const cgq_model *model, const cgq_evalua
                                         cgq_evaluator **out);
 CGQ_API void cgq_evaluator_free(cgq_evaluator *ev);
 
-/* A directed graph with edges sorted by receiver (CSR). Edge e goes from sender[e] to the receiver
- * whose row contains e; vec[e] = x_receiver - x_sender_image (sender's periodic image). */
+/* A directed graph with edges sorted by receiver (CSR). Nodes 0..n_local-1 are local (they receive
+ * edges and carry energy); nodes n_local..n_nodes-1 are ghosts (copies of nodes owned elsewhere, e.g.
+ * by another MPI rank) that only send. Edge e goes from sender[e] to the receiver whose row contains
+ * e; vec[e] = x_receiver - x_sender (the sender's image, if periodic). With no ghosts, periodic
+ * images are simply edges to the owner node (folded). */
 typedef struct cgq_graph {
     int64_t n_nodes;
+    int64_t n_local;
     int64_t n_edges;
     const int32_t *species; /* [n_nodes] model species index (see cgq_model_species_index) */
-    const int64_t *row_ptr; /* [n_nodes+1] */
-    const int32_t *sender;  /* [n_edges] */
+    const int64_t *row_ptr; /* [n_local+1] */
+    const int32_t *sender;  /* [n_edges] node index < n_nodes */
     const double *vec;      /* [n_edges*3] */
 } cgq_graph;
 
-/* Energy, per-node energies (optional, [n_nodes]) and dE/dvec per edge (optional, [n_edges*3]). */
-CGQ_API cgq_status cgq_evaluate_graph(cgq_evaluator *ev, const cgq_graph *graph, double *energy,
-                                      double *node_energy, double *edge_grad);
+/* Per-layer exchange of node data with the owners of ghost nodes (message passing across ranks).
+ * data is [n_nodes][width], row-major. forward: fill ghost rows from their owners' rows.
+ * reverse: add ghost rows into their owners' rows. Both are collective: every rank calls them the
+ * same number of times, also with zero local nodes. */
+typedef struct cgq_exchange {
+    void *ctx;
+    cgq_status (*forward)(void *ctx, double *data, int width);
+    cgq_status (*reverse)(void *ctx, double *data, int width);
+} cgq_exchange;
+
+/* Energy (sum over local nodes), per-local-node energies (optional, [n_local]) and dE/dvec per edge
+ * (optional, [n_edges*3]). exchange may be NULL when there are no ghost nodes. */
+CGQ_API cgq_status cgq_evaluate_graph(cgq_evaluator *ev, const cgq_graph *graph, const cgq_exchange *exchange,
+                                      double *energy, double *node_energy, double *edge_grad);
 
 /* A structure: positions in Angstrom, cell rows are lattice vectors, pbc per lattice direction. */
 typedef struct cgq_system {

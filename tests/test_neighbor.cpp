@@ -51,7 +51,9 @@ double det3(const double *m) {
 // periodic k, |v| < r implies |df_k - S_k| * width_k < r (df = fractional difference), which
 // bounds S_k per pair. Loops run in (j, i, S0, S1, S2) order, so the result is already sorted.
 // v uses the same expression the library documents (non-periodic cell rows count as zero).
-std::vector<Edge> brute_force(const System &sys, double cutoff) {
+// fixed_range > 0 instead scans every S with |S_k| <= fixed_range (no geometry at all), to check
+// the bound itself on small systems.
+std::vector<Edge> brute_force(const System &sys, double cutoff, int fixed_range = 0) {
     const int64_t n = sys.n();
     double c[9], m[9];
     for (int q = 0; q < 9; ++q) c[q] = m[q] = sys.pbc[q / 3] ? sys.cell[q] : 0.0;
@@ -92,17 +94,32 @@ std::vector<Edge> brute_force(const System &sys, double cutoff) {
         cross(m + 3 * ((k + 1) % 3), m + 3 * ((k + 2) % 3), cr);
         width[k] = std::fabs(det) / std::sqrt(cr[0] * cr[0] + cr[1] * cr[1] + cr[2] * cr[2]);
     }
+    // Fractional coordinates of every atom (periodic directions only are used).
+    std::vector<double> frac((size_t)n * 3);
+    for (int64_t i = 0; i < n; ++i)
+        for (int k = 0; k < 3; ++k) {
+            frac[3 * i + k] = 0;
+            for (int d = 0; d < 3; ++d) frac[3 * i + k] += sys.pos[3 * i + d] * inv[3 * d + k];
+        }
     std::vector<Edge> out;
     for (int64_t j = 0; j < n; ++j)
         for (int64_t i = 0; i < n; ++i) {
+            // Integers S_k with |df_k - S_k| < r/width_k (+ slack for rounding); empty -> no edge.
             int lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
-            for (int k = 0; k < 3; ++k) {
+            bool empty = false;
+            for (int k = 0; k < 3 && !empty; ++k) {
                 if (!sys.pbc[k]) continue;
-                double df = 0;
-                for (int d = 0; d < 3; ++d) df += (sys.pos[3 * j + d] - sys.pos[3 * i + d]) * inv[3 * d + k];
-                lo[k] = (int)std::floor(df - cutoff / width[k] - 1e-6);
-                hi[k] = (int)std::ceil(df + cutoff / width[k] + 1e-6);
+                double df = frac[3 * j + k] - frac[3 * i + k];
+                lo[k] = (int)std::ceil(df - cutoff / width[k] - 1e-6);
+                hi[k] = (int)std::floor(df + cutoff / width[k] + 1e-6);
+                empty = lo[k] > hi[k];
+                if (fixed_range > 0) {
+                    lo[k] = -fixed_range;
+                    hi[k] = fixed_range;
+                    empty = false;
+                }
             }
+            if (empty) continue;
             for (int s0 = lo[0]; s0 <= hi[0]; ++s0)
                 for (int s1 = lo[1]; s1 <= hi[1]; ++s1)
                     for (int s2 = lo[2]; s2 <= hi[2]; ++s2) {
@@ -184,6 +201,28 @@ std::vector<double> random_positions(std::mt19937_64 &rng, const std::array<doub
         for (int d = 0; d < 3; ++d) p[3 * i + d] = f[0] * c[d] + f[1] * c[3 + d] + f[2] * c[6 + d];
     }
     return p;
+}
+
+bool same_edges(const std::vector<Edge> &a, const std::vector<Edge> &b) {
+    if (a.size() != b.size()) return false;
+    for (size_t e = 0; e < a.size(); ++e)
+        if (a[e].recv != b[e].recv || a[e].send != b[e].send || a[e].s != b[e].s || a[e].v != b[e].v)
+            return false;
+    return true;
+}
+
+TEST(Neighbor, ReferenceBoundAgreesWithPlainImageScan) {
+    // The reference's per-pair image bound against scanning every |S_k| <= 12 blindly.
+    std::mt19937_64 rng(8);
+    for (int trial = 0; trial < 12; ++trial) {
+        System s;
+        s.cell = random_cell(rng, 2.0, 6.0, 0.4);
+        s.pbc = {1, trial % 3 != 1, trial % 4 != 2};
+        s.pos = random_positions(rng, s.cell, 1 + trial % 4, -0.5, 1.5);
+        std::vector<Edge> bound = brute_force(s, 5.0), plain = brute_force(s, 5.0, 12);
+        EXPECT_GT(plain.size(), 0u);
+        EXPECT_TRUE(same_edges(bound, plain)) << "trial " << trial;
+    }
 }
 
 TEST(Neighbor, RandomTriclinicPeriodic) {

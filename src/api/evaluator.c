@@ -62,16 +62,19 @@ void cgq_evaluator_free(cgq_evaluator *ev) {
 static cgq_status validate_graph(const cgq_model *m, const cgq_graph *g) {
     if (g->n_nodes < 0 || g->n_edges < 0) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "negative node or edge count");
     if (g->n_nodes > INT32_MAX) return cgq_fail(CGQ_STATUS_UNSUPPORTED, "more than 2^31-1 nodes");
+    if (g->n_local < 0 || g->n_local > g->n_nodes)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "n_local must be between 0 and n_nodes");
     if (g->n_nodes && (!g->species || !g->row_ptr)) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "graph arrays are NULL");
     if (g->n_edges && (!g->sender || !g->vec)) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "graph edge arrays are NULL");
-    if (g->n_nodes && (g->row_ptr[0] != 0 || g->row_ptr[g->n_nodes] != g->n_edges))
+    if (g->row_ptr && (g->row_ptr[0] != 0 || g->row_ptr[g->n_local] != g->n_edges))
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "row_ptr must start at 0 and end at n_edges");
-    for (int64_t i = 0; i < g->n_nodes; i++) {
+    if (!g->row_ptr && g->n_edges) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "row_ptr is NULL");
+    for (int64_t i = 0; i < g->n_nodes; i++)
         if (g->species[i] < 0 || g->species[i] >= m->n_species)
             return cgq_fail(CGQ_STATUS_BAD_INPUT, "node %lld has species index %d; the model has %d species", (long long)i,
                             g->species[i], m->n_species);
+    for (int64_t i = 0; i < g->n_local; i++)
         if (g->row_ptr[i + 1] < g->row_ptr[i]) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "row_ptr is not monotonic");
-    }
     for (int64_t e = 0; e < g->n_edges; e++) {
         if (g->sender[e] < 0 || g->sender[e] >= g->n_nodes)
             return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "edge %lld has sender %d outside 0..%lld", (long long)e,
@@ -86,12 +89,15 @@ static cgq_status validate_graph(const cgq_model *m, const cgq_graph *g) {
     return CGQ_STATUS_OK;
 }
 
-cgq_status cgq_evaluate_graph(cgq_evaluator *ev, const cgq_graph *graph, double *energy, double *node_energy,
-                              double *edge_grad) {
+cgq_status cgq_evaluate_graph(cgq_evaluator *ev, const cgq_graph *graph, const cgq_exchange *exchange, double *energy,
+                              double *node_energy, double *edge_grad) {
     if (!ev || !graph || !energy)
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluate_graph: evaluator, graph and energy must not be NULL");
+    if (graph->n_local != graph->n_nodes && (!exchange || !exchange->forward || !exchange->reverse))
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "a graph with ghost nodes needs an exchange (forward and reverse)");
+    /* a local-validation failure must not skip the collective exchanges other ranks wait in */
     CGQ_TRY(validate_graph(ev->model, graph));
-    return cgq_mace_cpu_evaluate(ev->model, graph, energy, node_energy, edge_grad, &ev->arena);
+    return cgq_mace_cpu_evaluate(ev->model, graph, exchange, energy, node_energy, edge_grad, &ev->arena);
 }
 
 static cgq_status grow(void **p, int64_t *cap, int64_t need, size_t elsize) {
@@ -129,9 +135,9 @@ cgq_status cgq_evaluate_system(cgq_evaluator *ev, const cgq_system *sys, cgq_res
     CGQ_TRY(cgq_neighbor_list_build(&ev->nl, n, sys->positions, sys->cell, sys->pbc, m->r_max));
     const cgq_neighbor_list *nl = &ev->nl;
     CGQ_TRY(grow((void **)&ev->edge_grad, &ev->edge_cap, 3 * nl->n_edges + 1, sizeof(double)));
-    cgq_graph g = {n, nl->n_edges, ev->species, nl->row_ptr, nl->sender, nl->vec};
+    cgq_graph g = {n, n, nl->n_edges, ev->species, nl->row_ptr, nl->sender, nl->vec};
     /* edge gradients are always needed: the virial is always returned */
-    CGQ_TRY(cgq_evaluate_graph(ev, &g, &res->energy, res->atomic_energies, ev->edge_grad));
+    CGQ_TRY(cgq_evaluate_graph(ev, &g, NULL, &res->energy, res->atomic_energies, ev->edge_grad));
     double W[9] = {0};
     if (res->forces) memset(res->forces, 0, sizeof(double) * 3 * (size_t)n);
     if (res->atomic_virials) memset(res->atomic_virials, 0, sizeof(double) * 9 * (size_t)n);

@@ -20,8 +20,9 @@ def mace_reference(model, atoms, head=None):
     loader = torch_geometric.dataloader.DataLoader(dataset=[ad], batch_size=1, shuffle=False, drop_last=False)
     batch = next(iter(loader)).to_dict()
     periodic = bool(np.any(atoms.pbc))
+    # compute_edge_forces: plain MACE (unlike ScaleShiftMACE) only returns atomic virials with it
     out = model(batch, compute_force=True, compute_virials=periodic, compute_stress=periodic,
-                compute_atomic_stresses=True, training=False)
+                compute_edge_forces=True, compute_atomic_stresses=True, training=False)
     res = {
         "energy": float(out["energy"].detach().double().reshape(-1)[0]),
         "forces": f64(out["forces"]),

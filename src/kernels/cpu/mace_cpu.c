@@ -183,16 +183,17 @@ static int readout_hidden(const cgq_readout *ro) {
     return ro->kind == CGQ_READOUT_LINEAR ? 0 : 2 * ro->linear_1.out.dim;
 }
 
-cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, double *energy, double *node_energy,
-                                 double *edge_grad, cgq_arena *arena) {
-    const int64_t N = g->n_nodes, E = g->n_edges;
+cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const cgq_exchange *xc, double *energy,
+                                 double *node_energy, double *edge_grad, cgq_arena *arena) {
+    /* N local nodes (receivers, energies), NA all nodes (local then ghosts: possible senders) */
+    const int64_t N = g->n_local, NA = g->n_nodes, E = g->n_edges;
     const int L = m->n_layers, nY = (m->lmax_sh + 1) * (m->lmax_sh + 1), nb = m->n_bessel, S = m->n_species;
     const int want_grad = edge_grad != NULL;
 
     /* ---- plan the arena: first pass counts, second carves ---- */
     layer_state ls[CGQ_MAX_LAYERS];
-    double *emb, *gh_a, *gh_b, *gM, *ghu, *grho, *ro_z[CGQ_MAX_LAYERS], *node_out, *gtmp;
-    int64_t *srow;
+    double *emb, *gh_a, *gh_b, *gM, *ghu, *grho, *ro_z[CGQ_MAX_LAYERS], *node_out;
+    int64_t *srow, *sfill;
     int32_t *sedge, *erecv;
     edge_geom eg = {nY, nb, NULL, NULL, NULL, NULL};
     int maxdim = m->node_embedding.out.dim, maxconv = 1, maxhu = 1;
@@ -203,15 +204,15 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, double 
         maxconv = max_i(maxconv, ly->conv_tp.out.dim);
         maxhu = max_i(maxhu, ly->linear_up.out.dim);
     }
-    const size_t idx_doubles = ((size_t)(N + 1) * sizeof(int64_t) + 2 * (size_t)E * sizeof(int32_t)) / sizeof(double) + 2;
+    const size_t idx_doubles = ((size_t)(2 * NA + 1) * sizeof(int64_t) + 2 * (size_t)E * sizeof(int32_t)) / sizeof(double) + 2;
     for (int pass = 0; pass < 2; pass++) {
         plan pl = {0};
         double *p = pass ? arena->buf : NULL;
-        emb = carve(&p, (size_t)N * m->node_embedding.out.dim, &pl);
+        emb = carve(&p, (size_t)NA * m->node_embedding.out.dim, &pl);
         for (int t = 0; t < L; t++) {
             const cgq_mace_layer *ly = &m->layers[t];
             layer_state *s = &ls[t];
-            s->hu = carve(&p, (size_t)N * ly->linear_up.out.dim, &pl);
+            s->hu = carve(&p, (size_t)NA * ly->linear_up.out.dim, &pl);
             s->M = carve(&p, (size_t)N * ly->conv_tp.out.dim, &pl);
             s->rho = carve(&p, (size_t)N, &pl);
             s->Mlin = carve(&p, (size_t)N * ly->target.dim, &pl);
@@ -230,12 +231,12 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, double 
         gh_a = carve(&p, want_grad ? (size_t)N * maxdim : 0, &pl);
         gh_b = carve(&p, want_grad ? (size_t)N * maxdim : 0, &pl);
         gM = carve(&p, want_grad ? (size_t)N * maxconv : 0, &pl);
-        ghu = carve(&p, want_grad ? (size_t)N * maxhu : 0, &pl);
+        ghu = carve(&p, want_grad ? (size_t)NA * maxhu : 0, &pl);
         grho = carve(&p, want_grad ? (size_t)N : 0, &pl);
-        gtmp = carve(&p, want_grad ? (size_t)N * maxdim : 0, &pl);
         double *idx = carve(&p, want_grad ? idx_doubles : 0, &pl);
         srow = (int64_t *)idx;
-        sedge = idx ? (int32_t *)(srow + N + 1) : NULL;
+        sfill = idx ? srow + NA + 1 : NULL;
+        sedge = idx ? (int32_t *)(sfill + NA) : NULL;
         erecv = idx ? sedge + E : NULL;
         if (pass == 0 && pl.total > arena->cap) {
             double *nbuf = realloc(arena->buf, sizeof(double) * (pl.total + pl.total / 16 + 1));
@@ -270,7 +271,7 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, double 
 
     /* ---- forward ---- */
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < N; i++) {
+    for (int64_t i = 0; i < NA; i++) {
         double onehot[CGQ_MAX_SPECIES] = {0};
         onehot[g->species[i]] = 1.0;
         cgq_linear_forward(&m->node_embedding, onehot, emb + i * m->node_embedding.out.dim);
@@ -283,15 +284,18 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, double 
         const int dhu = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim, dT = ly->target.dim;
         const int dB = ly->product_out.dim, dH = ly->product_linear.out.dim, dsc = ly->skip_tp.out.dim;
         const int CD = ly->channels * ly->coupling_dim;
+        /* layer 0 reads the embedding, known for ghosts too; later layers get ghost rows by exchange */
+        const int64_t n_up = t == 0 ? NA : N;
 #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < N; i++) {
+        for (int64_t i = 0; i < n_up; i++) {
             cgq_linear_forward(&ly->linear_up, hin + i * din, s->hu + i * dhu);
-            if (ly->residual) {
+            if (ly->residual && i < N) {
                 double onehot[CGQ_MAX_SPECIES] = {0};
                 onehot[g->species[i]] = 1.0;
                 cgq_tp_node_forward(&ly->skip_tp, hin + i * din, onehot, s->sc + i * dsc);
             }
         }
+        if (t > 0 && xc) CGQ_TRY(xc->forward(xc->ctx, s->hu, dhu));
 #pragma omp parallel
         {
             double *scr = malloc(sizeof(double) * (esz + nsz));
@@ -358,14 +362,11 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, double 
 
     /* ---- backward ---- */
     /* edges grouped by sender (stable counting sort) for the transposed message gradient */
-    memset(srow, 0, sizeof(int64_t) * (size_t)(N + 1));
+    memset(srow, 0, sizeof(int64_t) * (size_t)(NA + 1));
     for (int64_t e = 0; e < E; e++) srow[g->sender[e] + 1]++;
-    for (int64_t i = 0; i < N; i++) srow[i + 1] += srow[i];
-    {
-        int64_t *fill = (int64_t *)gtmp; /* gtmp is free until the layer loop */
-        memcpy(fill, srow, sizeof(int64_t) * (size_t)N);
-        for (int64_t e = 0; e < E; e++) sedge[fill[g->sender[e]]++] = (int32_t)e;
-    }
+    for (int64_t i = 0; i < NA; i++) srow[i + 1] += srow[i];
+    memcpy(sfill, srow, sizeof(int64_t) * (size_t)NA);
+    for (int64_t e = 0; e < E; e++) sedge[sfill[g->sender[e]]++] = (int32_t)e;
     for (int64_t i = 0; i < N; i++)
         for (int64_t e = g->row_ptr[i]; e < g->row_ptr[i + 1]; e++) erecv[e] = (int32_t)i;
     memset(edge_grad, 0, sizeof(double) * 3 * (size_t)E);
@@ -515,7 +516,7 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, double 
             edge_scratch es;
             if (scr) edge_scratch_init(&es, scr, m, ly);
 #pragma omp for schedule(dynamic, 64)
-            for (int64_t j = 0; j < N; j++) {
+            for (int64_t j = 0; j < NA; j++) {
                 if (!scr) continue;
                 double *gj = ghu + j * dhu;
                 memset(gj, 0, sizeof(double) * (size_t)dhu);
@@ -525,11 +526,14 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, double 
                     cgq_tp_conv_backward(&ly->conv_tp, s->hu + j * dhu, eg.Y + e * nY, es.w, gM + (int64_t)erecv[e] * dM,
                                          gj, NULL, NULL);
                 }
-                cgq_linear_backward(&ly->linear_up, gj, gh_prev + j * din);
             }
             free(scr);
         }
         if (oom) return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory for per-thread scratch");
+        /* gradients that landed on ghost senders belong to their owners */
+        if (xc) CGQ_TRY(xc->reverse(xc->ctx, ghu, dhu));
+#pragma omp parallel for schedule(static)
+        for (int64_t j = 0; j < N; j++) cgq_linear_backward(&ly->linear_up, ghu + j * dhu, gh_prev + j * din);
         double *swap = gh;
         gh = gh_prev;
         gh_prev = swap;

@@ -14,6 +14,7 @@ typedef struct cgq_arena {
 } cgq_arena;
 void cgq_arena_free(cgq_arena *a);
 
-cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, double *energy, double *node_energy,
-                                 double *edge_grad, cgq_arena *arena);
+/* xc may be NULL when the graph has no ghost nodes (n_local == n_nodes). */
+cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const cgq_exchange *xc, double *energy,
+                                 double *node_energy, double *edge_grad, cgq_arena *arena);
 #endif
