@@ -17,13 +17,12 @@ class Physics : public ::testing::TestWithParam<std::string> {
         cases = read_cases(GetParam());
         ASSERT_FALSE(cases.empty());
     }
-    // The largest periodic case, or the first one.
-    const Case &pick(bool periodic) {
+    // The smallest case (periodic in all directions if asked): finite differences cost 6N evaluations.
+    const Case *pick(bool periodic) {
+        const Case *best = nullptr;
         for (const Case &c : cases)
-            if (!periodic || (c.pbc[0] && c.pbc[1] && c.pbc[2])) {
-                if (c.Z.size() <= 40) return c;
-            }
-        return cases[0];
+            if ((!periodic || (c.pbc[0] && c.pbc[1] && c.pbc[2])) && (!best || c.Z.size() < best->Z.size())) best = &c;
+        return best;
     }
     std::unique_ptr<Model> model;
     std::unique_ptr<Evaluator> ev;
@@ -31,7 +30,7 @@ class Physics : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(Physics, ForcesAreFiniteDifferencesOfEnergy) {
-    const Case &c = pick(false);
+    const Case &c = *pick(false);
     Eval r0 = evaluate(ev->e, c, c.pos);
     ASSERT_EQ(r0.status, CGQ_STATUS_OK) << cgq_last_error();
     const double h = 1e-5;
@@ -50,8 +49,8 @@ TEST_P(Physics, ForcesAreFiniteDifferencesOfEnergy) {
 }
 
 TEST_P(Physics, VirialIsFiniteStrainDerivative) {
-    const Case &c = pick(true);
-    if (!(c.pbc[0] && c.pbc[1] && c.pbc[2])) GTEST_SKIP() << "no periodic case";
+    if (!pick(true)) GTEST_SKIP() << "no periodic case";
+    const Case &c = *pick(true);
     Eval r0 = evaluate(ev->e, c, c.pos);
     ASSERT_EQ(r0.status, CGQ_STATUS_OK) << cgq_last_error();
     const double h = 1e-6;

@@ -294,7 +294,8 @@ def make_mace01(out):
     desc = ("trained mace01_swa.model (ScaleShiftMACE, H C O, r_max 4.0, hidden 32x0e, max_ell 2, "
             "correlation 2, 2 interactions, 8 Bessel, p=5; mace 0.3.6) on solvent_xtb_train_200.xyz "
             "frames 3, 50, 150 (molecules, vacuum) and solvent_liquid.xyz (160 atoms, periodic 12.854 A)")
-    path = os.path.join(out, "mace01_swa.h5")
+    # the trained model is also the shipped demo potential
+    path = os.path.join(REPO, "potentials", "mace01-solvent.h5")
     return path, write_fixture(path, model, None, "mace01_swa", desc, cases, source_file="mace01_swa.model")
 
 

@@ -350,7 +350,7 @@ static cgq_status load_layer(loader *L, hid_t g, const char *where, void *obj) {
     cgq_mace_layer *ly = obj;
     CGQ_TRY(with_group(L, g, "interaction", where, load_interaction, ly));
     CGQ_TRY(with_group(L, g, "product", where, load_product, ly));
-    if (ly->residual || ly->use_sc)
+    if (ly->residual && ly->use_sc)
         CGQ_TRY(check_dims(L, where, "skip connection", ly->skip_tp.out.dim, ly->product_linear.out.dim));
     return CGQ_STATUS_OK;
 }
@@ -628,4 +628,11 @@ int32_t cgq_model_species_index(const cgq_model *m, int32_t z) {
     for (int i = 0; i < m->n_species; i++)
         if (m->species_z[i] == z) return i;
     return -1;
+}
+
+int32_t cgq_model_exchange_width(const cgq_model *m) {
+    int32_t w = 1;
+    for (int t = 0; m && t < m->n_layers; t++)
+        if (m->layers[t].linear_up.out.dim > w) w = m->layers[t].linear_up.out.dim;
+    return w;
 }

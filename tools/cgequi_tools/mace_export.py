@@ -180,7 +180,8 @@ def export_mace(model, h5, head=None, source_file=""):
             cg.attrs["irrep_out"] = str(scm.irreps_out[k].ir)
             cg.attrs["coupling_irreps"] = str(c.coupling_irreps)
             for nu in range(1, nu_max + 1):
-                cg.create_dataset(f"U_{nu}", data=f64(c.U_tensors(nu)))
+                # U matrices are mostly zeros: compress them (transparent to readers)
+                cg.create_dataset(f"U_{nu}", data=f64(c.U_tensors(nu)), compression="gzip", compression_opts=6)
                 w = c.weights_max if nu == nu_max else c.weights[nu_max - 1 - nu]
                 cg.create_dataset(f"W_{nu}", data=f64(w))
         write_linear(pg, "linear", prod.linear, f"products.{t}.linear")

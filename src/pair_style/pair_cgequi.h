@@ -1,0 +1,67 @@
+/* pair_cgequi.h: LAMMPS pair style `cgequi`: thin C++ glue from LAMMPS arrays to the cgequi C API. */
+#ifdef PAIR_CLASS
+// clang-format off
+PairStyle(cgequi,PairCGEqui);
+// clang-format on
+#else
+
+#ifndef LMP_PAIR_CGEQUI_H
+#define LMP_PAIR_CGEQUI_H
+
+#include <string>
+#include <vector>
+
+#include "pair.h"
+
+extern "C" {
+#include "cgequi.h"
+}
+
+namespace LAMMPS_NS {
+
+class PairCGEqui : public Pair {
+  public:
+    PairCGEqui(class LAMMPS *);
+    ~PairCGEqui() override;
+    void compute(int, int) override;
+    void settings(int, char **) override;
+    void coeff(int, char **) override;
+    void init_style() override;
+    double init_one(int, int) override;
+    int pack_forward_comm(int, int *, double *, int, int *) override;
+    void unpack_forward_comm(int, int, double *) override;
+    int pack_reverse_comm(int, int, double *) override;
+    void unpack_reverse_comm(int, int *, double *) override;
+
+    /* per-layer exchange of node rows with other ranks (called back from the C evaluator) */
+    void exchange(double *data, int width, bool reverse);
+
+  private:
+    cgq_evaluator_params params;
+    std::string model_path;
+    cgq_model *model = nullptr;
+    cgq_evaluator *evaluator = nullptr;
+    std::vector<int> type_species; /* LAMMPS type -> model species index, -1 = NULL (not cgequi's) */
+    double cutoff = 0.0;
+
+    /* graph of this step; node k is LAMMPS atom node_atom[k]; atom_node[j] = node of atom j or -1 */
+    std::vector<int> node_atom, atom_node;
+    std::vector<int32_t> species, sender;
+    std::vector<int64_t> row_ptr;
+    std::vector<double> vec, node_energy, edge_grad, positions, node_buf;
+    struct cgq_neighbor_list *nl = nullptr;
+
+    /* communication state for pack/unpack */
+    double *comm_data = nullptr;
+    int comm_width = 0;
+
+    void free_model();
+    void build_graph(bool fold, int64_t &n_local_nodes, int64_t &n_nodes);
+    [[noreturn]] void fail_all(const std::string &what);
+    [[noreturn]] void fail_one(const std::string &what);
+};
+
+}  // namespace LAMMPS_NS
+
+#endif
+#endif
