@@ -15,6 +15,7 @@ PairStyle(cgequi,PairCGEqui);
 
 extern "C" {
 #include "cgequi.h"
+#include "graph/neighbor.h"
 }
 
 namespace LAMMPS_NS {
@@ -49,7 +50,7 @@ class PairCGEqui : public Pair {
     std::vector<int32_t> species, sender;
     std::vector<int64_t> row_ptr;
     std::vector<double> vec, node_energy, edge_grad, positions, node_buf;
-    struct cgq_neighbor_list *nl = nullptr;
+    ::cgq_neighbor_list *nl = nullptr;
 
     /* communication state for pack/unpack */
     double *comm_data = nullptr;

@@ -1,0 +1,342 @@
+/* pair_cgequi.cpp: LAMMPS pair style `cgequi`. Builds a receiver-sorted graph of local atoms from
+ * local+ghost positions every step, lets the cgequi C library evaluate it, and turns edge gradients
+ * into forces, virial, per-atom energies and per-atom virials.
+ * One rank: periodic-image ghosts are folded onto their owners (found by tag). Several ranks:
+ * ghosts are graph nodes whose features arrive per layer by forward communication; their
+ * gradients and forces go back by reverse communication. Both give the same numbers. */
+#include "pair_cgequi.h"
+
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+
+#include "atom.h"
+#include "comm.h"
+#include "domain.h"
+#include "error.h"
+#include "force.h"
+#include "memory.h"
+#include "update.h"
+#include "utils.h"
+
+extern "C" {
+#include "io/xyz.h"
+}
+
+using namespace LAMMPS_NS;
+
+namespace {
+cgq_status forward_cb(void *ctx, double *data, int width) {
+    static_cast<PairCGEqui *>(ctx)->exchange(data, width, false);
+    return CGQ_STATUS_OK;
+}
+cgq_status reverse_cb(void *ctx, double *data, int width) {
+    static_cast<PairCGEqui *>(ctx)->exchange(data, width, true);
+    return CGQ_STATUS_OK;
+}
+const char *device_name(cgq_device d) { return d == CGQ_DEVICE_CUDA ? "cuda" : d == CGQ_DEVICE_CPU ? "cpu" : "auto"; }
+}  // namespace
+
+PairCGEqui::PairCGEqui(LAMMPS *lmp) : Pair(lmp) {
+    single_enable = 0;
+    restartinfo = 0;
+    one_coeff = 1;
+    manybody_flag = 1;
+    no_virial_fdotr_compute = 1; /* the virial comes from edge gradients, forces are folded */
+    centroidstressflag = CENTROID_AVAIL;
+    params = cgq_evaluator_default_params();
+    nl = static_cast<::cgq_neighbor_list *>(calloc(1, sizeof(::cgq_neighbor_list)));
+}
+
+PairCGEqui::~PairCGEqui() {
+    free_model();
+    if (nl) cgq_neighbor_list_free(nl);
+    free(nl);
+    if (allocated) {
+        memory->destroy(setflag);
+        memory->destroy(cutsq);
+    }
+}
+
+void PairCGEqui::free_model() {
+    cgq_evaluator_free(evaluator);
+    cgq_model_free(model);
+    evaluator = nullptr;
+    model = nullptr;
+}
+
+void PairCGEqui::fail_all(const std::string &what) {
+    error->all(FLERR, std::string("pair_style cgequi: " + what + ": " + cgq_last_error()));
+    throw;  // not reached: error->all does not return
+}
+
+void PairCGEqui::fail_one(const std::string &what) {
+    error->one(FLERR, std::string("pair_style cgequi: " + what + ": " + cgq_last_error()));
+    throw;
+}
+
+/* pair_style cgequi [device auto|cpu|cuda] [precision fp64|fp32] [gpu_id N] */
+void PairCGEqui::settings(int narg, char **arg) {
+    params = cgq_evaluator_default_params();
+    for (int i = 0; i < narg; i += 2) {
+        if (i + 1 >= narg) error->all(FLERR, std::string("pair_style cgequi: keyword ") + arg[i] + " needs a value");
+        const std::string key = arg[i], val = arg[i + 1];
+        if (key == "device") {
+            if (val == "auto") params.device = CGQ_DEVICE_AUTO;
+            else if (val == "cpu") params.device = CGQ_DEVICE_CPU;
+            else if (val == "cuda") params.device = CGQ_DEVICE_CUDA;
+            else error->all(FLERR, std::string("pair_style cgequi: device must be auto, cpu or cuda, not " + val));
+        } else if (key == "precision") {
+            if (val == "fp64") params.precision = CGQ_PRECISION_FP64;
+            else if (val == "fp32") params.precision = CGQ_PRECISION_FP32;
+            else error->all(FLERR, std::string("pair_style cgequi: precision must be fp64 or fp32, not " + val));
+        } else if (key == "gpu_id") {
+            params.gpu_id = utils::inumeric(FLERR, arg[i + 1], false, lmp);
+        } else {
+            error->all(FLERR, std::string("pair_style cgequi: unknown keyword " + key + " (device, precision, gpu_id)"));
+        }
+    }
+}
+
+/* pair_coeff * * model.h5 El1 El2 ... (one element or NULL per atom type) */
+void PairCGEqui::coeff(int narg, char **arg) {
+    const int ntypes = atom->ntypes;
+    if (narg != 3 + ntypes)
+        error->all(FLERR, std::string("pair_coeff for cgequi: expected '* * model.h5' and " + std::to_string(ntypes) +
+                              " element names (one per atom type, NULL to skip a type), got " + std::to_string(narg) +
+                              " arguments"));
+    if (strcmp(arg[0], "*") != 0 || strcmp(arg[1], "*") != 0)
+        error->all(FLERR, std::string("pair_coeff for cgequi must start with '* *'"));
+    if (!allocated) {
+        allocated = 1;
+        memory->create(setflag, ntypes + 1, ntypes + 1, "pair:setflag");
+        memory->create(cutsq, ntypes + 1, ntypes + 1, "pair:cutsq");
+    }
+    free_model();
+    model_path = utils::get_potential_file_path(arg[2]);
+    if (model_path.empty()) error->all(FLERR, std::string("pair_style cgequi: cannot find model file ") + arg[2]);
+    if (cgq_model_load(model_path.c_str(), &model) != CGQ_STATUS_OK) fail_all("loading " + model_path);
+    cutoff = cgq_model_cutoff(model);
+    type_species.assign(ntypes + 1, -1);
+    std::string known;
+    for (int s = 0; s < cgq_model_num_species(model); s++)
+        known += std::string(s ? " " : "") + cgq_element_symbol(cgq_model_species_z(model, s));
+    for (int t = 1; t <= ntypes; t++) {
+        const char *el = arg[2 + t];
+        if (strcmp(el, "NULL") == 0) continue;
+        const int z = cgq_element_z(el);
+        if (z <= 0) error->all(FLERR, std::string("pair_coeff for cgequi: '") + el + "' (type " + std::to_string(t) +
+                                          ") is not an element symbol");
+        const int s = cgq_model_species_index(model, z);
+        if (s < 0)
+            error->all(FLERR, std::string("pair_coeff for cgequi: element ") + el + " (type " + std::to_string(t) +
+                                  ") is not in model " + model_path + " (its elements: " + known + ")");
+        type_species[t] = s;
+    }
+    for (int i = 1; i <= ntypes; i++)
+        for (int j = i; j <= ntypes; j++) setflag[i][j] = (type_species[i] >= 0 && type_species[j] >= 0) ? 1 : 0;
+    comm_forward = comm_reverse = std::max(cgq_model_exchange_width(model), 12);
+}
+
+void PairCGEqui::init_style() {
+    if (strcmp(update->unit_style, "metal") != 0)
+        error->all(FLERR, std::string("pair_style cgequi needs 'units metal' (eV, Angstrom); the input uses units ") +
+                              update->unit_style);
+    if (!atom->tag_enable) error->all(FLERR, std::string("pair_style cgequi needs atom IDs (atom_modify id yes)"));
+    if (!model) error->all(FLERR, std::string("pair_style cgequi: no pair_coeff given"));
+    if (!evaluator && cgq_evaluator_create(model, &params, &evaluator) != CGQ_STATUS_OK)
+        fail_all("creating the evaluator");
+    /* The graph is built from positions of local and ghost atoms (cgequi's own cell list), so no LAMMPS
+     * neighbor list is requested: this works the same on every LAMMPS version. */
+    if (comm->me == 0) {
+        char desc[4096];
+        cgq_model_describe(model, desc, sizeof desc);
+        std::string types;
+        for (int t = 1; t <= atom->ntypes; t++)
+            types += " " + std::to_string(t) + "->" +
+                     (type_species[t] >= 0 ? cgq_element_symbol(cgq_model_species_z(model, type_species[t])) : "NULL");
+        utils::logmesg(lmp, "pair_style cgequi: model " + model_path + "\n" + desc + "  types" + types +
+                                "\n  backend cpu (float64 reference), device " + device_name(params.device) + ", " +
+                                std::to_string(comm->nprocs) + " rank(s): ghosts " +
+                                (comm->nprocs == 1 ? "folded onto owners\n" : "exchanged per layer\n"));
+    }
+}
+
+double PairCGEqui::init_one(int, int) { return cutoff; }
+
+void PairCGEqui::build_graph(bool fold, int64_t &n_local_nodes, int64_t &n_nodes) {
+    const int nlocal = atom->nlocal, nall = nlocal + atom->nghost;
+    const int *type = atom->type;
+    double **x = atom->x;
+    atom_node.assign(nall, -1);
+    node_atom.clear();
+    n_local_nodes = 0;
+    for (int i = 0; i < nall; i++) { /* local atoms come first in LAMMPS, so local nodes do too */
+        if (type_species[type[i]] < 0) continue;
+        atom_node[i] = (int)node_atom.size();
+        node_atom.push_back(i);
+        if (i < nlocal) n_local_nodes++;
+    }
+    /* candidates for the cell list: local nodes first (receivers), then ghosts (senders only) */
+    const int64_t ncand = (int64_t)node_atom.size();
+    positions.resize(3 * ncand + 3);
+    for (int64_t k = 0; k < ncand; k++)
+        for (int d = 0; d < 3; d++) positions[3 * k + d] = x[node_atom[k]][d];
+    const int32_t nopbc[3] = {0, 0, 0};
+    const double nocell[9] = {0};
+    if (cgq_neighbor_list_build(nl, ncand, positions.data(), nocell, nopbc, cutoff) != CGQ_STATUS_OK)
+        fail_one("building the neighbor graph");
+    const int64_t E = nl->row_ptr[n_local_nodes];
+    row_ptr.assign(nl->row_ptr, nl->row_ptr + n_local_nodes + 1);
+    vec.assign(nl->vec, nl->vec + 3 * E);
+    sender.resize(E + 1);
+    if (fold) {
+        /* one rank: every ghost is an image of a local atom; point edges at the owner node */
+        std::unordered_map<tagint, int32_t> node_of_tag;
+        node_of_tag.reserve(2 * n_local_nodes + 1);
+        for (int64_t k = 0; k < n_local_nodes; k++) node_of_tag[atom->tag[node_atom[k]]] = (int32_t)k;
+        for (int64_t e = 0; e < E; e++) {
+            const int32_t c = nl->sender[e];
+            if (c < n_local_nodes) {
+                sender[e] = c;
+                continue;
+            }
+            auto it = node_of_tag.find(atom->tag[node_atom[c]]);
+            if (it == node_of_tag.end())
+                error->one(FLERR, std::string("pair_style cgequi: ghost atom " + std::to_string(atom->tag[node_atom[c]]) +
+                                      " has no local owner on a single rank"));
+            sender[e] = it->second;
+        }
+        n_nodes = n_local_nodes;
+    } else {
+        for (int64_t e = 0; e < E; e++) sender[e] = nl->sender[e];
+        n_nodes = ncand;
+    }
+    species.resize(n_nodes + 1);
+    for (int64_t k = 0; k < n_nodes; k++) species[k] = type_species[type[node_atom[k]]];
+}
+
+void PairCGEqui::compute(int eflag, int vflag) {
+    ev_init(eflag, vflag);
+    const bool fold = comm->nprocs == 1;
+    int64_t n_local_nodes = 0, n_nodes = 0;
+    build_graph(fold, n_local_nodes, n_nodes);
+    const int64_t E = row_ptr.back();
+    cgq_graph g{n_nodes, n_local_nodes, E, species.data(), row_ptr.data(), sender.data(), vec.data()};
+    cgq_exchange xc{this, forward_cb, reverse_cb};
+    node_energy.resize(n_local_nodes + 1);
+    edge_grad.resize(3 * E + 3);
+    double energy = 0.0;
+    if (cgq_evaluate_graph(evaluator, &g, fold ? nullptr : &xc, &energy, node_energy.data(), edge_grad.data()) !=
+        CGQ_STATUS_OK)
+        fail_one("evaluating the model");
+
+    /* per node rows: force (3) and per-atom virial (9, unsymmetrized halves of -v (x) g) */
+    const bool peratom_virial = vflag_atom || cvflag_atom;
+    const int W = peratom_virial ? 12 : 3;
+    node_buf.assign(W * n_nodes + W, 0.0);
+    double vir[9] = {0};
+    for (int64_t i = 0; i < n_local_nodes; i++)
+        for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++) {
+            const double *ge = &edge_grad[3 * e], *v = &vec[3 * e];
+            double *ri = &node_buf[W * i], *rs = &node_buf[W * (int64_t)sender[e]];
+            for (int k = 0; k < 3; k++) {
+                ri[k] -= ge[k];
+                rs[k] += ge[k];
+            }
+            for (int a = 0; a < 3; a++)
+                for (int b = 0; b < 3; b++) {
+                    const double w = -v[a] * ge[b];
+                    vir[3 * a + b] += w;
+                    if (peratom_virial) {
+                        ri[3 + 3 * a + b] += 0.5 * w;
+                        rs[3 + 3 * a + b] += 0.5 * w;
+                    }
+                }
+        }
+    if (!fold) exchange(node_buf.data(), W, true); /* ghost rows -> owners on other ranks */
+
+    double **f = atom->f;
+    for (int64_t k = 0; k < n_local_nodes; k++) {
+        const int i = node_atom[k];
+        const double *r = &node_buf[W * k];
+        f[i][0] += r[0];
+        f[i][1] += r[1];
+        f[i][2] += r[2];
+        if (eflag_atom) eatom[i] += node_energy[k];
+        if (vflag_atom) {
+            vatom[i][0] += r[3 + 0];
+            vatom[i][1] += r[3 + 4];
+            vatom[i][2] += r[3 + 8];
+            vatom[i][3] += 0.5 * (r[3 + 1] + r[3 + 3]);
+            vatom[i][4] += 0.5 * (r[3 + 2] + r[3 + 6]);
+            vatom[i][5] += 0.5 * (r[3 + 5] + r[3 + 7]);
+        }
+        if (cvflag_atom) {
+            static const int order[9] = {0, 4, 8, 1, 2, 5, 3, 6, 7}; /* xx yy zz xy xz yz yx zx zy */
+            for (int c = 0; c < 9; c++) cvatom[i][c] += r[3 + order[c]];
+        }
+    }
+    if (eflag_global) eng_vdwl += energy;
+    if (vflag_global) {
+        virial[0] += vir[0];
+        virial[1] += vir[4];
+        virial[2] += vir[8];
+        virial[3] += 0.5 * (vir[1] + vir[3]);
+        virial[4] += 0.5 * (vir[2] + vir[6]);
+        virial[5] += 0.5 * (vir[5] + vir[7]);
+    }
+}
+
+void PairCGEqui::exchange(double *data, int width, bool reverse) {
+    comm_data = data;
+    comm_width = width;
+    if (width > comm_forward) error->one(FLERR, std::string("pair_style cgequi: exchange row wider than the comm buffer"));
+#ifdef CGQ_LAMMPS_OLD_COMM_API
+    if (reverse) comm->reverse_comm_pair(this);
+    else comm->forward_comm_pair(this);
+#else
+    if (reverse) comm->reverse_comm(this, width);
+    else comm->forward_comm(this, width);
+#endif
+    if (reverse) /* owners now hold the sums; ghost rows must not count twice */
+        for (size_t k = 0; k < node_atom.size(); k++)
+            if (node_atom[k] >= atom->nlocal) std::memset(data + k * width, 0, sizeof(double) * width);
+    comm_data = nullptr;
+}
+
+int PairCGEqui::pack_forward_comm(int n, int *list, double *buf, int, int *) {
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        const int k = atom_node[list[i]];
+        for (int w = 0; w < comm_width; w++) buf[m++] = k >= 0 ? comm_data[(int64_t)k * comm_width + w] : 0.0;
+    }
+    return m;
+}
+
+void PairCGEqui::unpack_forward_comm(int n, int first, double *buf) {
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        const int k = atom_node[first + i];
+        for (int w = 0; w < comm_width; w++, m++)
+            if (k >= 0) comm_data[(int64_t)k * comm_width + w] = buf[m];
+    }
+}
+
+int PairCGEqui::pack_reverse_comm(int n, int first, double *buf) {
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        const int k = atom_node[first + i];
+        for (int w = 0; w < comm_width; w++) buf[m++] = k >= 0 ? comm_data[(int64_t)k * comm_width + w] : 0.0;
+    }
+    return m;
+}
+
+void PairCGEqui::unpack_reverse_comm(int n, int *list, double *buf) {
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        const int k = atom_node[list[i]];
+        for (int w = 0; w < comm_width; w++, m++)
+            if (k >= 0) comm_data[(int64_t)k * comm_width + w] += buf[m];
+    }
+}
