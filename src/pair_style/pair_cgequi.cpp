@@ -123,7 +123,13 @@ void PairCGEqui::coeff(int narg, char **arg) {
         known += std::string(s ? " " : "") + cgq_element_symbol(cgq_model_species_z(model, s));
     for (int t = 1; t <= ntypes; t++) {
         const char *el = arg[2 + t];
-        if (strcmp(el, "NULL") == 0) continue;
+        if (strcmp(el, "NULL") == 0) {
+            if (force->pair == this) /* alone, a NULL type would have no interactions at all */
+                error->all(FLERR, std::string("pair_coeff for cgequi: type ") + std::to_string(t) +
+                                      " is NULL, but cgequi is the only pair style; give it an element of the model, "
+                                      "or use pair_style hybrid/overlay to let another style handle it");
+            continue;
+        }
         const int z = cgq_element_z(el);
         if (z <= 0) error->all(FLERR, std::string("pair_coeff for cgequi: '") + el + "' (type " + std::to_string(t) +
                                           ") is not an element symbol");
