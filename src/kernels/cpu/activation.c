@@ -3,9 +3,9 @@
 
 #include <math.h>
 
-static double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
+CGQ_INTERNAL double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
 
-double cgq_act_eval(cgq_act act, double cst, double x, double *df) {
+CGQ_FN double cgq_act_eval(cgq_act act, double cst, double x, double *df) {
     double f, d;
     switch (act) {
     case CGQ_ACT_SILU: {

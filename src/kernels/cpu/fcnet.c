@@ -6,19 +6,19 @@
 
 #include "kernels/cpu/activation.h"
 
-int cgq_fcnet_cache_size(const cgq_fcnet *fc) {
+CGQ_FN int cgq_fcnet_cache_size(const cgq_fcnet *fc) {
     int n = 0;
     for (int k = 1; k < fc->n_layers; k++) n += 2 * fc->h[k];
     return n;
 }
 
-int cgq_fcnet_max_width(const cgq_fcnet *fc) {
+CGQ_FN int cgq_fcnet_max_width(const cgq_fcnet *fc) {
     int w = 0;
     for (int k = 0; k <= fc->n_layers; k++) w = fc->h[k] > w ? fc->h[k] : w;
     return w;
 }
 
-static void matvec(const double *x, const double *W, int hin, int hout, double scale, double *y) {
+CGQ_INTERNAL void matvec(const double *x, const double *W, int hin, int hout, double scale, double *y) {
     for (int j = 0; j < hout; j++) y[j] = 0.0;
     for (int i = 0; i < hin; i++) {
         const double xi = x[i] * scale;
@@ -27,7 +27,7 @@ static void matvec(const double *x, const double *W, int hin, int hout, double s
     }
 }
 
-void cgq_fcnet_forward(const cgq_fcnet *fc, const double *x, double *out, double *cache) {
+CGQ_FN void cgq_fcnet_forward(const cgq_fcnet *fc, const double *x, double *out, double *cache) {
     const double *in = x;
     double *c = cache;
     for (int k = 0; k < fc->n_layers; k++) {
@@ -45,7 +45,7 @@ void cgq_fcnet_forward(const cgq_fcnet *fc, const double *x, double *out, double
     }
 }
 
-void cgq_fcnet_backward(const cgq_fcnet *fc, const double *x, const double *cache, const double *gout, double *gx,
+CGQ_FN void cgq_fcnet_backward(const cgq_fcnet *fc, const double *x, const double *cache, const double *gout, double *gx,
                         double *scratch) {
     const int maxw = cgq_fcnet_max_width(fc);
     double *g = scratch, *gprev = scratch + maxw;

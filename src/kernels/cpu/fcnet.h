@@ -1,13 +1,14 @@
 /* fcnet.h: e3nn FullyConnectedNet (radial MLP) on one input row, forward with cache and backward. */
 #ifndef CGQ_CPU_FCNET_H
 #define CGQ_CPU_FCNET_H
+#include "kernels/portable.h"
 #include "model/model.h"
 /* Doubles of cache one evaluation needs (pre-activations and activations of hidden layers). */
-int cgq_fcnet_cache_size(const cgq_fcnet *fc);
+CGQ_FN int cgq_fcnet_cache_size(const cgq_fcnet *fc);
 /* out[h_last] = net(x); cache (size above) keeps what the backward needs. */
-void cgq_fcnet_forward(const cgq_fcnet *fc, const double *x, double *out, double *cache);
+CGQ_FN void cgq_fcnet_forward(const cgq_fcnet *fc, const double *x, double *out, double *cache);
 /* gx[h0] = d<gout, net(x)>/dx (overwritten); scratch holds 2*max(h) doubles. */
-void cgq_fcnet_backward(const cgq_fcnet *fc, const double *x, const double *cache, const double *gout, double *gx,
+CGQ_FN void cgq_fcnet_backward(const cgq_fcnet *fc, const double *x, const double *cache, const double *gout, double *gx,
                         double *scratch);
-int cgq_fcnet_max_width(const cgq_fcnet *fc);
+CGQ_FN int cgq_fcnet_max_width(const cgq_fcnet *fc);
 #endif

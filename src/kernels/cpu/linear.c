@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-void cgq_linear_forward(const cgq_linear *lin, const double *x, double *y) {
+CGQ_FN void cgq_linear_forward(const cgq_linear *lin, const double *x, double *y) {
     memset(y, 0, sizeof(double) * (size_t)lin->out.dim);
     for (int k = 0; k < lin->n_ins; k++) {
         const cgq_irrep_block *bi = &lin->in.b[lin->ins_in[k]], *bo = &lin->out.b[lin->ins_out[k]];
@@ -29,7 +29,7 @@ void cgq_linear_forward(const cgq_linear *lin, const double *x, double *y) {
     }
 }
 
-void cgq_linear_backward(const cgq_linear *lin, const double *gy, double *gx) {
+CGQ_FN void cgq_linear_backward(const cgq_linear *lin, const double *gy, double *gx) {
     for (int k = 0; k < lin->n_ins; k++) {
         const cgq_irrep_block *bi = &lin->in.b[lin->ins_in[k]], *bo = &lin->out.b[lin->ins_out[k]];
         const int d = 2 * bi->l + 1, mi = bi->mul, mo = bo->mul;

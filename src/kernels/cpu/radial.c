@@ -4,7 +4,7 @@
 
 #include <math.h>
 
-void cgq_bessel(const cgq_model *m, double r, double *B, double *dB) {
+CGQ_FN void cgq_bessel(const cgq_model *m, double r, double *B, double *dB) {
     for (int n = 0; n < m->n_bessel; n++) {
         const double w = m->bessel_weights[n], s = sin(w * r);
         B[n] = m->bessel_prefactor * s / r;
@@ -12,7 +12,7 @@ void cgq_bessel(const cgq_model *m, double r, double *B, double *dB) {
     }
 }
 
-double cgq_poly_cutoff(double p, double r_max, double r, double *df) {
+CGQ_FN double cgq_poly_cutoff(double p, double r_max, double r, double *df) {
     if (!(r < r_max)) {
         if (df) *df = 0.0;
         return 0.0;

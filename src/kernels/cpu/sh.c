@@ -4,7 +4,7 @@
 
 #include <math.h>
 
-void cgq_sh_eval(int lmax, const double v[3], double *Y, double *dY) {
+CGQ_FN void cgq_sh_eval(int lmax, const double v[3], double *Y, double *dY) {
     double r = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
     double rn = r > 1e-12 ? r : 1e-12; /* torch.nn.functional.normalize's eps */
     double x = v[0] / rn, y = v[1] / rn, z = v[2] / rn;

@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-void cgq_symcon_forward(const cgq_mace_layer *ly, int elem, const double *A, double *B) {
+CGQ_FN void cgq_symcon_forward(const cgq_mace_layer *ly, int elem, const double *A, double *B) {
     const int C = ly->channels, D = ly->coupling_dim;
     memset(B, 0, sizeof(double) * (size_t)ly->product_out.dim);
     for (int j = 0; j < ly->n_contractions; j++) {
@@ -29,7 +29,7 @@ void cgq_symcon_forward(const cgq_mace_layer *ly, int elem, const double *A, dou
     }
 }
 
-void cgq_symcon_backward(const cgq_mace_layer *ly, int elem, const double *A, const double *gB, double *gA) {
+CGQ_FN void cgq_symcon_backward(const cgq_mace_layer *ly, int elem, const double *A, const double *gB, double *gA) {
     const int C = ly->channels, D = ly->coupling_dim;
     for (int j = 0; j < ly->n_contractions; j++) {
         const cgq_contraction *ct = &ly->contractions[j];

@@ -9,7 +9,7 @@
 #define MAXD 7 /* 2l+1 for l <= 3 */
 
 /* t[c] = sum_{a,b} C[a,b,c] x1[a] x2[b] */
-static void couple(const double *C, int d1, int d2, int d3, const double *x1, const double *x2, double *t) {
+CGQ_INTERNAL void couple(const double *C, int d1, int d2, int d3, const double *x1, const double *x2, double *t) {
     for (int c = 0; c < d3; c++) t[c] = 0.0;
     for (int a = 0; a < d1; a++) {
         if (x1[a] == 0.0) continue;
@@ -23,7 +23,7 @@ static void couple(const double *C, int d1, int d2, int d3, const double *x1, co
 }
 
 /* g1[a] += sum_{b,c} C[a,b,c] x2[b] g[c] */
-static void couple_back1(const double *C, int d1, int d2, int d3, const double *x2, const double *g, double *g1) {
+CGQ_INTERNAL void couple_back1(const double *C, int d1, int d2, int d3, const double *x2, const double *g, double *g1) {
     for (int a = 0; a < d1; a++) {
         double s = 0.0;
         for (int b = 0; b < d2; b++) {
@@ -36,13 +36,13 @@ static void couple_back1(const double *C, int d1, int d2, int d3, const double *
     }
 }
 
-static int x2_block_zero(const double *x2, int d) {
+CGQ_INTERNAL int x2_block_zero(const double *x2, int d) {
     for (int b = 0; b < d; b++)
         if (x2[b] != 0.0) return 0;
     return 1;
 }
 
-void cgq_tp_node_forward(const cgq_tp *tp, const double *x1, const double *x2, double *out) {
+CGQ_FN void cgq_tp_node_forward(const cgq_tp *tp, const double *x1, const double *x2, double *out) {
     memset(out, 0, sizeof(double) * (size_t)tp->out.dim);
     double t[MAXD];
     for (int k = 0; k < tp->n_ins; k++) {
@@ -79,7 +79,7 @@ void cgq_tp_node_forward(const cgq_tp *tp, const double *x1, const double *x2, d
     }
 }
 
-void cgq_tp_node_backward_x1(const cgq_tp *tp, const double *x2, const double *gout, double *gx1) {
+CGQ_FN void cgq_tp_node_backward_x1(const cgq_tp *tp, const double *x2, const double *gout, double *gx1) {
     double g[MAXD];
     for (int k = 0; k < tp->n_ins; k++) {
         const cgq_irrep_block *B1 = &tp->in1.b[tp->i1[k]], *B2 = &tp->in2.b[tp->i2[k]], *BO = &tp->out.b[tp->io[k]];
@@ -117,7 +117,7 @@ void cgq_tp_node_backward_x1(const cgq_tp *tp, const double *x2, const double *g
 }
 
 /* P[a][c] = sum_b C[a,b,c] Y[b]: the SH-contracted coupling of one instruction. */
-static void contract_y(const double *C, int d1, int d2, int d3, const double *Y, double *P) {
+CGQ_INTERNAL void contract_y(const double *C, int d1, int d2, int d3, const double *Y, double *P) {
     for (int a = 0; a < d1; a++)
         for (int c = 0; c < d3; c++) {
             double s = 0.0;
@@ -126,7 +126,7 @@ static void contract_y(const double *C, int d1, int d2, int d3, const double *Y,
         }
 }
 
-void cgq_tp_conv_forward(const cgq_tp *tp, const double *x1, const double *Y, const double *w, double *out) {
+CGQ_FN void cgq_tp_conv_forward(const cgq_tp *tp, const double *x1, const double *Y, const double *w, double *out) {
     double P[MAXD * MAXD];
     for (int k = 0; k < tp->n_ins; k++) {
         const cgq_irrep_block *B1 = &tp->in1.b[tp->i1[k]], *B2 = &tp->in2.b[tp->i2[k]], *BO = &tp->out.b[tp->io[k]];
@@ -147,7 +147,7 @@ void cgq_tp_conv_forward(const cgq_tp *tp, const double *x1, const double *Y, co
     }
 }
 
-void cgq_tp_conv_backward(const cgq_tp *tp, const double *x1, const double *Y, const double *w, const double *gout,
+CGQ_FN void cgq_tp_conv_backward(const cgq_tp *tp, const double *x1, const double *Y, const double *w, const double *gout,
                           double *gx1, double *gY, double *gw) {
     double P[MAXD * MAXD], Q[MAXD * MAXD];
     for (int k = 0; k < tp->n_ins; k++) {
