@@ -35,7 +35,7 @@ def main():
            "--hidden_irreps", "16x0e+16x1o", "--r_max", "4.5", "--max_L", "2", "--num_radial_basis", "8",
            "--correlation", "2", "--num_interactions", "2", "--MLP_irreps", "16x0e", "--radial_MLP", "[32,32]",
            "--batch_size", "2", "--valid_batch_size", "2", "--max_num_epochs", str(args.epochs),
-           "--lr", "0.01", "--forces_weight", "100", "--energy_weight", "1", "--scheduler_patience", "15",
+           "--lr", "0.005", "--forces_weight", "100", "--energy_weight", "10", "--scheduler_patience", "20",
            "--default_dtype", "float64", "--device", "cpu", "--restart_latest"]
     print(" ".join(cmd), flush=True)
     subprocess.run(cmd, cwd=args.workdir, check=True)

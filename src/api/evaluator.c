@@ -9,11 +9,15 @@
 #include "graph/neighbor.h"
 #include "kernels/cpu/mace_cpu.h"
 #include "model/model.h"
+#ifdef CGQ_HAVE_GPU
+#include "kernels/gpu/mace_gpu.h"
+#endif
 
 struct cgq_evaluator {
     const cgq_model *model;
     cgq_evaluator_params params;
     cgq_arena arena;
+    struct cgq_gpu *gpu; /* NULL: CPU backend */
     cgq_neighbor_list nl;
     int32_t *species;
     double *edge_grad;
@@ -30,27 +34,45 @@ cgq_status cgq_evaluator_create(const cgq_model *model, const cgq_evaluator_para
     if (!model || !out) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluator_create: model and out must not be NULL");
     *out = NULL;
     cgq_evaluator_params p = params ? *params : cgq_evaluator_default_params();
-    if (p.device == CGQ_DEVICE_CUDA)
-        return cgq_fail(CGQ_STATUS_DEVICE_ERROR, "this cgequi build has no GPU backend; use device cpu (or auto)");
-    if (p.device != CGQ_DEVICE_AUTO && p.device != CGQ_DEVICE_CPU)
+    if (p.device != CGQ_DEVICE_AUTO && p.device != CGQ_DEVICE_CPU && p.device != CGQ_DEVICE_CUDA)
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "unknown device %d", (int)p.device);
-    if (p.precision == CGQ_PRECISION_FP32)
-        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "precision fp32 runs on the GPU backend only; the CPU backend is the "
-                        "float64 reference (use precision fp64)");
-    if (p.precision != CGQ_PRECISION_DEFAULT && p.precision != CGQ_PRECISION_FP64)
+    if (p.precision != CGQ_PRECISION_DEFAULT && p.precision != CGQ_PRECISION_FP64 && p.precision != CGQ_PRECISION_FP32)
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "unknown precision %d", (int)p.precision);
-    p.device = CGQ_DEVICE_CPU;
+#ifdef CGQ_HAVE_GPU
+    const int use_gpu = p.device == CGQ_DEVICE_CUDA || (p.device == CGQ_DEVICE_AUTO && cgq_gpu_available());
+#else
+    if (p.device == CGQ_DEVICE_CUDA)
+        return cgq_fail(CGQ_STATUS_DEVICE_ERROR, "this cgequi build has no GPU backend; use device cpu (or auto), or "
+                        "rebuild with -DCGQ_CUDA=ON");
+    const int use_gpu = 0;
+#endif
+    if (p.precision == CGQ_PRECISION_FP32)
+        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "precision fp32 is not implemented yet: both backends evaluate in "
+                        "float64 (use precision fp64)");
+    p.device = use_gpu ? CGQ_DEVICE_CUDA : CGQ_DEVICE_CPU;
     p.precision = CGQ_PRECISION_FP64;
     cgq_evaluator *ev = calloc(1, sizeof *ev);
     if (!ev) return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory creating an evaluator");
     ev->model = model;
     ev->params = p;
+#ifdef CGQ_HAVE_GPU
+    if (use_gpu) {
+        cgq_status st = cgq_gpu_create(model, p.gpu_id, &ev->gpu);
+        if (st != CGQ_STATUS_OK) {
+            free(ev);
+            return st;
+        }
+    }
+#endif
     *out = ev;
     return CGQ_STATUS_OK;
 }
 
 void cgq_evaluator_free(cgq_evaluator *ev) {
     if (!ev) return;
+#ifdef CGQ_HAVE_GPU
+    cgq_gpu_free(ev->gpu);
+#endif
     cgq_arena_free(&ev->arena);
     cgq_neighbor_list_free(&ev->nl);
     free(ev->species);
@@ -97,6 +119,9 @@ cgq_status cgq_evaluate_graph(cgq_evaluator *ev, const cgq_graph *graph, const c
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "a graph with ghost nodes needs an exchange (forward and reverse)");
     /* a local-validation failure must not skip the collective exchanges other ranks wait in */
     CGQ_TRY(validate_graph(ev->model, graph));
+#ifdef CGQ_HAVE_GPU
+    if (ev->gpu) return cgq_gpu_evaluate(ev->gpu, graph, exchange, energy, node_energy, edge_grad);
+#endif
     return cgq_mace_cpu_evaluate(ev->model, graph, exchange, energy, node_energy, edge_grad, &ev->arena);
 }
 

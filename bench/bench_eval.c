@@ -1,0 +1,95 @@
+/* bench_eval.c: end-to-end timing of one energy+forces+virial evaluation (what an MD step costs) of a
+ * model on a replicated structure, on the CPU or the GPU, after checking GPU against CPU once.
+ * usage: bench_eval MODEL.h5 STRUCTURE.xyz NX NY NZ DEVICE(cpu|cuda) REPEATS [--check] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cgequi.h"
+#include "io/xyz.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int run(cgq_evaluator *ev, cgq_system *s, double *f, double *energy) {
+    cgq_result r = {0};
+    r.forces = f;
+    if (cgq_evaluate_system(ev, s, &r) != CGQ_STATUS_OK) {
+        fprintf(stderr, "bench_eval: %s\n", cgq_last_error());
+        return 0;
+    }
+    *energy = r.energy;
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 8) {
+        fprintf(stderr, "usage: bench_eval MODEL.h5 STRUCTURE.xyz NX NY NZ cpu|cuda REPEATS [--check]\n");
+        return 2;
+    }
+    const int nx = atoi(argv[3]), ny = atoi(argv[4]), nz = atoi(argv[5]), reps = atoi(argv[7]);
+    const int check = argc > 8 && !strcmp(argv[8], "--check");
+    cgq_model *m;
+    if (cgq_model_load(argv[1], &m)) return fprintf(stderr, "%s\n", cgq_last_error()), 1;
+    FILE *fp = fopen(argv[2], "r");
+    cgq_frame fr = {0};
+    int eof = 0;
+    int64_t line = 0;
+    if (!fp || cgq_xyz_read_frame(fp, argv[2], &line, &fr, &eof) || eof) return fprintf(stderr, "bad structure\n"), 1;
+    fclose(fp);
+    const int64_t n0 = fr.n_atoms, n = n0 * nx * ny * nz;
+    double *pos = malloc(sizeof(double) * 3 * n), *f = malloc(sizeof(double) * 3 * n), *f2 = malloc(sizeof(double) * 3 * n);
+    int32_t *z = malloc(sizeof(int32_t) * n);
+    int64_t k = 0;
+    for (int a = 0; a < nx; a++)
+        for (int b = 0; b < ny; b++)
+            for (int c = 0; c < nz; c++)
+                for (int64_t i = 0; i < n0; i++, k++) {
+                    z[k] = fr.atomic_numbers[i];
+                    for (int d = 0; d < 3; d++)
+                        pos[3 * k + d] = fr.positions[3 * i + d] + a * fr.cell[d] + b * fr.cell[3 + d] + c * fr.cell[6 + d];
+                }
+    cgq_system s = {n, pos, z, {0}, {fr.pbc[0], fr.pbc[1], fr.pbc[2]}};
+    for (int d = 0; d < 3; d++) s.cell[d] = nx * fr.cell[d], s.cell[3 + d] = ny * fr.cell[3 + d], s.cell[6 + d] = nz * fr.cell[6 + d];
+    cgq_evaluator_params p = cgq_evaluator_default_params();
+    p.device = strcmp(argv[6], "cuda") ? CGQ_DEVICE_CPU : CGQ_DEVICE_CUDA;
+    p.precision = CGQ_PRECISION_FP64;
+    cgq_evaluator *ev;
+    if (cgq_evaluator_create(m, &p, &ev)) return fprintf(stderr, "%s\n", cgq_last_error()), 1;
+    double e = 0, e2 = 0;
+    if (!run(ev, &s, f, &e) || !run(ev, &s, f, &e)) return 1; /* warm-up */
+    if (check) {
+        cgq_evaluator_params pc = p;
+        pc.device = CGQ_DEVICE_CPU;
+        cgq_evaluator *cpu;
+        if (cgq_evaluator_create(m, &pc, &cpu) || !run(cpu, &s, f2, &e2)) return 1;
+        double df = 0, fm = 0;
+        for (int64_t i = 0; i < 3 * n; i++) df = fmax(df, fabs(f[i] - f2[i])), fm = fmax(fm, fabs(f2[i]));
+        printf("check vs CPU fp64: energy rel %.2e, max force diff %.2e (|F|max %.2f)\n", fabs(e - e2) / fabs(e2), df, fm);
+        cgq_evaluator_free(cpu);
+    }
+    double *t = malloc(sizeof(double) * (reps > 0 ? reps : 1));
+    for (int r = 0; r < reps; r++) {
+        double t0 = now(), er;
+        if (!run(ev, &s, f, &er)) return 1;
+        t[r] = now() - t0;
+        if (er != e) printf("NONDETERMINISTIC: energy %.17g != %.17g\n", er, e);
+    }
+    qsort(t, reps, sizeof(double), cmp);
+    const double med = t[reps / 2];
+    printf("%s %s atoms %lld device %s: %.3f ms/step median of %d (min %.3f), %.2f us/atom-step, E=%.10f\n", argv[1],
+           argv[2], (long long)n, argv[6], 1e3 * med, reps, 1e3 * t[0], 1e6 * med / n, e);
+    cgq_evaluator_free(ev);
+    cgq_model_free(m);
+    return 0;
+}

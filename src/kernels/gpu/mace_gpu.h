@@ -1,0 +1,25 @@
+/* mace_gpu.h: the GPU backend (CUDA, or HIP from the same source): model upload and evaluation. */
+#ifndef CGQ_MACE_GPU_H
+#define CGQ_MACE_GPU_H
+
+#include "cgequi.h"
+#include "model/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cgq_gpu cgq_gpu;
+
+/* 1 if this build has a GPU backend and a device is visible. */
+int cgq_gpu_available(void);
+cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, cgq_gpu **out);
+void cgq_gpu_free(cgq_gpu *gpu);
+/* Same contract as the CPU backend (energy, per-local-node energy, dE/dvec per edge). */
+cgq_status cgq_gpu_evaluate(cgq_gpu *gpu, const cgq_graph *g, const cgq_exchange *xc, double *energy,
+                            double *node_energy, double *edge_grad);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
