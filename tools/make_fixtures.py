@@ -35,10 +35,18 @@ MIN_DIST = 0.9  # Angstrom, minimum interatomic distance (periodic images includ
 DEFAULTS = dict(
     model="MACE", heads=None, export_head=None, apply_cutoff=True, readout="NonLinearReadoutBlock",
     gate="silu", MLP_irreps="8x0e", avg_num_neighbors=8.0, scale=None, shift=None,
-    use_agnostic_product=False, tiny_atoms=2,
+    use_agnostic_product=False, tiny_atoms=2, pair_repulsion=False, distance_transform="None",
 )
 
 MODELS = [
+    dict(name="ssmace_zbl_agnesi_l2", seed=909,
+         desc="ScaleShiftMACE (scale 1.3, shift -0.2) with ZBL pair repulsion and the Agnesi distance transform "
+              "(as MACE-MP-0b2/b3), Residual first then DensityResidual, max_ell 2, correlation 2, "
+              "8x0e+8x1o, species H C O Si, r_max 4.5",
+         model="ScaleShiftMACE", scale=1.3, shift=-0.2, species=[1, 6, 8, 14], r_max=4.5, num_bessel=8, p=5,
+         max_ell=2, correlation=2, hidden="8x0e+8x1o", num_interactions=2,
+         first="RealAgnosticResidualInteractionBlock", inter="RealAgnosticDensityResidualInteractionBlock",
+         radial_MLP=[16, 16], pair_repulsion=True, distance_transform="Agnesi"),
     dict(name="mace_plain_l1_corr1", seed=101,
          desc="MACE, 1 interaction RealAgnosticInteractionBlock (first), max_ell 1, correlation 1, "
               "hidden 16x0e, species H O, radial_MLP [8] (1 hidden layer), 6 Bessel, p=5, r_max 3.5, "
@@ -133,7 +141,8 @@ def build_model(spec):
         MLP_irreps=o3.Irreps(s["MLP_irreps"]), atomic_energies=ae, avg_num_neighbors=s["avg_num_neighbors"],
         atomic_numbers=z, correlation=s["correlation"], gate=gate, radial_MLP=s["radial_MLP"],
         apply_cutoff=s["apply_cutoff"], heads=heads, readout_cls=getattr(blocks, s["readout"]),
-        use_agnostic_product=s["use_agnostic_product"],
+        use_agnostic_product=s["use_agnostic_product"], pair_repulsion=s["pair_repulsion"],
+        distance_transform=s["distance_transform"],
     )
     if s["model"] == "ScaleShiftMACE":
         model = models.ScaleShiftMACE(atomic_inter_scale=s["scale"], atomic_inter_shift=s["shift"], **kwargs)

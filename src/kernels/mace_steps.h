@@ -113,7 +113,8 @@ static inline size_t mace_layout(mace_ctx *c, double *base, int want_grad, int c
     c->ghu = mace_carve(&pl, g * NA * maxhu);
     c->grho = mace_carve(&pl, g * N);
     c->edge_grad = mace_carve(&pl, g * 3 * E);
-    const size_t idx = g * (((size_t)(NA + 1) * sizeof(int64_t) + 2 * (size_t)E * sizeof(int32_t)) / sizeof(double) + 2);
+    /* receiver of each edge is always needed (pair terms); the sender-sorted index only for gradients */
+    const size_t idx = ((size_t)(NA + 1) * sizeof(int64_t) + 2 * (size_t)E * sizeof(int32_t)) / sizeof(double) + 2;
     double *ip = mace_carve(&pl, idx);
     c->srow = (int64_t *)ip;
     c->sedge = ip ? (int32_t *)(c->srow + NA + 1) : NULL;
@@ -225,7 +226,8 @@ CGQ_INTERNAL void mace_step_edge_geometry(const mace_ctx *c, int64_t e) {
     c->r[e] = r;
     cgq_sh_eval(m->lmax_sh, v, c->Y + e * c->nY, NULL);
     double B[64];
-    cgq_bessel(m, r, B, NULL);
+    const double rb = m->agnesi ? cgq_agnesi(m, c->species[c->sender[e]], c->species[c->erecv[e]], r, NULL) : r;
+    cgq_bessel(m, rb, B, NULL);
     const double cut = cgq_poly_cutoff(m->cutoff_p, m->cutoff_r_max, r, NULL);
     c->cut[e] = cut;
     for (int n = 0; n < c->nb; n++) c->ef[e * c->nb + n] = m->apply_cutoff ? B[n] * cut : B[n];
@@ -322,6 +324,9 @@ CGQ_INTERNAL double mace_readout_forward(const cgq_readout *ro, const double *h,
 CGQ_INTERNAL void mace_step_energy(const mace_ctx *c, int64_t i, double *tmp) {
     const cgq_model *m = c->m;
     double e_inter = 0.0;
+    if (m->zbl)
+        for (int64_t e = c->row_ptr[i]; e < c->row_ptr[i + 1]; e++)
+            e_inter += cgq_zbl_edge(m, c->species[c->sender[e]], c->species[i], c->r[e], NULL);
     for (int r = 0; r < m->n_readouts; r++) {
         const cgq_readout *ro = &m->readouts[r];
         const int dH = m->layers[ro->layer].product_linear.out.dim;
@@ -448,19 +453,22 @@ CGQ_INTERNAL void mace_step_edge_backward(const mace_ctx *c, int t, int64_t i, d
             cgq_fcnet_backward(&ly->density_fn, c->ef + e * nb, es.dcache, &gd, gef2, es.fc_scratch);
             for (int n = 0; n < nb; n++) gef[n] += gef2[n];
         }
-        double dcut;
+        double dcut, drb = 1.0;
         const double cut = cgq_poly_cutoff(m->cutoff_p, m->cutoff_r_max, r, &dcut);
-        cgq_bessel(m, r, es.B, es.dB);
-        double gr = 0.0;
+        const int su = c->species[c->sender[e]], sv = c->species[i];
+        const double rb = m->agnesi ? cgq_agnesi(m, su, sv, r, &drb) : r; /* Bessel argument */
+        cgq_bessel(m, rb, es.B, es.dB);
+        double gb = 0.0; /* dE/d(rb) */
         for (int n = 0; n < nb; n++) {
-            if (m->apply_cutoff) {
-                gr += gef[n] * (es.dB[n] * cut);
-                gcut += gef[n] * es.B[n];
-            } else {
-                gr += gef[n] * es.dB[n];
-            }
+            gb += gef[n] * es.dB[n] * (m->apply_cutoff ? cut : 1.0);
+            if (m->apply_cutoff) gcut += gef[n] * es.B[n];
         }
-        gr += gcut * dcut;
+        double gr = gb * drb + gcut * dcut;
+        if (t == 0 && m->zbl) { /* pair repulsion, once */
+            double dz;
+            cgq_zbl_edge(m, su, sv, r, &dz);
+            gr += m->scale * dz;
+        }
         double Yt[16];
         cgq_sh_eval(m->lmax_sh, v, Yt, es.dY);
         double *ge = c->edge_grad + 3 * e;

@@ -107,6 +107,14 @@ struct cgq_model {
     double bessel_prefactor;
     double cutoff_p, cutoff_r_max;
     int apply_cutoff;
+    /* Agnesi distance transform of r before the Bessel basis (MACE-MP-0b2 and later) */
+    int agnesi;
+    double agnesi_q, agnesi_p, agnesi_a;
+    double *agnesi_radii; /* [n_species] covalent radii */
+    /* ZBL pair repulsion, per edge onto the receiver, scaled like the interaction energy */
+    int zbl;
+    double zbl_c[4], zbl_a_exp, zbl_a_prefactor, zbl_p;
+    double *zbl_radii; /* [n_species] covalent radii */
     /* energies */
     double *atomic_energies; /* [n_species] */
     double scale, shift;

@@ -408,8 +408,40 @@ static cgq_status load_radial(loader *L, hid_t g, const char *where, void *obj) 
     CGQ_TRY(cgq_h5_attr_double(&L->f, g, "cutoff_r_max", where, &m->cutoff_r_max));
     CGQ_TRY(cgq_h5_attr_int(&L->f, g, "apply_cutoff", where, &ac));
     m->apply_cutoff = ac != 0;
+    char dt[32] = "none";
+    if (H5Aexists(g, "distance_transform") > 0)
+        CGQ_TRY(cgq_h5_attr_string(&L->f, g, "distance_transform", where, dt, sizeof dt));
+    if (!strcmp(dt, "agnesi")) {
+        m->agnesi = 1;
+        CGQ_TRY(cgq_h5_attr_double(&L->f, g, "agnesi_q", where, &m->agnesi_q));
+        CGQ_TRY(cgq_h5_attr_double(&L->f, g, "agnesi_p", where, &m->agnesi_p));
+        CGQ_TRY(cgq_h5_attr_double(&L->f, g, "agnesi_a", where, &m->agnesi_a));
+        CGQ_TRY(cgq_h5_read_double(&L->f, g, "agnesi_covalent_radii", where, 1, (int64_t[]){m->n_species},
+                                   &m->agnesi_radii, NULL, NULL));
+    } else if (strcmp(dt, "none")) {
+        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "%s: distance transform '%s' unsupported (agnesi)", L->f.path, dt);
+    }
     if (m->n_bessel < 1 || m->cutoff_r_max <= 0)
         return cgq_fail(CGQ_STATUS_BAD_FILE, "%s: %s has no basis functions or a non-positive cutoff", L->f.path, where);
+    return CGQ_STATUS_OK;
+}
+
+static cgq_status load_zbl(loader *L, hid_t g, const char *where, void *obj) {
+    cgq_model *m = obj;
+    char kind[32];
+    CGQ_TRY(cgq_h5_attr_string(&L->f, g, "kind", where, kind, sizeof kind));
+    if (strcmp(kind, "zbl"))
+        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "%s: pair repulsion '%s' unsupported (zbl)", L->f.path, kind);
+    double *c = NULL;
+    CGQ_TRY(cgq_h5_read_double(&L->f, g, "c", where, 1, (int64_t[]){4}, &c, NULL, NULL));
+    memcpy(m->zbl_c, c, sizeof m->zbl_c);
+    free(c);
+    CGQ_TRY(cgq_h5_attr_double(&L->f, g, "a_exp", where, &m->zbl_a_exp));
+    CGQ_TRY(cgq_h5_attr_double(&L->f, g, "a_prefactor", where, &m->zbl_a_prefactor));
+    CGQ_TRY(cgq_h5_attr_double(&L->f, g, "p", where, &m->zbl_p));
+    CGQ_TRY(cgq_h5_read_double(&L->f, g, "covalent_radii", where, 1, (int64_t[]){m->n_species}, &m->zbl_radii, NULL,
+                               NULL));
+    m->zbl = 1;
     return CGQ_STATUS_OK;
 }
 
@@ -520,6 +552,8 @@ static cgq_status load_root(loader *L) {
     if (st == CGQ_STATUS_OK && fabs(m->cutoff_r_max - m->r_max) > 1e-12)
         st = cgq_fail(CGQ_STATUS_BAD_FILE, "%s: radial cutoff %g differs from r_max %g", L->f.path, m->cutoff_r_max, m->r_max);
     if (st == CGQ_STATUS_OK) st = with_group(L, root, "energy", "", load_energy, m);
+    if (st == CGQ_STATUS_OK && cgq_h5_exists(root, "pair_repulsion"))
+        st = with_group(L, root, "pair_repulsion", "", load_zbl, m);
     if (st == CGQ_STATUS_OK) st = with_group(L, root, "node_embedding", "", load_linear, &m->node_embedding);
     if (st == CGQ_STATUS_OK) st = check_dims(L, "/node_embedding", "input", m->node_embedding.in.dim, m->n_species);
     if (st == CGQ_STATUS_OK) st = with_group(L, root, "layers", "", load_layers, NULL);
@@ -560,6 +594,8 @@ void cgq_model_free(cgq_model *m) {
     free(m->species_z);
     free(m->bessel_weights);
     free(m->atomic_energies);
+    free(m->agnesi_radii);
+    free(m->zbl_radii);
     free_linear(&m->node_embedding);
     for (int t = 0; t < CGQ_MAX_LAYERS; t++) {
         cgq_mace_layer *ly = &m->layers[t];

@@ -109,11 +109,25 @@ def export_mace(model, h5, head=None, source_file=""):
     bf = re.bessel_fn
     if type(bf).__name__ != "BesselBasis":
         raise ExportError(f"radial basis {type(bf).__name__} is not supported (BesselBasis only)")
-    if hasattr(re, "distance_transform"):
-        raise ExportError(f"distance transform {type(re.distance_transform).__name__} is not supported yet")
-    if hasattr(model, "pair_repulsion"):
-        raise ExportError("ZBL pair repulsion is not supported yet")
     g = h5.create_group("radial")
+    g.attrs["distance_transform"] = "none"
+    if hasattr(re, "distance_transform"):
+        dt = re.distance_transform
+        if type(dt).__name__ != "AgnesiTransform":
+            raise ExportError(f"distance transform {type(dt).__name__} is not supported (Agnesi only)")
+        g.attrs["distance_transform"] = "agnesi"
+        for k in ("q", "p", "a"):
+            g.attrs["agnesi_" + k] = float(getattr(dt, k))
+        g.create_dataset("agnesi_covalent_radii", data=f64(dt.covalent_radii)[z])
+    if hasattr(model, "pair_repulsion"):
+        zbl = model.pair_repulsion_fn
+        pg = h5.create_group("pair_repulsion")
+        pg.attrs["kind"] = "zbl"
+        pg.create_dataset("c", data=f64(zbl.c).reshape(-1))
+        pg.attrs["a_exp"] = float(zbl.a_exp)
+        pg.attrs["a_prefactor"] = float(zbl.a_prefactor)
+        pg.attrs["p"] = float(zbl.p)
+        pg.create_dataset("covalent_radii", data=f64(zbl.covalent_radii)[z])
     g.attrs["kind"] = "bessel"
     g.create_dataset("bessel_weights", data=f64(bf.bessel_weights).reshape(-1))
     g.attrs["prefactor"] = float(bf.prefactor)

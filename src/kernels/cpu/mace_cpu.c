@@ -50,6 +50,8 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const c
     volatile int oom = 0;
     const size_t work = c.esz + c.nsz;
 
+    for (int64_t i = 0; i < N; i++)
+        for (int64_t e = c.row_ptr[i]; e < c.row_ptr[i + 1]; e++) c.erecv[e] = (int32_t)i;
 #pragma omp parallel for schedule(static)
     for (int64_t e = 0; e < E; e++) mace_step_edge_geometry(&c, e);
 #pragma omp parallel for schedule(static)
@@ -78,8 +80,6 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const c
     memset(c.srow, 0, sizeof(int64_t) * (size_t)(NA + 1));
     for (int64_t e = 0; e < E; e++) c.srow[c.sender[e] + 1]++;
     for (int64_t i = 0; i < NA; i++) c.srow[i + 1] += c.srow[i];
-    for (int64_t i = 0; i < N; i++)
-        for (int64_t e = c.row_ptr[i]; e < c.row_ptr[i + 1]; e++) c.erecv[e] = (int32_t)i;
     {
         /* stable: edges in increasing index within each sender row */
         int64_t *cursor = malloc(sizeof(int64_t) * (size_t)(NA + 1));

@@ -26,3 +26,32 @@ CGQ_FN double cgq_poly_cutoff(double p, double r_max, double r, double *df) {
     }
     return 1.0 - a * xp + b * xp1 - c * xp2;
 }
+
+CGQ_FN double cgq_agnesi(const cgq_model *m, int su, int sv, double r, double *dr) {
+    const double r0 = 0.5 * (m->agnesi_radii[su] + m->agnesi_radii[sv]);
+    const double q = m->agnesi_q, p = m->agnesi_p, a = m->agnesi_a, s = r / r0;
+    const double sq = pow(s, q), sqp = pow(s, q - p), den = 1.0 + sqp;
+    const double f = a * sq / den;
+    const double df_ds = a * (q * pow(s, q - 1.0) * den - sq * (q - p) * pow(s, q - p - 1.0)) / (den * den);
+    const double rt = 1.0 / (1.0 + f);
+    if (dr) *dr = -rt * rt * df_ds / r0;
+    return rt;
+}
+
+CGQ_FN double cgq_zbl_edge(const cgq_model *m, int su, int sv, double r, double *de) {
+    const double d[4] = {3.2, 0.9423, 0.4028, 0.2016};
+    const double zu = m->species_z[su], zv = m->species_z[sv];
+    const double a = m->zbl_a_prefactor * 0.529 / (pow(zu, m->zbl_a_exp) + pow(zv, m->zbl_a_exp));
+    double phi = 0.0, dphi = 0.0;
+    for (int k = 0; k < 4; k++) {
+        const double t = m->zbl_c[k] * exp(-d[k] * r / a);
+        phi += t;
+        dphi -= t * d[k] / a;
+    }
+    const double K = 14.3996 * zu * zv;
+    const double V = K * phi / r, dV = K * (dphi * r - phi) / (r * r);
+    double denv;
+    const double env = cgq_poly_cutoff(m->zbl_p, m->zbl_radii[su] + m->zbl_radii[sv], r, &denv);
+    if (de) *de = 0.5 * (dV * env + V * denv);
+    return 0.5 * V * env;
+}

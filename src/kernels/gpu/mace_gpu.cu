@@ -112,6 +112,8 @@ static cgq_status upload_model(cgq_gpu *g, const cgq_model *hm) {
     CGQ_TRY(upload(g, &m.species_z, (size_t)m.n_species));
     CGQ_TRY(upload(g, &m.bessel_weights, (size_t)m.n_bessel));
     CGQ_TRY(upload(g, &m.atomic_energies, (size_t)m.n_species));
+    CGQ_TRY(upload(g, &m.agnesi_radii, m.agnesi ? (size_t)m.n_species : 0));
+    CGQ_TRY(upload(g, &m.zbl_radii, m.zbl ? (size_t)m.n_species : 0));
     CGQ_TRY(upload_linear(g, &m.node_embedding));
     for (int t = 0; t < m.n_layers; t++) {
         cgq_mace_layer *ly = &m.layers[t];
@@ -302,7 +304,7 @@ extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cg
     }
     CGQ_CHECK_GPU(cudaMemcpy(d_srow, g->srow.data(), sizeof(int64_t) * (NA + 1), cudaMemcpyHostToDevice));
     c.species = d_species, c.row_ptr = d_row, c.sender = d_sender, c.vec = d_vec;
-    if (want_grad) c.srow = d_srow, c.sedge = d_sedge, c.erecv = d_erecv;
+    c.srow = d_srow, c.sedge = d_sedge, c.erecv = d_erecv;
     c.m = g->dev_model;
     const int T = CGQ_GPU_THREADS;
 
