@@ -27,6 +27,7 @@ atom_style atomic
 boundary {args.boundary}
 newton {args.newton}
 {procs}read_data {os.path.abspath(args.data)}
+velocity all set 0.0 0.0 0.0
 pair_style cgequi device cpu precision fp64
 pair_coeff * * {os.path.abspath(args.model)} {args.elements}
 compute pe all pe/atom
@@ -114,7 +115,7 @@ def main():
     errs = {}
     errs["energy"] = rel(th["PotEng"], E, abs(E))
     errs["forces"] = max(rel(a[5 + k], F[i][k], fscale) for i, a in enumerate(atoms) for k in range(3))
-    # pressure with zero velocities: P = W / V (bar)
+    # pressure with velocities zeroed: P = W / V (bar)
     comp = {"Pxx": (0, 0), "Pyy": (1, 1), "Pzz": (2, 2), "Pxy": (0, 1), "Pxz": (0, 2), "Pyz": (1, 2)}
     errs["pressure_tensor"] = max(rel(th[k] * vol / NKTV2P, W[a][b], wscale) for k, (a, b) in comp.items())
     ae = ref["atomic_energies"]
