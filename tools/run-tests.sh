@@ -11,8 +11,7 @@ cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -
   -DCGQ_FUZZ=ON -DCGQ_BUILD_TESTS=OFF >/dev/null
 cmake --build build-fuzz -j"$jobs" --target fuzz_model_load >/dev/null
 mkdir -p build-fuzz/corpus
-cp tests/fixtures/*.h5 build-fuzz/corpus/ 2>/dev/null || true
-build-fuzz/fuzz_model_load -max_total_time="${CGQ_FUZZ_SECONDS:-120}" -max_len=1048576 -rss_limit_mb=4096 \
+build-fuzz/fuzz_model_load -max_total_time="${CGQ_FUZZ_SECONDS:-120}" -max_len=256 -rss_limit_mb=4096 \
   -print_final_stats=1 build-fuzz/corpus 2>&1 | tail -n 12
 
 echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer"

@@ -161,6 +161,22 @@ static cgq_status read_dataset(const cgq_h5 *f, hid_t loc, const char *name, con
         dims[k] = (int64_t)hd[k];
         count *= (size_t)hd[k];
     }
+    if (count > CGQ_H5_MAX_ELEMENTS) {
+        st = cgq_fail(CGQ_STATUS_BAD_FILE, "%s: dataset %s/%s claims %zu elements (more than any model needs); the file "
+                      "is corrupt", f->path, where, name, count);
+        goto done;
+    }
+    {
+        /* uncompressed data must be stored in full: a shorter file is truncated or corrupt */
+        hid_t dcpl = H5Dget_create_plist(d);
+        const int contiguous = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS;
+        if (dcpl >= 0) H5Pclose(dcpl);
+        if (contiguous && count && H5Dget_storage_size(d) < count * H5Tget_size(ft)) {
+            st = cgq_fail(CGQ_STATUS_BAD_FILE, "%s: dataset %s/%s holds fewer bytes than its shape needs (file truncated "
+                          "or corrupt?)", f->path, where, name);
+            goto done;
+        }
+    }
     if (H5Tget_class(ft) != want_class && !(want_class == H5T_FLOAT && H5Tget_class(ft) == H5T_INTEGER)) {
         st = cgq_fail(CGQ_STATUS_BAD_FILE, "%s: dataset %s/%s has the wrong element type (expected %s)", f->path,
                       where, name, want_class == H5T_FLOAT ? "float64" : "integer");

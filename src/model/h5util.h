@@ -8,6 +8,8 @@
 #include "cgequi.h"
 
 #define CGQ_H5_MAX_RANK 8
+/* No dataset of a model is larger than this (1 GiB of float64): guards against corrupt shapes. */
+#define CGQ_H5_MAX_ELEMENTS ((size_t)1 << 27)
 
 typedef struct cgq_h5 {
     hid_t file;
