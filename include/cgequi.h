@@ -64,6 +64,8 @@ CGQ_API cgq_evaluator_params cgq_evaluator_default_params(void);
 CGQ_API cgq_status cgq_evaluator_create(const cgq_model *model, const cgq_evaluator_params *params,
                                         cgq_evaluator **out);
 CGQ_API void cgq_evaluator_free(cgq_evaluator *ev);
+/* The backend an evaluator runs on ("cpu float64", "cuda:0 float64"), for logs. */
+CGQ_API const char *cgq_evaluator_backend(const cgq_evaluator *ev);
 
 /* A directed graph with edges sorted by receiver (CSR). Nodes 0..n_local-1 are local (they receive
  * edges and carry energy); nodes n_local..n_nodes-1 are ghosts (copies of nodes owned elsewhere, e.g.

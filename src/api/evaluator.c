@@ -18,6 +18,7 @@ struct cgq_evaluator {
     cgq_evaluator_params params;
     cgq_arena arena;
     struct cgq_gpu *gpu; /* NULL: CPU backend */
+    char backend[64];
     cgq_neighbor_list nl;
     int32_t *species;
     double *edge_grad;
@@ -55,6 +56,8 @@ cgq_status cgq_evaluator_create(const cgq_model *model, const cgq_evaluator_para
     if (!ev) return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory creating an evaluator");
     ev->model = model;
     ev->params = p;
+    if (use_gpu) snprintf(ev->backend, sizeof ev->backend, "cuda:%d float64", (int)p.gpu_id);
+    else snprintf(ev->backend, sizeof ev->backend, "cpu float64");
 #ifdef CGQ_HAVE_GPU
     if (use_gpu) {
         cgq_status st = cgq_gpu_create(model, p.gpu_id, &ev->gpu);
@@ -67,6 +70,8 @@ cgq_status cgq_evaluator_create(const cgq_model *model, const cgq_evaluator_para
     *out = ev;
     return CGQ_STATUS_OK;
 }
+
+const char *cgq_evaluator_backend(const cgq_evaluator *ev) { return ev ? ev->backend : ""; }
 
 void cgq_evaluator_free(cgq_evaluator *ev) {
     if (!ev) return;

@@ -162,7 +162,7 @@ void PairCGEqui::init_style() {
             types += " " + std::to_string(t) + "->" +
                      (type_species[t] >= 0 ? cgq_element_symbol(cgq_model_species_z(model, type_species[t])) : "NULL");
         utils::logmesg(lmp, "pair_style cgequi: model " + model_path + "\n" + desc + "  types" + types +
-                                "\n  backend cpu (float64 reference), device " + device_name(params.device) + ", " +
+                                "\n  backend " + cgq_evaluator_backend(evaluator) + " (device " + device_name(params.device) + "), " +
                                 std::to_string(comm->nprocs) + " rank(s): ghosts " +
                                 (comm->nprocs == 1 ? "folded onto owners\n" : "exchanged per layer\n"));
     }

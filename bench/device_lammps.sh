@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# device_lammps.sh: on the GPU machine: build cgequi with CUDA, build LAMMPS from source with cgequi
+# built in (tools/build-lammps-with-cgequi.sh), run the water boxes on the GPU and the CPU.
+set -u
+OUT=${OUT:-device-out}
+mkdir -p "$OUT"
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCGQ_BUILD_TESTS=OFF \
+  >"$OUT/cmake.log" 2>&1 && cmake --build build-gpu -j16 >"$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+time tools/build-lammps-with-cgequi.sh .device/lammps build-gpu /tmp/lmpbuild -DBUILD_MPI=yes -DBUILD_OMP=yes \
+  >"$OUT/lammps_build.log" 2>&1 || { grep -E "error" -A3 "$OUT/lammps_build.log" | head -30; tail -5 "$OUT/lammps_build.log"; exit 1; }
+tail -1 "$OUT/lammps_build.log"
+LMP=/tmp/lmpbuild/lmp
+cd examples/lammps
+run() { # name, args...
+  local name=$1; shift
+  OMP_NUM_THREADS=16 $LMP -log "$OUT/log.$name" -screen none "$@" || echo "FAILED $name"
+  echo "$name: $(grep -E '^Performance' "$OUT/log.$name")  $(grep -E 'Loop time' "$OUT/log.$name")"
+}
+run water192_gpu -in in.water_nvt -var steps 20 -var data water_192.data
+run water192_cpu -in in.water_nvt -var steps 20 -var data water_192.data -var dev cpu
+run water5184_gpu -in in.water_nvt -var steps 10 -var data water_5184.data
+grep -A3 "pair_style cgequi: model" "$OUT/log.water192_gpu" | head -8
