@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# quickstart.sh: install what is missing, build cgequi, and evaluate the shipped potential on the
-# shipped structure (energy, forces, virial, stress, per-atom energies as JSON).
+# quickstart.sh: install what is missing, build cgequi with its LAMMPS driver, verify the shipped potential
+# against mace-torch's stored numbers, then run liquid-water MD with pair_style cgequi and print the
+# timesteps per second: the 5,184-atom box on the GPU when CUDA and a GPU are present, else the
+# 192-atom box on the CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" --target cgequi_cli >/dev/null
-build/cgequi info potentials/mace01-solvent.h5
+cuda=OFF
+if command -v nvcc >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then cuda=ON; fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCGQ_LAMMPS=ON -DCGQ_CUDA=$cuda \
+  -DMPI_CXX_COMPILER=/usr/bin/mpicxx.openmpi -DMPI_C_COMPILER=/usr/bin/mpicc.openmpi >/dev/null
+cmake --build build -j"$(nproc)" --target cgequi_cli lmp_cgequi >/dev/null
 build/cgequi check potentials/mace01-solvent.h5
-build/cgequi eval potentials/mace01-solvent.h5 examples/structures/methanol_water.xyz
+if [ "$cuda" = ON ]; then data=water_5184.data; steps=50; else data=water_192.data; steps=100; fi
+cd examples/lammps
+../../build/lmp_cgequi -in in.water_nvt -var data "$data" -var steps "$steps" -log none -echo none | \
+  grep -E "backend|atoms$|^ +[0-9]+ +[0-9.]+ |Performance"
