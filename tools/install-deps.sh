@@ -2,7 +2,7 @@
 # install-deps.sh: install the Debian/Ubuntu packages cgequi needs to build and test (only the missing ones).
 set -euo pipefail
 pkgs=(cmake make gcc g++ libhdf5-dev hdf5-tools libgtest-dev googletest clang libclang-rt-dev
-      liblammps-dev libfmt-dev openmpi-bin libopenmpi-dev python3 python3-pip)
+      liblammps-dev libfmt-dev openmpi-bin libopenmpi-dev python3 python3-pip hipcc)
 # Debian 12 names the sanitizer/fuzzer runtime libclang-rt-14-dev
 if ! apt-cache show libclang-rt-dev >/dev/null 2>&1; then pkgs=("${pkgs[@]/libclang-rt-dev/libclang-rt-14-dev}"); fi
 missing=()

