@@ -42,6 +42,9 @@ typedef struct mace_ctx {
     mace_layer_state ls[CGQ_MAX_LAYERS];
     /* reverse pass */
     double *gh, *gh_prev, *gM, *ghu, *grho, *edge_grad;
+    /* edge-parallel mode (GPU): per-edge messages, densities and sender gradients, summed per row
+     * afterwards in CSR order; NULL on the CPU, which sums inside the row loops */
+    double *msg, *rho_e, *gx1e;
     int64_t *srow;
     int32_t *sedge, *erecv;
     /* per-item scratch sizes (doubles) */
@@ -64,15 +67,16 @@ typedef struct mace_plan {
     size_t total;
 } mace_plan;
 
+/* NULL for n == 0: the steps test optional arrays (edge cache, edge-parallel buffers) for NULL. */
 static inline double *mace_carve(mace_plan *pl, size_t n) {
-    double *r = pl->p;
+    double *r = n ? pl->p : NULL;
     if (r) pl->p += n;
     pl->total += n;
     return r;
 }
 
 /* Lays out all arrays of an evaluation from base (NULL: just count). Returns the doubles needed. */
-static inline size_t mace_layout(mace_ctx *c, double *base, int want_grad, int cache_edges) {
+static inline size_t mace_layout(mace_ctx *c, double *base, int want_grad, int cache_edges, int edge_parallel) {
     const cgq_model *m = c->m;
     const int64_t N = c->N, NA = c->NA, E = c->E;
     int maxdim = m->node_embedding.out.dim, maxconv = 1, maxhu = 1;
@@ -113,6 +117,10 @@ static inline size_t mace_layout(mace_ctx *c, double *base, int want_grad, int c
     c->ghu = mace_carve(&pl, g * NA * maxhu);
     c->grho = mace_carve(&pl, g * N);
     c->edge_grad = mace_carve(&pl, g * 3 * E);
+    const size_t ep = edge_parallel ? 1 : 0;
+    c->msg = mace_carve(&pl, ep * E * maxconv);
+    c->rho_e = mace_carve(&pl, ep * E);
+    c->gx1e = mace_carve(&pl, ep * g * E * maxhu);
     /* receiver of each edge is always needed (pair terms); the sender-sorted index only for gradients */
     const size_t idx = ((size_t)(NA + 1) * sizeof(int64_t) + 2 * (size_t)E * sizeof(int32_t)) / sizeof(double) + 2;
     double *ip = mace_carve(&pl, idx);
@@ -271,6 +279,11 @@ CGQ_INTERNAL void mace_step_conv_node(const mace_ctx *c, int t, int64_t i, doubl
     double *Mi = s->M + i * dM, rho = 0.0;
     memset(Mi, 0, sizeof(double) * (size_t)dM);
     for (int64_t e = c->row_ptr[i]; e < c->row_ptr[i + 1]; e++) {
+        if (c->msg) { /* messages computed edge-parallel: sum them in row order */
+            for (int j = 0; j < dM; j++) Mi[j] += c->msg[e * dM + j];
+            if (ly->density) rho += c->rho_e[e];
+            continue;
+        }
         mace_edge_weights(c, t, e, &es, 1);
         cgq_tp_conv_forward(&ly->conv_tp, s->hu + (int64_t)c->sender[e] * dhu, c->Y + e * c->nY, es.w, Mi);
         if (ly->density) {
@@ -293,6 +306,22 @@ CGQ_INTERNAL void mace_step_conv_node(const mace_ctx *c, int t, int64_t i, doubl
     cgq_linear_forward(&ly->product_linear, s->B + i * dB, s->h + i * dH);
     if (ly->use_sc && ly->residual)
         for (int j = 0; j < dH; j++) s->h[i * dH + j] += s->sc[i * dsc + j];
+}
+
+/* Edge-parallel forward: the message (and density) of edge e alone. */
+CGQ_INTERNAL void mace_step_edge_message(const mace_ctx *c, int t, int64_t e, double *scratch) {
+    const cgq_mace_layer *ly = &c->m->layers[t];
+    const int dhu = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim;
+    mace_edge_scratch es;
+    mace_scratch_init(&es, scratch, c->m, ly);
+    mace_edge_weights(c, t, e, &es, 1);
+    double *me = c->msg + e * dM;
+    memset(me, 0, sizeof(double) * (size_t)dM);
+    cgq_tp_conv_forward(&ly->conv_tp, c->ls[t].hu + (int64_t)c->sender[e] * dhu, c->Y + e * c->nY, es.w, me);
+    if (ly->density) {
+        double d;
+        c->rho_e[e] = mace_edge_density(c, ly, e, &es, &d);
+    }
 }
 
 /* Readout r of node i: its scalar (head column); hidden pre-activations kept in z. */
@@ -413,16 +442,16 @@ CGQ_INTERNAL void mace_step_node_backward(const mace_ctx *c, int t, int64_t i, d
     cgq_linear_backward(&ly->linear, gMl, c->gM + i * dM);
 }
 
-/* Receiver row i of layer t: dE/dv of its edges through Y, the radial MLP, the density (+=). */
-CGQ_INTERNAL void mace_step_edge_backward(const mace_ctx *c, int t, int64_t i, double *scratch) {
+/* dE/dv of edge e (receiver i) of layer t through Y, the radial MLP, the density (+=); each edge is
+ * independent, so this runs per edge on the GPU and per receiver row on the CPU. */
+CGQ_INTERNAL void mace_edge_backward_one(const mace_ctx *c, int t, int64_t i, int64_t e, mace_edge_scratch *esp) {
     const cgq_model *m = c->m;
     const cgq_mace_layer *ly = &m->layers[t];
     const mace_layer_state *s = &c->ls[t];
     const int dhu = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim, nb = c->nb, nY = c->nY;
     const int64_t wn = ly->conv_tp.weight_numel;
-    mace_edge_scratch es;
-    mace_scratch_init(&es, scratch, m, ly);
-    for (int64_t e = c->row_ptr[i]; e < c->row_ptr[i + 1]; e++) {
+    mace_edge_scratch es = *esp;
+    {
         const double *v = c->vec + 3 * e, r = c->r[e];
         mace_edge_weights(c, t, e, &es, 0);
         memset(es.gw, 0, sizeof(double) * (size_t)wn);
@@ -480,6 +509,18 @@ CGQ_INTERNAL void mace_step_edge_backward(const mace_ctx *c, int t, int64_t i, d
     }
 }
 
+CGQ_INTERNAL void mace_step_edge_backward(const mace_ctx *c, int t, int64_t i, double *scratch) {
+    mace_edge_scratch es;
+    mace_scratch_init(&es, scratch, c->m, &c->m->layers[t]);
+    for (int64_t e = c->row_ptr[i]; e < c->row_ptr[i + 1]; e++) mace_edge_backward_one(c, t, i, e, &es);
+}
+
+CGQ_INTERNAL void mace_step_edge_backward_edge(const mace_ctx *c, int t, int64_t e, double *scratch) {
+    mace_edge_scratch es;
+    mace_scratch_init(&es, scratch, c->m, &c->m->layers[t]);
+    mace_edge_backward_one(c, t, c->erecv[e], e, &es);
+}
+
 /* Sender row j of layer t: dE/d hu[j] summed over its outgoing edges (edge order by sender). */
 CGQ_INTERNAL void mace_step_sender_backward(const mace_ctx *c, int t, int64_t j, double *scratch) {
     const cgq_model *m = c->m;
@@ -494,6 +535,29 @@ CGQ_INTERNAL void mace_step_sender_backward(const mace_ctx *c, int t, int64_t j,
         mace_edge_weights(c, t, e, &es, 0);
         cgq_tp_conv_backward(&ly->conv_tp, c->ls[t].hu + j * dhu, c->Y + e * c->nY, es.w,
                              c->gM + (int64_t)c->erecv[e] * dM, gj, NULL, NULL);
+    }
+}
+
+/* Edge-parallel reverse pass: edge e's contribution to dE/d hu[sender], summed per sender row next. */
+CGQ_INTERNAL void mace_step_sender_edge(const mace_ctx *c, int t, int64_t e, double *scratch) {
+    const cgq_mace_layer *ly = &c->m->layers[t];
+    const int dhu = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim;
+    mace_edge_scratch es;
+    mace_scratch_init(&es, scratch, c->m, ly);
+    mace_edge_weights(c, t, e, &es, 0);
+    double *gx = c->gx1e + e * dhu;
+    memset(gx, 0, sizeof(double) * (size_t)dhu);
+    cgq_tp_conv_backward(&ly->conv_tp, c->ls[t].hu + (int64_t)c->sender[e] * dhu, c->Y + e * c->nY, es.w,
+                         c->gM + (int64_t)c->erecv[e] * dM, gx, NULL, NULL);
+}
+
+CGQ_INTERNAL void mace_step_sender_sum(const mace_ctx *c, int t, int64_t j) {
+    const int dhu = c->m->layers[t].linear_up.out.dim;
+    double *gj = c->ghu + j * dhu;
+    memset(gj, 0, sizeof(double) * (size_t)dhu);
+    for (int64_t q = c->srow[j]; q < c->srow[j + 1]; q++) {
+        const double *gx = c->gx1e + (int64_t)c->sedge[q] * dhu;
+        for (int k = 0; k < dhu; k++) gj[k] += gx[k];
     }
 }
 

@@ -5,13 +5,13 @@
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define CGQ_FN static __host__ __device__       /* public kernel functions, private copy per GPU TU */
-#define CGQ_INTERNAL static __host__ __device__ /* file-local helpers */
+#define CGQ_INTERNAL static inline __host__ __device__ /* file-local helpers */
 #define CGQ_RESTRICT __restrict__
 #else
 #ifndef CGQ_FN
 #define CGQ_FN
 #endif
-#define CGQ_INTERNAL static
+#define CGQ_INTERNAL static inline
 #define CGQ_RESTRICT restrict
 #endif
 

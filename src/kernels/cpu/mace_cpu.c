@@ -36,7 +36,7 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const c
     const int want_grad = edge_grad != NULL, L = m->n_layers;
     const int64_t N = c.N, NA = c.NA, E = c.E;
     const int cache_edges = want_grad && mace_cache_doubles(m, E) * sizeof(double) <= CGQ_EDGE_CACHE_BUDGET_BYTES;
-    const size_t need = mace_layout(&c, NULL, want_grad, cache_edges);
+    const size_t need = mace_layout(&c, NULL, want_grad, cache_edges, 0);
     if (need > arena->cap) {
         double *nbuf = realloc(arena->buf, sizeof(double) * (need + need / 16 + 1));
         if (!nbuf)
@@ -45,7 +45,7 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const c
         arena->buf = nbuf;
         arena->cap = need + need / 16 + 1;
     }
-    mace_layout(&c, arena->buf, want_grad, cache_edges);
+    mace_layout(&c, arena->buf, want_grad, cache_edges, 0);
     if (want_grad) c.edge_grad = edge_grad; /* written in place */
     volatile int oom = 0;
     const size_t work = c.esz + c.nsz;

@@ -200,12 +200,17 @@ __global__ void k_up(mace_ctx c, int t, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         mace_step_up(&c, t, i);
 }
+__global__ void k_sender_sum(mace_ctx c, int t) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < c.NA; i += (int64_t)gridDim.x * blockDim.x)
+        mace_step_sender_sum(&c, t, i);
+}
 __global__ void k_up_backward(mace_ctx c, int t) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < c.N; i += (int64_t)gridDim.x * blockDim.x)
         mace_step_up_backward(&c, t, i);
 }
 
-enum step_kind { STEP_CONV, STEP_ENERGY, STEP_NODE_BWD, STEP_EDGE_BWD, STEP_SEND_BWD };
+enum step_kind { STEP_CONV, STEP_ENERGY, STEP_NODE_BWD, STEP_EDGE_BWD, STEP_SEND_BWD, STEP_EDGE_MSG, STEP_EDGE_BWD_E,
+                 STEP_SEND_EDGE };
 
 __global__ void k_scratch_step(mace_ctx c, int kind, int t, int64_t n, double *pool, size_t per_thread) {
     const int64_t tid = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
@@ -217,6 +222,9 @@ __global__ void k_scratch_step(mace_ctx c, int kind, int t, int64_t n, double *p
         case STEP_NODE_BWD: mace_step_node_backward(&c, t, i, scr); break;
         case STEP_EDGE_BWD: mace_step_edge_backward(&c, t, i, scr); break;
         case STEP_SEND_BWD: mace_step_sender_backward(&c, t, i, scr); break;
+        case STEP_EDGE_MSG: mace_step_edge_message(&c, t, i, scr); break;
+        case STEP_EDGE_BWD_E: mace_step_edge_backward_edge(&c, t, i, scr); break;
+        case STEP_SEND_EDGE: mace_step_sender_edge(&c, t, i, scr); break;
         }
     }
 }
@@ -263,10 +271,21 @@ extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cg
     c.nY = (hm->lmax_sh + 1) * (hm->lmax_sh + 1), c.nb = hm->n_bessel;
     const int64_t N = c.N, NA = c.NA, E = c.E;
     const int L = hm->n_layers, want_grad = edge_grad != nullptr;
-    const int cache_edges = want_grad && mace_cache_doubles(hm, E) * sizeof(double) <= CGQ_EDGE_CACHE_BUDGET_BYTES;
-    const size_t need = mace_layout(&c, nullptr, want_grad, cache_edges);
+    /* Use the GPU's memory for parallelism: keep per-edge MLP results and run the edge work one thread per
+     * edge when that fits in half of the free memory; else fall back to one thread per node. */
+    size_t free_b = 0, total_b = 0;
+    CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
+    free_b += sizeof(double) * g->arena_cap;
+    const size_t base = mace_layout(&c, nullptr, want_grad, 0, 0);
+    const size_t with_cache = mace_layout(&c, nullptr, want_grad, want_grad, 0);
+    const size_t full = mace_layout(&c, nullptr, want_grad, want_grad, 1);
+    int cache_edges = 0, edge_parallel = 0;
+    if (sizeof(double) * full <= free_b / 2) cache_edges = want_grad, edge_parallel = 1;
+    else if (sizeof(double) * with_cache <= free_b / 2) cache_edges = want_grad;
+    (void)base;
+    const size_t need = mace_layout(&c, nullptr, want_grad, cache_edges, edge_parallel);
     CGQ_TRY(grow((void **)&g->arena, &g->arena_cap, sizeof(double) * (need + 1)));
-    mace_layout(&c, g->arena, want_grad, cache_edges);
+    mace_layout(&c, g->arena, want_grad, cache_edges, edge_parallel);
     const size_t per_thread = c.esz + c.nsz;
     CGQ_TRY(grow((void **)&g->scratch, &g->scratch_cap, sizeof(double) * per_thread * CGQ_GPU_MAX_PARALLEL));
 
@@ -318,6 +337,7 @@ extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cg
         if (n_up) k_up<<<blocks_for(n_up), T>>>(c, t, n_up);
         CGQ_LAUNCH_CHECK();
         if (t > 0 && xc) CGQ_TRY(exchange_rows(g, c.ls[t].hu, NA, hm->layers[t].linear_up.out.dim, xc, false));
+        if (edge_parallel && E) k_scratch_step<<<blocks_for(E), T>>>(c, STEP_EDGE_MSG, t, E, g->scratch, per_thread);
         if (N) k_scratch_step<<<blocks_for(N), T>>>(c, STEP_CONV, t, N, g->scratch, per_thread);
         CGQ_LAUNCH_CHECK();
     }
@@ -335,10 +355,19 @@ extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cg
     if (N) CGQ_CHECK_GPU(cudaMemset(c.gh, 0, sizeof(double) * N * hm->layers[L - 1].product_linear.out.dim));
     for (int t = L - 1; t >= 0; t--) {
         if (N) k_scratch_step<<<blocks_for(N), T>>>(c, STEP_NODE_BWD, t, N, g->scratch, per_thread);
-        if (N) k_scratch_step<<<blocks_for(N), T>>>(c, STEP_EDGE_BWD, t, N, g->scratch, per_thread);
+        if (edge_parallel) {
+            if (E) k_scratch_step<<<blocks_for(E), T>>>(c, STEP_EDGE_BWD_E, t, E, g->scratch, per_thread);
+        } else if (N) {
+            k_scratch_step<<<blocks_for(N), T>>>(c, STEP_EDGE_BWD, t, N, g->scratch, per_thread);
+        }
         CGQ_LAUNCH_CHECK();
         if (t == 0) break;
-        if (NA) k_scratch_step<<<blocks_for(NA), T>>>(c, STEP_SEND_BWD, t, NA, g->scratch, per_thread);
+        if (edge_parallel) {
+            if (E) k_scratch_step<<<blocks_for(E), T>>>(c, STEP_SEND_EDGE, t, E, g->scratch, per_thread);
+            if (NA) k_sender_sum<<<blocks_for(NA), T>>>(c, t);
+        } else if (NA) {
+            k_scratch_step<<<blocks_for(NA), T>>>(c, STEP_SEND_BWD, t, NA, g->scratch, per_thread);
+        }
         CGQ_LAUNCH_CHECK();
         if (xc) CGQ_TRY(exchange_rows(g, c.ghu, NA, hm->layers[t].linear_up.out.dim, xc, true));
         if (N) k_up_backward<<<blocks_for(N), T>>>(c, t);

@@ -10,6 +10,7 @@
 #define cudaGetErrorString hipGetErrorString
 #define cudaGetLastError hipGetLastError
 #define cudaGetDeviceCount hipGetDeviceCount
+#define cudaMemGetInfo hipMemGetInfo
 #define cudaSetDevice hipSetDevice
 #define cudaGetDeviceProperties hipGetDeviceProperties
 #define cudaDeviceProp hipDeviceProp_t
