@@ -45,6 +45,8 @@ typedef struct mace_ctx {
     /* edge-parallel mode (GPU): per-edge messages, densities and sender gradients, summed per row
      * afterwards in CSR order; NULL on the CPU, which sums inside the row loops */
     double *msg, *rho_e, *gx1e;
+    /* per-node gradients at the symmetric contraction (its channels run in parallel on the GPU) */
+    double *gBn, *gAn;
     int64_t *srow;
     int32_t *sedge, *erecv;
     /* per-item scratch sizes (doubles) */
@@ -121,6 +123,15 @@ static inline size_t mace_layout(mace_ctx *c, double *base, int want_grad, int c
     c->msg = mace_carve(&pl, ep * E * maxconv);
     c->rho_e = mace_carve(&pl, ep * E);
     c->gx1e = mace_carve(&pl, ep * g * E * maxhu);
+    {
+        int maxb = 1, maxcd = 1;
+        for (int t = 0; t < m->n_layers; t++) {
+            maxb = mace_max_i(maxb, m->layers[t].product_out.dim);
+            maxcd = mace_max_i(maxcd, m->layers[t].channels * m->layers[t].coupling_dim);
+        }
+        c->gBn = mace_carve(&pl, g * N * maxb);
+        c->gAn = mace_carve(&pl, g * N * maxcd);
+    }
     /* receiver of each edge is always needed (pair terms); the sender-sorted index only for gradients */
     const size_t idx = ((size_t)(NA + 1) * sizeof(int64_t) + 2 * (size_t)E * sizeof(int32_t)) / sizeof(double) + 2;
     double *ip = mace_carve(&pl, idx);
@@ -266,8 +277,12 @@ CGQ_INTERNAL void mace_step_up(const mace_ctx *c, int t, int64_t i) {
     }
 }
 
-/* Messages of receiver i summed over its CSR row, then the node side of the layer. scratch: esz+nsz. */
-CGQ_INTERNAL void mace_step_conv_node(const mace_ctx *c, int t, int64_t i, double *scratch) {
+CGQ_INTERNAL void mace_step_product_channel(const mace_ctx *c, int t, int64_t i, int ch);
+CGQ_INTERNAL void mace_step_product_post(const mace_ctx *c, int t, int64_t i);
+
+/* Messages of receiver i summed over its CSR row, then the node side of the layer up to the product
+ * basis input A; with `full` also the product (all channels) and its linear. scratch: esz+nsz. */
+CGQ_INTERNAL void mace_step_conv_node(const mace_ctx *c, int t, int64_t i, double *scratch, int full) {
     const cgq_model *m = c->m;
     const cgq_mace_layer *ly = &m->layers[t];
     const mace_layer_state *s = &c->ls[t];
@@ -302,7 +317,24 @@ CGQ_INTERNAL void mace_step_conv_node(const mace_ctx *c, int t, int64_t i, doubl
     if (!ly->residual) cgq_tp_node_forward(&ly->skip_tp, Ml, onehot, s->Apre + i * dT);
     else memcpy(s->Apre + i * dT, Ml, sizeof(double) * (size_t)dT);
     mace_reshape_to_cd(ly, s->Apre + i * dT, s->A + i * CD);
-    cgq_symcon_forward(ly, ly->agnostic ? 0 : c->species[i], s->A + i * CD, s->B + i * dB);
+    if (!full) return;
+    for (int ch = 0; ch < ly->channels; ch++) mace_step_product_channel(c, t, i, ch);
+    mace_step_product_post(c, t, i);
+    (void)dB, (void)dH, (void)dsc;
+}
+
+/* Product basis (symmetric contraction) of node i, one channel. */
+CGQ_INTERNAL void mace_step_product_channel(const mace_ctx *c, int t, int64_t i, int ch) {
+    const cgq_mace_layer *ly = &c->m->layers[t];
+    const int CD = ly->channels * ly->coupling_dim, dB = ly->product_out.dim;
+    cgq_symcon_forward(ly, ly->agnostic ? 0 : c->species[i], c->ls[t].A + i * CD, c->ls[t].B + i * dB, ch, ch + 1);
+}
+
+/* h = product linear(B) (+ skip connection) */
+CGQ_INTERNAL void mace_step_product_post(const mace_ctx *c, int t, int64_t i) {
+    const cgq_mace_layer *ly = &c->m->layers[t];
+    const mace_layer_state *s = &c->ls[t];
+    const int dB = ly->product_out.dim, dH = ly->product_linear.out.dim, dsc = ly->skip_tp.out.dim;
     cgq_linear_forward(&ly->product_linear, s->B + i * dB, s->h + i * dH);
     if (ly->use_sc && ly->residual)
         for (int j = 0; j < dH; j++) s->h[i * dH + j] += s->sc[i * dsc + j];
@@ -398,32 +430,60 @@ CGQ_INTERNAL void mace_readout_backward(const cgq_readout *ro, const double *z, 
     cgq_linear_backward(&ro->linear_1, gz, gh);
 }
 
-/* Node side of layer t in reverse: readouts of t, product, linear, scaling -> gM, grho; skip path -> gh_prev.
- * gh holds dE/dh_t (rows of N), gh_prev receives dE/dh_{t-1} contributions (zeroed here). */
-CGQ_INTERNAL void mace_step_node_backward(const mace_ctx *c, int t, int64_t i, double *tmp) {
+/* Node side of layer t in reverse, first part: readouts of t, skip path into gh_prev (zeroed here), and
+ * dE/dB into gBn; gAn zeroed for the product's reverse. gh holds dE/dh_t (rows of N). */
+CGQ_INTERNAL void mace_step_node_backward_pre(const mace_ctx *c, int t, int64_t i, double *tmp) {
     const cgq_model *m = c->m;
     const cgq_mace_layer *ly = &m->layers[t];
-    const mace_layer_state *s = &c->ls[t];
-    const int din = mace_layer_in_dim(m, t), dM = ly->conv_tp.out.dim, dT = ly->target.dim;
-    const int dB = ly->product_out.dim, dH = ly->product_linear.out.dim;
+    const int din = mace_layer_in_dim(m, t), dH = ly->product_linear.out.dim, dB = ly->product_out.dim;
     const int CD = ly->channels * ly->coupling_dim;
+    int maxb = 1, maxcd = 1;
+    for (int u = 0; u < m->n_layers; u++) {
+        maxb = mace_max_i(maxb, m->layers[u].product_out.dim);
+        maxcd = mace_max_i(maxcd, m->layers[u].channels * m->layers[u].coupling_dim);
+    }
     double *ghi = c->gh + i * dH;
     for (int r = 0; r < m->n_readouts; r++) {
         const cgq_readout *ro = &m->readouts[r];
         if (ro->layer == t) mace_readout_backward(ro, c->ro_z[r] + i * mace_readout_hidden(ro), m->scale, ghi, tmp);
     }
-    int maxdim = mace_max_i(mace_max_i(dB, dT), mace_max_i(dH, din));
-    double *gB = tmp, *gA = gB + maxdim, *gApre = gA + CD, *gMl = gApre + maxdim;
     double onehot[CGQ_MAX_SPECIES] = {0};
     onehot[c->species[i]] = 1.0;
     double *gp = c->gh_prev + i * din;
     memset(gp, 0, sizeof(double) * (size_t)din);
     if (ly->use_sc && ly->residual) cgq_tp_node_backward_x1(&ly->skip_tp, onehot, ghi, gp);
+    double *gB = c->gBn + i * maxb, *gA = c->gAn + i * maxcd;
     memset(gB, 0, sizeof(double) * (size_t)dB);
     cgq_linear_backward(&ly->product_linear, ghi, gB);
     memset(gA, 0, sizeof(double) * (size_t)CD);
-    cgq_symcon_backward(ly, ly->agnostic ? 0 : c->species[i], s->A + i * CD, gB, gA);
-    mace_reshape_from_cd(ly, gA, gApre);
+}
+
+CGQ_INTERNAL void mace_step_product_channel_backward(const mace_ctx *c, int t, int64_t i, int ch) {
+    const cgq_model *m = c->m;
+    const cgq_mace_layer *ly = &m->layers[t];
+    int maxb = 1, maxcd = 1;
+    for (int u = 0; u < m->n_layers; u++) {
+        maxb = mace_max_i(maxb, m->layers[u].product_out.dim);
+        maxcd = mace_max_i(maxcd, m->layers[u].channels * m->layers[u].coupling_dim);
+    }
+    const int CD = ly->channels * ly->coupling_dim;
+    cgq_symcon_backward(ly, ly->agnostic ? 0 : c->species[i], c->ls[t].A + i * CD, c->gBn + i * maxb,
+                        c->gAn + i * maxcd, ch, ch + 1);
+}
+
+/* Second part: from dE/dA through the reshape, the first-layer skip_tp, the scaling and `linear` to
+ * dE/dM (gM) and the density gradient (grho). */
+CGQ_INTERNAL void mace_step_node_backward_post(const mace_ctx *c, int t, int64_t i, double *tmp) {
+    const cgq_model *m = c->m;
+    const cgq_mace_layer *ly = &m->layers[t];
+    const mace_layer_state *s = &c->ls[t];
+    const int dM = ly->conv_tp.out.dim, dT = ly->target.dim;
+    int maxcd = 1;
+    for (int u = 0; u < m->n_layers; u++) maxcd = mace_max_i(maxcd, m->layers[u].channels * m->layers[u].coupling_dim);
+    double *gApre = tmp, *gMl = tmp + dT;
+    mace_reshape_from_cd(ly, c->gAn + i * maxcd, gApre);
+    double onehot[CGQ_MAX_SPECIES] = {0};
+    onehot[c->species[i]] = 1.0;
     if (!ly->residual) {
         memset(gMl, 0, sizeof(double) * (size_t)dT);
         cgq_tp_node_backward_x1(&ly->skip_tp, onehot, gApre, gMl);
@@ -440,6 +500,13 @@ CGQ_INTERNAL void mace_step_node_backward(const mace_ctx *c, int t, int64_t i, d
     for (int j = 0; j < dT; j++) gMl[j] *= scale;
     memset(c->gM + i * dM, 0, sizeof(double) * (size_t)dM);
     cgq_linear_backward(&ly->linear, gMl, c->gM + i * dM);
+}
+
+/* The whole node side in reverse for node i (CPU). */
+CGQ_INTERNAL void mace_step_node_backward(const mace_ctx *c, int t, int64_t i, double *tmp) {
+    mace_step_node_backward_pre(c, t, i, tmp);
+    for (int ch = 0; ch < c->m->layers[t].channels; ch++) mace_step_product_channel_backward(c, t, i, ch);
+    mace_step_node_backward_post(c, t, i, tmp);
 }
 
 /* dE/dv of edge e (receiver i) of layer t through Y, the radial MLP, the density (+=); each edge is

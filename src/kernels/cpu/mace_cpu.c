@@ -63,7 +63,7 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const c
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < n_up; i++) mace_step_up(&c, t, i);
         if (t > 0 && xc) CGQ_TRY(xc->forward(xc->ctx, c.ls[t].hu, m->layers[t].linear_up.out.dim));
-#define CONV(i, s) mace_step_conv_node(&c, t, i, s)
+#define CONV(i, s) mace_step_conv_node(&c, t, i, s, 1)
         CGQ_PARALLEL_WITH_SCRATCH(N, work, oom, CONV);
 #undef CONV
     }

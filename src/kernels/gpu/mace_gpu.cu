@@ -200,6 +200,18 @@ __global__ void k_up(mace_ctx c, int t, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         mace_step_up(&c, t, i);
 }
+/* symmetric contraction: one thread per (node, channel) */
+__global__ void k_product(mace_ctx c, int t, int C, int backward) {
+    const int64_t n = c.N * (int64_t)C;
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n; k += (int64_t)gridDim.x * blockDim.x) {
+        if (backward) mace_step_product_channel_backward(&c, t, k / C, (int)(k % C));
+        else mace_step_product_channel(&c, t, k / C, (int)(k % C));
+    }
+}
+__global__ void k_product_post(mace_ctx c, int t) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < c.N; i += (int64_t)gridDim.x * blockDim.x)
+        mace_step_product_post(&c, t, i);
+}
 __global__ void k_sender_sum(mace_ctx c, int t) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < c.NA; i += (int64_t)gridDim.x * blockDim.x)
         mace_step_sender_sum(&c, t, i);
@@ -210,16 +222,17 @@ __global__ void k_up_backward(mace_ctx c, int t) {
 }
 
 enum step_kind { STEP_CONV, STEP_ENERGY, STEP_NODE_BWD, STEP_EDGE_BWD, STEP_SEND_BWD, STEP_EDGE_MSG, STEP_EDGE_BWD_E,
-                 STEP_SEND_EDGE };
+                 STEP_SEND_EDGE, STEP_NODE_BWD_POST };
 
 __global__ void k_scratch_step(mace_ctx c, int kind, int t, int64_t n, double *pool, size_t per_thread) {
     const int64_t tid = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     double *scr = pool + (size_t)tid * per_thread;
     for (int64_t i = tid; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         switch (kind) {
-        case STEP_CONV: mace_step_conv_node(&c, t, i, scr); break;
+        case STEP_CONV: mace_step_conv_node(&c, t, i, scr, 0); break;
         case STEP_ENERGY: mace_step_energy(&c, i, scr); break;
-        case STEP_NODE_BWD: mace_step_node_backward(&c, t, i, scr); break;
+        case STEP_NODE_BWD: mace_step_node_backward_pre(&c, t, i, scr); break;
+        case STEP_NODE_BWD_POST: mace_step_node_backward_post(&c, t, i, scr); break;
         case STEP_EDGE_BWD: mace_step_edge_backward(&c, t, i, scr); break;
         case STEP_SEND_BWD: mace_step_sender_backward(&c, t, i, scr); break;
         case STEP_EDGE_MSG: mace_step_edge_message(&c, t, i, scr); break;
@@ -338,7 +351,12 @@ extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cg
         CGQ_LAUNCH_CHECK();
         if (t > 0 && xc) CGQ_TRY(exchange_rows(g, c.ls[t].hu, NA, hm->layers[t].linear_up.out.dim, xc, false));
         if (edge_parallel && E) k_scratch_step<<<blocks_for(E), T>>>(c, STEP_EDGE_MSG, t, E, g->scratch, per_thread);
-        if (N) k_scratch_step<<<blocks_for(N), T>>>(c, STEP_CONV, t, N, g->scratch, per_thread);
+        if (N) {
+            const int C = hm->layers[t].channels;
+            k_scratch_step<<<blocks_for(N), T>>>(c, STEP_CONV, t, N, g->scratch, per_thread);
+            k_product<<<blocks_for(N * C), T>>>(c, t, C, 0);
+            k_product_post<<<blocks_for(N), T>>>(c, t);
+        }
         CGQ_LAUNCH_CHECK();
     }
     if (N) k_scratch_step<<<blocks_for(N), T>>>(c, STEP_ENERGY, 0, N, g->scratch, per_thread);
@@ -354,7 +372,12 @@ extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cg
     if (E) CGQ_CHECK_GPU(cudaMemset(c.edge_grad, 0, sizeof(double) * 3 * E));
     if (N) CGQ_CHECK_GPU(cudaMemset(c.gh, 0, sizeof(double) * N * hm->layers[L - 1].product_linear.out.dim));
     for (int t = L - 1; t >= 0; t--) {
-        if (N) k_scratch_step<<<blocks_for(N), T>>>(c, STEP_NODE_BWD, t, N, g->scratch, per_thread);
+        if (N) {
+            const int C = hm->layers[t].channels;
+            k_scratch_step<<<blocks_for(N), T>>>(c, STEP_NODE_BWD, t, N, g->scratch, per_thread);
+            k_product<<<blocks_for(N * C), T>>>(c, t, C, 1);
+            k_scratch_step<<<blocks_for(N), T>>>(c, STEP_NODE_BWD_POST, t, N, g->scratch, per_thread);
+        }
         if (edge_parallel) {
             if (E) k_scratch_step<<<blocks_for(E), T>>>(c, STEP_EDGE_BWD_E, t, E, g->scratch, per_thread);
         } else if (N) {
