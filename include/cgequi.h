@@ -42,8 +42,6 @@ CGQ_API int32_t cgq_model_num_species(const cgq_model *model);
 CGQ_API int32_t cgq_model_species_z(const cgq_model *model, int32_t index);
 /* Model species index of atomic number z, or -1 if the model does not know z. */
 CGQ_API int32_t cgq_model_species_index(const cgq_model *model, int32_t z);
-/* Widest per-node row cgq_exchange moves for this model (doubles), for sizing communication buffers. */
-CGQ_API int32_t cgq_model_exchange_width(const cgq_model *model);
 /* Human-readable multi-line summary written into buf (truncated to size). */
 CGQ_API void cgq_model_describe(const cgq_model *model, char *buf, size_t size);
 

@@ -665,10 +665,3 @@ int32_t cgq_model_species_index(const cgq_model *m, int32_t z) {
         if (m->species_z[i] == z) return i;
     return -1;
 }
-
-int32_t cgq_model_exchange_width(const cgq_model *m) {
-    int32_t w = 1;
-    for (int t = 0; m && t < m->n_layers; t++)
-        if (m->layers[t].linear_up.out.dim > w) w = m->layers[t].linear_up.out.dim;
-    return w;
-}

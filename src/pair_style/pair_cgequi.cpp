@@ -44,6 +44,9 @@ PairCGEqui::PairCGEqui(LAMMPS *lmp) : Pair(lmp) {
     manybody_flag = 1;
     no_virial_fdotr_compute = 1; /* the virial comes from edge gradients, forces are folded */
     centroidstressflag = CENTROID_AVAIL;
+    /* Fixed per-atom communication width, known before pair_coeff (pair_style hybrid sizes LAMMPS's buffers
+     * from it at pair_style time); wider rows are exchanged in chunks of this many doubles. */
+    comm_forward = comm_reverse = COMM_CHUNK;
     params = cgq_evaluator_default_params();
     nl = static_cast<::cgq_neighbor_list *>(calloc(1, sizeof(::cgq_neighbor_list)));
 }
@@ -141,7 +144,6 @@ void PairCGEqui::coeff(int narg, char **arg) {
     }
     for (int i = 1; i <= ntypes; i++)
         for (int j = i; j <= ntypes; j++) setflag[i][j] = (type_species[i] >= 0 && type_species[j] >= 0) ? 1 : 0;
-    comm_forward = comm_reverse = std::max(cgq_model_exchange_width(model), 12);
 }
 
 void PairCGEqui::init_style() {
@@ -297,14 +299,16 @@ void PairCGEqui::compute(int eflag, int vflag) {
 void PairCGEqui::exchange(double *data, int width, bool reverse) {
     comm_data = data;
     comm_width = width;
-    if (width > comm_forward) error->one(FLERR, std::string("pair_style cgequi: exchange row wider than the comm buffer"));
+    for (comm_offset = 0; comm_offset < width; comm_offset += COMM_CHUNK) {
+        comm_chunk = std::min(COMM_CHUNK, width - comm_offset);
 #ifdef CGQ_LAMMPS_OLD_COMM_API
-    if (reverse) comm->reverse_comm_pair(this);
-    else comm->forward_comm_pair(this);
+        if (reverse) comm->reverse_comm_pair(this);
+        else comm->forward_comm_pair(this);
 #else
-    if (reverse) comm->reverse_comm(this, width);
-    else comm->forward_comm(this, width);
+        if (reverse) comm->reverse_comm(this, comm_chunk);
+        else comm->forward_comm(this, comm_chunk);
 #endif
+    }
     if (reverse) /* owners now hold the sums; ghost rows must not count twice */
         for (size_t k = 0; k < node_atom.size(); k++)
             if (node_atom[k] >= atom->nlocal) std::memset(data + k * width, 0, sizeof(double) * width);
@@ -315,7 +319,8 @@ int PairCGEqui::pack_forward_comm(int n, int *list, double *buf, int, int *) {
     int m = 0;
     for (int i = 0; i < n; i++) {
         const int k = atom_node[list[i]];
-        for (int w = 0; w < comm_width; w++) buf[m++] = k >= 0 ? comm_data[(int64_t)k * comm_width + w] : 0.0;
+        for (int w = comm_offset; w < comm_offset + comm_chunk; w++)
+            buf[m++] = k >= 0 ? comm_data[(int64_t)k * comm_width + w] : 0.0;
     }
     return m;
 }
@@ -324,7 +329,7 @@ void PairCGEqui::unpack_forward_comm(int n, int first, double *buf) {
     int m = 0;
     for (int i = 0; i < n; i++) {
         const int k = atom_node[first + i];
-        for (int w = 0; w < comm_width; w++, m++)
+        for (int w = comm_offset; w < comm_offset + comm_chunk; w++, m++)
             if (k >= 0) comm_data[(int64_t)k * comm_width + w] = buf[m];
     }
 }
@@ -333,7 +338,8 @@ int PairCGEqui::pack_reverse_comm(int n, int first, double *buf) {
     int m = 0;
     for (int i = 0; i < n; i++) {
         const int k = atom_node[first + i];
-        for (int w = 0; w < comm_width; w++) buf[m++] = k >= 0 ? comm_data[(int64_t)k * comm_width + w] : 0.0;
+        for (int w = comm_offset; w < comm_offset + comm_chunk; w++)
+            buf[m++] = k >= 0 ? comm_data[(int64_t)k * comm_width + w] : 0.0;
     }
     return m;
 }
@@ -342,7 +348,7 @@ void PairCGEqui::unpack_reverse_comm(int n, int *list, double *buf) {
     int m = 0;
     for (int i = 0; i < n; i++) {
         const int k = atom_node[list[i]];
-        for (int w = 0; w < comm_width; w++, m++)
+        for (int w = comm_offset; w < comm_offset + comm_chunk; w++, m++)
             if (k >= 0) comm_data[(int64_t)k * comm_width + w] += buf[m];
     }
 }

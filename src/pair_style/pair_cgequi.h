@@ -53,8 +53,9 @@ class PairCGEqui : public Pair {
     ::cgq_neighbor_list *nl = nullptr;
 
     /* communication state for pack/unpack */
+    static constexpr int COMM_CHUNK = 32;
     double *comm_data = nullptr;
-    int comm_width = 0;
+    int comm_width = 0, comm_offset = 0, comm_chunk = 0;
 
     void free_model();
     void build_graph(bool fold, int64_t &n_local_nodes, int64_t &n_nodes);
