@@ -38,13 +38,6 @@ TEST_P(Parity, MatchesMaceTorch) {
     }
 }
 
-static std::string fixture_name(const ::testing::TestParamInfo<std::string> &info) {
-    std::string n = info.param.substr(info.param.find_last_of('/') + 1);
-    n = n.substr(0, n.size() - 3);
-    for (char &ch : n)
-        if (!isalnum((unsigned char)ch)) ch = '_';
-    return n;
-}
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Parity, ::testing::ValuesIn(fixture_files()), fixture_name);
+INSTANTIATE_TEST_SUITE_P(Fixtures, Parity, ::testing::ValuesIn(fixture_files()), fixture_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Parity);

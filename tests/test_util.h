@@ -3,6 +3,8 @@
 
 #include <hdf5.h>
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -41,6 +43,15 @@ inline std::vector<std::string> fixture_files() {
     }
     std::sort(out.begin(), out.end());
     return out;
+}
+
+// Test-name suffix of a fixture path (file name without .h5, non-alphanumerics as _).
+inline std::string fixture_test_name(const ::testing::TestParamInfo<std::string> &info) {
+    std::string n = info.param.substr(info.param.find_last_of('/') + 1);
+    n = n.substr(0, n.size() - 3);
+    for (char &ch : n)
+        if (!isalnum((unsigned char)ch)) ch = '_';
+    return n;
 }
 
 template <class T>

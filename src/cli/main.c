@@ -65,6 +65,20 @@ static int parse_evaluator_options(int argc, char **argv, int first, cgq_evaluat
     return 1;
 }
 
+/* Loads argv[2] and creates an evaluator with the options from argv[first] on; 0 or an exit status. */
+static int open_model(int argc, char **argv, int first, cgq_model **model, cgq_evaluator **ev) {
+    cgq_evaluator_params params = cgq_evaluator_default_params();
+    if (!parse_evaluator_options(argc, argv, first, &params)) return 2;
+    cgq_status st = cgq_model_load(argv[2], model);
+    if (st) return report("loading the model", st);
+    st = cgq_evaluator_create(*model, &params, ev);
+    if (st) {
+        cgq_model_free(*model);
+        return report("creating the evaluator", st);
+    }
+    return 0;
+}
+
 typedef struct outputs {
     double *forces, *energies, *virials;
 } outputs;
@@ -85,19 +99,12 @@ static void free_outputs(outputs *o) {
 
 static int cmd_eval(int argc, char **argv) {
     if (argc < 4) return usage(stderr);
-    cgq_evaluator_params params = cgq_evaluator_default_params();
-    if (!parse_evaluator_options(argc, argv, 4, &params)) return 2;
     cgq_model *model = NULL;
-    cgq_status st = cgq_model_load(argv[2], &model);
-    if (st) return report("loading the model", st);
     cgq_evaluator *ev = NULL;
-    st = cgq_evaluator_create(model, &params, &ev);
-    if (st) {
-        cgq_model_free(model);
-        return report("creating the evaluator", st);
-    }
+    int rc = open_model(argc, argv, 4, &model, &ev);
+    if (rc) return rc;
+    cgq_status st;
     FILE *f = fopen(argv[3], "r");
-    int rc = 0;
     if (!f) {
         fprintf(stderr, "cgequi: %s: cannot open the structure file\n", argv[3]);
         rc = 1;
@@ -221,20 +228,13 @@ done:
 
 static int cmd_check(int argc, char **argv) {
     if (argc < 3) return usage(stderr);
-    cgq_evaluator_params params = cgq_evaluator_default_params();
-    if (!parse_evaluator_options(argc, argv, 3, &params)) return 2;
     cgq_model *model = NULL;
-    cgq_status st = cgq_model_load(argv[2], &model);
-    if (st) return report("loading the model", st);
     cgq_evaluator *ev = NULL;
-    st = cgq_evaluator_create(model, &params, &ev);
-    if (st) {
-        cgq_model_free(model);
-        return report("creating the evaluator", st);
-    }
+    int rc = open_model(argc, argv, 3, &model, &ev);
+    if (rc) return rc;
     hid_t file = H5Fopen(argv[2], H5F_ACC_RDONLY, H5P_DEFAULT);
     cgq_h5 f = {file, argv[2]};
-    int failed = 0, cases = 0, rc = 0;
+    int failed = 0, cases = 0;
     if (file >= 0 && cgq_h5_exists(file, "selftest")) {
         hid_t st_g = H5Gopen2(file, "selftest", H5P_DEFAULT);
         hsize_t n = 0;

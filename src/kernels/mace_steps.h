@@ -59,6 +59,19 @@ typedef struct mace_ctx {
 
 CGQ_INTERNAL int mace_max_i(int a, int b) { return a > b ? a : b; }
 
+/* Row widths of the per-node product-basis gradient buffers (the widest layer's). */
+CGQ_INTERNAL int mace_max_product_dim(const cgq_model *m) {
+    int w = 1;
+    for (int t = 0; t < m->n_layers; t++) w = mace_max_i(w, m->layers[t].product_out.dim);
+    return w;
+}
+
+CGQ_INTERNAL int mace_max_coupling_dim(const cgq_model *m) {
+    int w = 1;
+    for (int t = 0; t < m->n_layers; t++) w = mace_max_i(w, m->layers[t].channels * m->layers[t].coupling_dim);
+    return w;
+}
+
 CGQ_INTERNAL int mace_readout_hidden(const cgq_readout *ro) {
     return ro->kind == CGQ_READOUT_LINEAR ? 0 : 2 * ro->linear_1.out.dim;
 }
@@ -123,15 +136,8 @@ static inline size_t mace_layout(mace_ctx *c, double *base, int want_grad, int c
     c->msg = mace_carve(&pl, ep * E * maxconv);
     c->rho_e = mace_carve(&pl, ep * E);
     c->gx1e = mace_carve(&pl, ep * g * E * maxhu);
-    {
-        int maxb = 1, maxcd = 1;
-        for (int t = 0; t < m->n_layers; t++) {
-            maxb = mace_max_i(maxb, m->layers[t].product_out.dim);
-            maxcd = mace_max_i(maxcd, m->layers[t].channels * m->layers[t].coupling_dim);
-        }
-        c->gBn = mace_carve(&pl, g * N * maxb);
-        c->gAn = mace_carve(&pl, g * N * maxcd);
-    }
+    c->gBn = mace_carve(&pl, g * N * mace_max_product_dim(m));
+    c->gAn = mace_carve(&pl, g * N * mace_max_coupling_dim(m));
     /* receiver of each edge is always needed (pair terms); the sender-sorted index only for gradients */
     const size_t idx = ((size_t)(NA + 1) * sizeof(int64_t) + 2 * (size_t)E * sizeof(int32_t)) / sizeof(double) + 2;
     double *ip = mace_carve(&pl, idx);
@@ -437,11 +443,7 @@ CGQ_INTERNAL void mace_step_node_backward_pre(const mace_ctx *c, int t, int64_t 
     const cgq_mace_layer *ly = &m->layers[t];
     const int din = mace_layer_in_dim(m, t), dH = ly->product_linear.out.dim, dB = ly->product_out.dim;
     const int CD = ly->channels * ly->coupling_dim;
-    int maxb = 1, maxcd = 1;
-    for (int u = 0; u < m->n_layers; u++) {
-        maxb = mace_max_i(maxb, m->layers[u].product_out.dim);
-        maxcd = mace_max_i(maxcd, m->layers[u].channels * m->layers[u].coupling_dim);
-    }
+    const int maxb = mace_max_product_dim(m), maxcd = mace_max_coupling_dim(m);
     double *ghi = c->gh + i * dH;
     for (int r = 0; r < m->n_readouts; r++) {
         const cgq_readout *ro = &m->readouts[r];
@@ -461,11 +463,7 @@ CGQ_INTERNAL void mace_step_node_backward_pre(const mace_ctx *c, int t, int64_t 
 CGQ_INTERNAL void mace_step_product_channel_backward(const mace_ctx *c, int t, int64_t i, int ch) {
     const cgq_model *m = c->m;
     const cgq_mace_layer *ly = &m->layers[t];
-    int maxb = 1, maxcd = 1;
-    for (int u = 0; u < m->n_layers; u++) {
-        maxb = mace_max_i(maxb, m->layers[u].product_out.dim);
-        maxcd = mace_max_i(maxcd, m->layers[u].channels * m->layers[u].coupling_dim);
-    }
+    const int maxb = mace_max_product_dim(m), maxcd = mace_max_coupling_dim(m);
     const int CD = ly->channels * ly->coupling_dim;
     cgq_symcon_backward(ly, ly->agnostic ? 0 : c->species[i], c->ls[t].A + i * CD, c->gBn + i * maxb,
                         c->gAn + i * maxcd, ch, ch + 1);
@@ -478,8 +476,7 @@ CGQ_INTERNAL void mace_step_node_backward_post(const mace_ctx *c, int t, int64_t
     const cgq_mace_layer *ly = &m->layers[t];
     const mace_layer_state *s = &c->ls[t];
     const int dM = ly->conv_tp.out.dim, dT = ly->target.dim;
-    int maxcd = 1;
-    for (int u = 0; u < m->n_layers; u++) maxcd = mace_max_i(maxcd, m->layers[u].channels * m->layers[u].coupling_dim);
+    const int maxcd = mace_max_coupling_dim(m);
     double *gApre = tmp, *gMl = tmp + dT;
     mace_reshape_from_cd(ly, c->gAn + i * maxcd, gApre);
     double onehot[CGQ_MAX_SPECIES] = {0};
