@@ -59,6 +59,8 @@ typedef struct cgq_evaluator_params {
 typedef struct cgq_evaluator cgq_evaluator;
 
 CGQ_API cgq_evaluator_params cgq_evaluator_default_params(void);
+/* Number of GPUs this build can use (0 without a GPU backend or without devices). */
+CGQ_API int32_t cgq_gpu_count(void);
 CGQ_API cgq_status cgq_evaluator_create(const cgq_model *model, const cgq_evaluator_params *params,
                                         cgq_evaluator **out);
 CGQ_API void cgq_evaluator_free(cgq_evaluator *ev);

@@ -26,6 +26,14 @@ struct cgq_evaluator {
     int64_t species_cap, edge_cap;
 };
 
+int32_t cgq_gpu_count(void) {
+#ifdef CGQ_HAVE_GPU
+    return cgq_gpu_device_count();
+#else
+    return 0;
+#endif
+}
+
 cgq_evaluator_params cgq_evaluator_default_params(void) {
     cgq_evaluator_params p = {CGQ_DEVICE_AUTO, CGQ_PRECISION_DEFAULT, 0, 0};
     return p;

@@ -81,6 +81,7 @@ void PairCGEqui::fail_one(const std::string &what) {
 /* pair_style cgequi [device auto|cpu|cuda] [precision fp64|fp32] [gpu_id N] */
 void PairCGEqui::settings(int narg, char **arg) {
     params = cgq_evaluator_default_params();
+    gpu_id_given = false;
     for (int i = 0; i < narg; i += 2) {
         if (i + 1 >= narg) error->all(FLERR, std::string("pair_style cgequi: keyword ") + arg[i] + " needs a value");
         const std::string key = arg[i], val = arg[i + 1];
@@ -95,6 +96,7 @@ void PairCGEqui::settings(int narg, char **arg) {
             else error->all(FLERR, std::string("pair_style cgequi: precision must be fp64 or fp32, not " + val));
         } else if (key == "gpu_id") {
             params.gpu_id = utils::inumeric(FLERR, arg[i + 1], false, lmp);
+            gpu_id_given = true;
         } else {
             error->all(FLERR, std::string("pair_style cgequi: unknown keyword " + key + " (device, precision, gpu_id)"));
         }
@@ -152,6 +154,23 @@ void PairCGEqui::init_style() {
                               update->unit_style);
     if (!atom->tag_enable) error->all(FLERR, std::string("pair_style cgequi needs atom IDs (atom_modify id yes)"));
     if (!model) error->all(FLERR, std::string("pair_style cgequi: no pair_coeff given"));
+    /* One GPU per MPI rank, by node-local rank, unless gpu_id says otherwise. */
+    const int ngpu = cgq_gpu_count();
+    if (params.device != CGQ_DEVICE_CPU && ngpu > 0 && !gpu_id_given) {
+        int local_rank = 0, local_size = 1;
+#ifndef MPI_STUBS /* LAMMPS's serial MPI stubs have no shared-memory split: one rank */
+        MPI_Comm node;
+        MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, comm->me, MPI_INFO_NULL, &node);
+        MPI_Comm_rank(node, &local_rank);
+        MPI_Comm_size(node, &local_size);
+        MPI_Comm_free(&node);
+#endif
+        if (local_size > ngpu)
+            error->all(FLERR, std::string("pair_style cgequi: ") + std::to_string(local_size) + " MPI ranks on one node share " +
+                                  std::to_string(ngpu) + " GPU(s); run at most one rank per GPU, or set gpu_id to share a "
+                                  "GPU deliberately (or device cpu)");
+        params.gpu_id = local_rank;
+    }
     if (!evaluator && cgq_evaluator_create(model, &params, &evaluator) != CGQ_STATUS_OK)
         fail_all("creating the evaluator");
     /* The graph is built from positions of local and ghost atoms (cgequi's own cell list), so no LAMMPS

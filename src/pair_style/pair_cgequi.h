@@ -39,6 +39,7 @@ class PairCGEqui : public Pair {
 
   private:
     cgq_evaluator_params params;
+    bool gpu_id_given = false;
     std::string model_path;
     cgq_model *model = nullptr;
     cgq_evaluator *evaluator = nullptr;

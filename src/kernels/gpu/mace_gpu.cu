@@ -156,6 +156,11 @@ extern "C" int cgq_gpu_available(void) {
     return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
+extern "C" int cgq_gpu_device_count(void) {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
 extern "C" void cgq_gpu_free(cgq_gpu *g) {
     if (!g) return;
     for (void *p : g->allocations) cudaFree(p);

@@ -13,6 +13,7 @@ typedef struct cgq_gpu cgq_gpu;
 
 /* 1 if this build has a GPU backend and a device is visible. */
 int cgq_gpu_available(void);
+int cgq_gpu_device_count(void);
 cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, cgq_gpu **out);
 void cgq_gpu_free(cgq_gpu *gpu);
 /* Same contract as the CPU backend (energy, per-local-node energy, dE/dvec per edge). */
