@@ -73,7 +73,7 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const c
     double total = 0.0;
     for (int64_t i = 0; i < N; i++) total += c.node_out[i]; /* fixed order: deterministic */
     *energy = total;
-    if (node_energy) memcpy(node_energy, c.node_out, sizeof(double) * (size_t)N);
+    if (node_energy && N) memcpy(node_energy, c.node_out, sizeof(double) * (size_t)N);
     if (!want_grad) return CGQ_STATUS_OK;
 
     /* edges grouped by sender (stable counting sort) for the transposed message gradient */
@@ -88,8 +88,8 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const c
         for (int64_t e = 0; e < E; e++) c.sedge[cursor[c.sender[e]]++] = (int32_t)e;
         free(cursor);
     }
-    memset(c.edge_grad, 0, sizeof(double) * 3 * (size_t)E);
-    memset(c.gh, 0, sizeof(double) * (size_t)N * m->layers[L - 1].product_linear.out.dim);
+    if (E) memset(c.edge_grad, 0, sizeof(double) * 3 * (size_t)E);
+    if (N) memset(c.gh, 0, sizeof(double) * (size_t)N * m->layers[L - 1].product_linear.out.dim);
     for (int t = L - 1; t >= 0; t--) {
 #define NODE_BWD(i, s) mace_step_node_backward(&c, t, i, s)
         CGQ_PARALLEL_WITH_SCRATCH(N, c.nsz, oom, NODE_BWD);
