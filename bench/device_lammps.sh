@@ -20,3 +20,11 @@ run water192_gpu -in in.water_nvt -var steps 20 -var data water_192.data
 run water192_cpu -in in.water_nvt -var steps 20 -var data water_192.data -var dev cpu
 run water5184_gpu -in in.water_nvt -var steps 10 -var data water_5184.data
 grep -A3 "pair_style cgequi: model" "$OUT/log.water192_gpu" | head -8
+# one GPU per rank: two ranks on a one-GPU node must be refused unless gpu_id shares it deliberately
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpirun --oversubscribe -np 2 $LMP -in in.water_nvt -var steps 5 -var data water_192.data -log none -screen none \
+  > "$OUT/two_ranks.txt" 2>&1; echo "2 ranks, 1 GPU, device auto: exit $? / $(grep -ho 'ERROR.*' "$OUT/two_ranks.txt" | head -1)"
+sed 's/^pair_style cgequi device ${dev}$/pair_style cgequi device cuda gpu_id 0/' in.water_nvt > /tmp/in.share
+mpirun --oversubscribe -np 2 $LMP -in /tmp/in.share -var steps 10 -var data water_192.data -log "$OUT/log.share" -screen none \
+  > /dev/null 2>&1; echo "2 ranks sharing GPU 0 (gpu_id 0): exit $? / $(grep -E '^Performance' "$OUT/log.share")"
+grep -A3 "^ *Step" "$OUT/log.share" | head -4
