@@ -293,7 +293,6 @@ CGQ_INTERNAL void mace_step_conv_node(const mace_ctx *c, int t, int64_t i, doubl
     const cgq_mace_layer *ly = &m->layers[t];
     const mace_layer_state *s = &c->ls[t];
     const int dhu = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim, dT = ly->target.dim;
-    const int dB = ly->product_out.dim, dH = ly->product_linear.out.dim, dsc = ly->skip_tp.out.dim;
     const int CD = ly->channels * ly->coupling_dim;
     mace_edge_scratch es;
     mace_scratch_init(&es, scratch, m, ly);
@@ -326,7 +325,6 @@ CGQ_INTERNAL void mace_step_conv_node(const mace_ctx *c, int t, int64_t i, doubl
     if (!full) return;
     for (int ch = 0; ch < ly->channels; ch++) mace_step_product_channel(c, t, i, ch);
     mace_step_product_post(c, t, i);
-    (void)dB, (void)dH, (void)dsc;
 }
 
 /* Product basis (symmetric contraction) of node i, one channel. */

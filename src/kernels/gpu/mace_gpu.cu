@@ -294,13 +294,11 @@ extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cg
     size_t free_b = 0, total_b = 0;
     CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
     free_b += sizeof(double) * g->arena_cap;
-    const size_t base = mace_layout(&c, nullptr, want_grad, 0, 0);
     const size_t with_cache = mace_layout(&c, nullptr, want_grad, want_grad, 0);
     const size_t full = mace_layout(&c, nullptr, want_grad, want_grad, 1);
     int cache_edges = 0, edge_parallel = 0;
     if (sizeof(double) * full <= free_b / 2) cache_edges = want_grad, edge_parallel = 1;
     else if (sizeof(double) * with_cache <= free_b / 2) cache_edges = want_grad;
-    (void)base;
     const size_t need = mace_layout(&c, nullptr, want_grad, cache_edges, edge_parallel);
     CGQ_TRY(grow((void **)&g->arena, &g->arena_cap, sizeof(double) * (need + 1)));
     mace_layout(&c, g->arena, want_grad, cache_edges, edge_parallel);
