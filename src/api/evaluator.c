@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "graph/neighbor.h"
 #include "kernels/cpu/mace_cpu.h"
+#include "kernels/cpu/nequip_cpu.h"
 #include "model/model.h"
 #ifdef CGQ_HAVE_GPU
 #include "kernels/gpu/mace_gpu.h"
@@ -47,6 +48,11 @@ cgq_status cgq_evaluator_create(const cgq_model *model, const cgq_evaluator_para
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "unknown device %d", (int)p.device);
     if (p.precision != CGQ_PRECISION_DEFAULT && p.precision != CGQ_PRECISION_FP64 && p.precision != CGQ_PRECISION_FP32)
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "unknown precision %d", (int)p.precision);
+    /* NequIP: CPU backend only for now; auto picks the CPU */
+    if (model->nequip && p.device == CGQ_DEVICE_CUDA)
+        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "NequIP models are evaluated on the CPU only in this version (the GPU "
+                        "backend runs MACE); use device cpu or auto");
+    if (model->nequip && p.device == CGQ_DEVICE_AUTO) p.device = CGQ_DEVICE_CPU;
 #ifdef CGQ_HAVE_GPU
     const int use_gpu = p.device == CGQ_DEVICE_CUDA || (p.device == CGQ_DEVICE_AUTO && cgq_gpu_available());
 #else
@@ -135,6 +141,8 @@ cgq_status cgq_evaluate_graph(cgq_evaluator *ev, const cgq_graph *graph, const c
 #ifdef CGQ_HAVE_GPU
     if (ev->gpu) return cgq_gpu_evaluate(ev->gpu, graph, exchange, energy, node_energy, edge_grad);
 #endif
+    if (ev->model->nequip)
+        return cgq_nequip_cpu_evaluate(ev->model, graph, exchange, energy, node_energy, edge_grad, &ev->arena);
     return cgq_mace_cpu_evaluate(ev->model, graph, exchange, energy, node_energy, edge_grad, &ev->arena);
 }
 

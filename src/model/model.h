@@ -124,6 +124,7 @@ struct cgq_model {
     int n_readouts;
     cgq_readout readouts[CGQ_MAX_LAYERS];
     int n_selftests;
+    struct cgq_nequip *nequip; /* model_family "nequip" (model/nequip.h); NULL for MACE */
 };
 
 #endif

@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "model/model.h"
+#include "model/nequip.h"
 
 static const char *symbol(int z) {
     static const char *s[] = {"X", "H", "He", "Li", "Be", "B", "C", "N", "O", "F", "Ne", "Na", "Mg", "Al", "Si", "P",
@@ -11,6 +12,10 @@ static const char *symbol(int z) {
 }
 
 void cgq_model_describe(const cgq_model *m, char *buf, size_t size) {
+    if (m && m->nequip) {
+        cgq_nequip_describe(m, buf, size);
+        return;
+    }
     size_t pos = 0;
 #define OUT(...) pos += (size_t)snprintf(buf + (pos < size ? pos : size), pos < size ? size - pos : 0, __VA_ARGS__)
     OUT("family       %s (%s), head '%s'\n", m->family, m->model_class, m->head);

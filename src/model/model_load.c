@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "model/h5util.h"
 #include "model/model.h"
+#include "model/nequip.h"
 
 #define CGQ_FORMAT_VERSION 1
 
@@ -505,14 +506,15 @@ static cgq_status load_root(loader *L) {
         st = cgq_fail(CGQ_STATUS_BAD_FILE, "%s: format version %lld, this cgequi reads version %d; re-export the model "
                       "with this cgequi's tools/cgequi-export", L->f.path, (long long)v, CGQ_FORMAT_VERSION);
     if (st == CGQ_STATUS_OK) st = cgq_h5_attr_string(&L->f, root, "model_family", "/", m->family, sizeof m->family);
-    if (st == CGQ_STATUS_OK && strcmp(m->family, "mace"))
-        st = cgq_fail(CGQ_STATUS_UNSUPPORTED, "%s: model family '%s' is not supported by this build (mace)", L->f.path,
-                      m->family);
+    const int nequip = !strcmp(m->family, "nequip");
+    if (st == CGQ_STATUS_OK && strcmp(m->family, "mace") && !nequip)
+        st = cgq_fail(CGQ_STATUS_UNSUPPORTED, "%s: model family '%s' is not supported by this build (mace, nequip)",
+                      L->f.path, m->family);
     if (st == CGQ_STATUS_OK) st = cgq_h5_attr_string(&L->f, root, "dtype", "/", buf, sizeof buf);
     if (st == CGQ_STATUS_OK && strcmp(buf, "float64"))
         st = cgq_fail(CGQ_STATUS_BAD_FILE, "%s: dtype '%s', expected float64", L->f.path, buf);
     if (st == CGQ_STATUS_OK) st = cgq_h5_attr_string(&L->f, root, "edge_vector", "/", buf, sizeof buf);
-    if (st == CGQ_STATUS_OK && strcmp(buf, "x_receiver - x_sender"))
+    if (st == CGQ_STATUS_OK && strcmp(buf, nequip ? "x_sender - x_receiver" : "x_receiver - x_sender"))
         st = cgq_fail(CGQ_STATUS_UNSUPPORTED, "%s: edge convention '%s' unsupported", L->f.path, buf);
     if (st == CGQ_STATUS_OK) st = cgq_h5_attr_string(&L->f, root, "model_class", "/", m->model_class, sizeof m->model_class);
     if (st == CGQ_STATUS_OK) st = cgq_h5_attr_string(&L->f, root, "head", "/", m->head, sizeof m->head);
@@ -544,9 +546,14 @@ static cgq_status load_root(loader *L) {
         char t[64] = "", e[64] = "", x[64] = "";
         cgq_h5_attr_string(&L->f, root, "source_torch", "/", t, sizeof t);
         cgq_h5_attr_string(&L->f, root, "source_e3nn", "/", e, sizeof e);
-        cgq_h5_attr_string(&L->f, root, "source_mace", "/", x, sizeof x);
-        snprintf(m->source, sizeof m->source, "mace %s, e3nn %s, torch %s", x, e, t);
+        cgq_h5_attr_string(&L->f, root, nequip ? "source_nequip" : "source_mace", "/", x, sizeof x);
+        snprintf(m->source, sizeof m->source, "%s %s, e3nn %s, torch %s", nequip ? "nequip" : "mace", x, e, t);
         cgq_clear_error();
+    }
+    if (nequip) { /* NequIP groups: model/nequip_load.c */
+        if (st == CGQ_STATUS_OK) st = cgq_nequip_load(&L->f, root, m);
+        H5Gclose(root);
+        return st;
     }
     if (st == CGQ_STATUS_OK) st = with_group(L, root, "radial", "", load_radial, m);
     if (st == CGQ_STATUS_OK && fabs(m->cutoff_r_max - m->r_max) > 1e-12)
@@ -560,6 +567,17 @@ static cgq_status load_root(loader *L) {
     if (st == CGQ_STATUS_OK) st = with_group(L, root, "readouts", "", load_readouts, NULL);
     H5Gclose(root);
     return st;
+}
+
+/* ---- shared with the NequIP loader (model/nequip.h) --------------------------------------------- */
+cgq_status cgq_read_linear_group(const cgq_h5 *f, hid_t loc, const char *name, const char *where, cgq_linear *out) {
+    loader L = {*f, NULL};
+    return with_group(&L, loc, name, where, load_linear, out);
+}
+
+cgq_status cgq_read_tp_group(const cgq_h5 *f, hid_t loc, const char *name, const char *where, cgq_tp *out) {
+    loader L = {*f, NULL};
+    return with_group(&L, loc, name, where, load_tp, out);
 }
 
 static void free_linear(cgq_linear *l) {
@@ -589,8 +607,12 @@ static void free_fcnet(cgq_fcnet *f) {
     for (int k = 0; k < CGQ_MAX_FC_LAYERS; k++) free(f->W[k]);
 }
 
+void cgq_free_linear(cgq_linear *l) { free_linear(l); }
+void cgq_free_tp(cgq_tp *t) { free_tp(t); }
+
 void cgq_model_free(cgq_model *m) {
     if (!m) return;
+    cgq_nequip_free(m->nequip);
     free(m->species_z);
     free(m->bessel_weights);
     free(m->atomic_energies);
