@@ -426,7 +426,7 @@ def export_nequip(model, h5, source_file="", species=None):
 
 
 # ---------------------------------------------------------------------------------------------
-def nequip_reference(model, atoms, type_names):
+def nequip_reference(model, atoms, type_names, species_z=None):
     """Energy, forces, virial, stress and per-atom energies from nequip itself (its own neighbour list
     with per-edge-type pruning, its ForceStressOutput), plus per-atom virials from autograd of the
     same energy network w.r.t. nequip's edge vectors (cgequi convention, docs/model-format.md)."""
@@ -435,9 +435,12 @@ def nequip_reference(model, atoms, type_names):
     from nequip.data.ase import from_ase
     from nequip.integrations.utils import basic_transforms
 
+    from ase.data import chemical_symbols
     meta = dict(getattr(model, "metadata", {}) or {})
+    cmap = {t: t for t in type_names} if species_z is None else \
+        {chemical_symbols[z]: t for z, t in zip(species_z, type_names)}
     tfs = basic_transforms(meta, float(meta.get("r_max", 0)) or float(_energy_net(model)[1].edge_norm.r_max),
-                           type_names, {t: t for t in type_names})
+                           type_names, cmap)
     a = atoms.copy()
     a.calc = None
     data = from_ase(a)
