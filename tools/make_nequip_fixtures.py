@@ -56,6 +56,12 @@ MODELS = [
          species=[1, 3, 6, 8, 9], r_max=5.0, no_ss=True,
          kw=dict(num_layers=2, l_max=2, parity=True, num_features=16, radial_mlp_depth=1, radial_mlp_width=32,
                  num_bessels=10)),
+    dict(name="nequip_f32_l2_parity_3layer", seed=206, dtype="float32",
+         desc="model_dtype float32 (the nequip default for training), exported as its float64 cast, which is "
+              "also the reference (W3j buffers, MLP alphas keep their float32 rounding); l_max 2, parity on, "
+              "3 layers, 4 features, species H O, r_max 4.0",
+         species=[1, 8], r_max=4.0,
+         kw=dict(num_layers=3, l_max=2, parity=True, num_features=4, radial_mlp_depth=1, radial_mlp_width=8)),
 ]
 
 
@@ -76,7 +82,7 @@ def build(spec):
     from nequip.model import NequIPGNNModel
     rng = np.random.default_rng(spec["seed"])
     names = [SYMBOLS[z] for z in spec["species"]]
-    kw = dict(seed=spec["seed"], model_dtype="float64", r_max=spec["r_max"], type_names=names,
+    kw = dict(seed=spec["seed"], model_dtype=spec.get("dtype", "float64"), r_max=spec["r_max"], type_names=names,
               avg_num_neighbors=spec.get("avg", 6.0), **spec["kw"])
     if spec.get("scalar_ss"):
         kw["per_type_energy_scales"] = 1.3

@@ -246,6 +246,22 @@ def _type_z(type_names, chemical_species=None):
     return zs
 
 
+def to_float64(model):
+    """A float32 NequIP model cast to float64 in place: every parameter and buffer (values keep their
+    float32 rounding, constants included) and the dtype attributes nequip modules cast their outputs to.
+    This cast model is the reference cgequi reproduces exactly (shared/design/model-math.md D2)."""
+    import torch
+    model.double()
+    for mod in model.modules():
+        for attr in ("_output_dtype", "model_dtype", "out_dtype"):
+            if isinstance(getattr(mod, attr, None), torch.dtype):
+                setattr(mod, attr, torch.float64)
+    meta = getattr(model, "metadata", None)
+    if isinstance(meta, dict) and "model_dtype" in meta:
+        meta["model_dtype"] = "float64"
+    return model
+
+
 def _check_float64(model):
     import torch
     bad = [n for n, p in list(model.named_parameters()) + list(model.named_buffers())
@@ -262,10 +278,12 @@ def export_nequip(model, h5, source_file="", species=None):
     if cls != "SequentialGraphNetwork":
         raise ExportError(f"unexpected energy network {cls}")
     meta = getattr(model, "metadata", {}) or {}
-    if str(meta.get("model_dtype", "float64")) != "float64" or _check_float64(model):
-        raise ExportError("the model is not float64 (model_dtype float32): cgequi evaluates exactly in float64 "
-                          "and exports float64 models only; re-train with model_dtype: float64, or see "
-                          "docs/model-format.md for why a float32 network cannot be reproduced exactly")
+    source_dtype = str(meta.get("model_dtype", "float64"))
+    if source_dtype != "float64" or _check_float64(model):
+        to_float64(model)  # float32 network: exported (and self-tested) as its float64 cast
+        meta = getattr(model, "metadata", {}) or {}
+    if _check_float64(model):
+        raise ExportError(f"tensors {_check_float64(model)[:5]} are not float64 after the cast")
     known = {"type_embed", "spharm", "edge_norm", "bessel_encode", "factor", "per_atom_energy_readout",
              "per_type_energy_scale_shift", "pair_potential", "total_energy_sum"}
     layer_names = sorted((k for k in mods if k.startswith("layer") and k.endswith("_convnet")),
@@ -323,6 +341,7 @@ def export_nequip(model, h5, source_file="", species=None):
     r["model_family"] = "nequip"
     r["model_class"] = "NequIPGNNModel"
     r["dtype"] = "float64"
+    r["source_model_dtype"] = source_dtype
     r["r_max"] = r_max
     r["num_layers"] = len(layer_names)
     r["lmax_sh"] = int(lmax)
