@@ -114,6 +114,8 @@ TEST_P(Physics, RotationInvariantEnergyEquivariantForces) {
         std::vector<double> f0 = rot(std::vector<double>(r0.forces.begin(), r0.forces.begin() + 3 * c.Z.size()));
         const double dE = std::fabs(r1.energy - r0.energy) / std::fabs(r0.energy);
         const double dF = max_abs_diff(f0.data(), r1.forces.data(), f0.size());
+        std::printf("  %s/%s: rotation dE/E = %.1e, max|R F - F(R x)| = %.1e eV/A\n", GetParam().c_str(), c.name.c_str(),
+                    dE, dF);
         EXPECT_LE(dE, 1e-12) << c.name;
         EXPECT_LE(dF, 1e-10 * std::fmax(max_abs(f0), 1.0)) << c.name;
     }
