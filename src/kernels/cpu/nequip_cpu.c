@@ -16,6 +16,7 @@
 #include "model/nequip.h"
 
 #define NQ_EDGE_CACHE_BUDGET_BYTES ((size_t)1 << 30)
+#define NQ_PI 3.141592653589793238462643383279502884 /* the double torch.sinc uses */
 
 static int imax(int a, int b) { return a > b ? a : b; }
 
@@ -125,12 +126,12 @@ static void edge_embedding(const cgq_nequip *nq, double x, double *ef, double *d
     double dc;
     const double c = cgq_poly_cutoff(nq->cutoff_p, 1.0, x, def ? &dc : NULL);
     for (int n = 0; n < nq->n_bessel; n++) {
-        const double w = nq->bessel_weights[n], t = x * w, pt = M_PI * t;
+        const double w = nq->bessel_weights[n], t = x * w, pt = NQ_PI * t;
         const double s = sin(pt), sinc = t == 0.0 ? 1.0 : s / pt, b = sinc * w;
         ef[n] = nq->factor * (b * c);
         if (def) {
             /* b = sin(pi w x)/(pi x): db/dx = (pi w x cos(pi w x) - sin(pi w x)) / (pi x^2) */
-            const double db = (pt * cos(pt) - s) / (M_PI * x * x);
+            const double db = (pt * cos(pt) - s) / (NQ_PI * x * x);
             def[n] = nq->factor * (db * c + b * dc);
         }
     }
