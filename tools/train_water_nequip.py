@@ -122,6 +122,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=300)
     ap.add_argument("--workdir", default="/tmp/cgequi_train_water_nequip")
+    ap.add_argument("--export-only", action="store_true", help="skip training: package and export the workdir's checkpoint")
     args = ap.parse_args()
     work = os.path.abspath(args.workdir)
     os.makedirs(work, exist_ok=True)
@@ -136,7 +137,8 @@ def main():
     cmd = [os.path.join(bindir, "nequip-train"), "-cp", work, "-cn", "water.yaml",
            f"hydra.run.dir={work}/outputs"]
     print(" ".join(cmd), flush=True)
-    subprocess.run(cmd, cwd=work, check=True, env=env)
+    if not args.export_only:
+        subprocess.run(cmd, cwd=work, check=True, env=env)
     ckpt = os.path.join(work, "best.ckpt")
     if not os.path.exists(ckpt):
         ckpt = sorted(glob.glob(os.path.join(work, "*.ckpt")))[-1]
@@ -146,6 +148,13 @@ def main():
     export = [sys.executable, os.path.join(REPO, "tools", "cgequi-export")]
     subprocess.run(export + [pkg, "-o", out], check=True)
     subprocess.run(export + [ckpt, "-o", os.path.join(work, "from_ckpt.h5")], check=True)
+    # the held-out DFT frame (192 atoms, periodic) as one more self-test, computed by nequip
+    import h5py
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    from cgequi_tools.nequip_export import load_nequip as _load, nequip_reference as _ref
+    from cgequi_tools.reference import write_case
+    with h5py.File(out, "a") as h5:
+        write_case(h5["selftest"], "water_frame9_192", frames[9], _ref(_load(pkg), frames[9], ["H", "O"]))
 
     # held-out errors with nequip itself (frame 9), and training/validation errors
     sys.path.insert(0, os.path.join(REPO, "tools"))

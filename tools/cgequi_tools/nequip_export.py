@@ -147,7 +147,7 @@ def _write_mlp(parent, name, fn, path):
         if _cls(sub) == "ScalarLinearLayer":
             if getattr(sub, "bias", None) is not None:
                 raise ExportError(f"{path}: MLP biases are not supported")
-            if len(getattr(sub, "parametrizations", {}) or {}) if hasattr(sub, "parametrizations") else False:
+            if hasattr(sub, "parametrizations"):
                 raise ExportError(f"{path}: parametrized (weight/spectral norm) MLP layers are not supported")
             layers.append(sub)
         else:
