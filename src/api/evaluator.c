@@ -50,8 +50,8 @@ cgq_status cgq_evaluator_create(const cgq_model *model, const cgq_evaluator_para
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "unknown precision %d", (int)p.precision);
     /* NequIP: CPU backend only for now; auto picks the CPU */
     if (model->nequip && p.device == CGQ_DEVICE_CUDA)
-        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "NequIP models are evaluated on the CPU only in this version (the GPU "
-                        "backend runs MACE); use device cpu or auto");
+        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "NequIP models are evaluated on the CPU only in this version (fp64; "
+                        "the GPU backend's fp64 and fp32 kernels run MACE); use device cpu or auto");
     if (model->nequip && p.device == CGQ_DEVICE_AUTO) p.device = CGQ_DEVICE_CPU;
 #ifdef CGQ_HAVE_GPU
     const int use_gpu = p.device == CGQ_DEVICE_CUDA || (p.device == CGQ_DEVICE_AUTO && cgq_gpu_available());
