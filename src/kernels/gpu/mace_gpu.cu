@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "kernels/gpu/vendor.h"
@@ -26,6 +30,11 @@ extern "C" {
 #include "kernels/cpu/tensor_product.c"
 #include "kernels/mace_steps.h"
 
+#include "kernels/gpu/conv.cuh"
+#include "kernels/gpu/gemm.cuh"
+#include "kernels/gpu/node_ops.cuh"
+#include "kernels/gpu/symcon.cuh"
+
 #define CGQ_CHECK_GPU(call)                                                                                  \
     do {                                                                                                     \
         cudaError_t err_ = (call);                                                                           \
@@ -37,9 +46,22 @@ extern "C" {
 #define CGQ_GPU_THREADS 128
 #define CGQ_GPU_MAX_PARALLEL (132 * 4 * CGQ_GPU_THREADS) /* threads with their own scratch */
 
+/* Work buffers of the v2 path, reused across calls and grown by padding. */
+struct v2_buffers {
+    double *w = nullptr, *act = nullptr, *gw = nullptr, *gtmp = nullptr, *gef = nullptr; /* per chunk of edges */
+    double *gY = nullptr, *gcut = nullptr, *gx1e = nullptr;                             /* per edge */
+    double *node_tmp = nullptr;                                                          /* 2 x N x max target */
+    size_t caps[9] = {0};
+};
+
 struct cgq_gpu {
     const cgq_model *host_model;
     cgq_model *dev_model; /* device copy of the model struct (pointers to device arrays) */
+    cgq_model shadow;     /* host copy of *dev_model: device pointers, host-readable sizes */
+    conv_plan plans[CGQ_MAX_LAYERS];
+    int v2; /* every layer has the forms the v2 kernels cover (else the v1 steps run the model) */
+    size_t smem_optin;
+    v2_buffers vb;
     std::vector<void *> allocations;
     double *arena = nullptr;
     size_t arena_cap = 0;
@@ -145,9 +167,74 @@ static cgq_status upload_model(cgq_gpu *g, const cgq_model *hm) {
         if (ro->kind == CGQ_READOUT_NONLINEAR_BIAS) CGQ_TRY(upload_linear(g, &ro->linear_mid));
         if (ro->kind != CGQ_READOUT_LINEAR) CGQ_TRY(upload_linear(g, &ro->linear_2));
     }
+    g->shadow = m;
     cgq_model *mp = &m;
     CGQ_TRY(upload(g, &mp, 1));
     g->dev_model = mp;
+    return CGQ_STATUS_OK;
+}
+
+/* ---- v2 conv plan: the layer's instructions flattened for k_conv_fwd / k_conv_bwd ---------------- */
+static bool skip_tp_is_species_linear(const cgq_model *m, const cgq_tp *tp) {
+    if (tp->in2.n != 1 || tp->in2.b[0].l != 0 || tp->in2.b[0].mul != m->n_species || !tp->weight) return false;
+    for (int k = 0; k < tp->n_ins; k++)
+        if (tp->mode[k] != CGQ_TP_UVW || !tp->has_weight[k]) return false;
+    return true;
+}
+
+static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_plan *p) {
+    const cgq_mace_layer *ly = &m->layers[t];
+    const cgq_tp *tp = &ly->conv_tp;
+    memset(p, 0, sizeof *p);
+    const int C = tp->in1.b[0].mul;
+    bool ok = !ly->density && tp->external_weights && m->lmax_sh <= CGQ_MAX_SH_L && skip_tp_is_species_linear(m, &ly->skip_tp);
+    int x_dim = 0;
+    for (int b = 0; b < tp->in1.n; b++) ok = ok && tp->in1.b[b].mul == C, x_dim += 2 * tp->in1.b[b].l + 1;
+    for (int b = 0; b < tp->out.n; b++) ok = ok && tp->out.b[b].mul == C;
+    for (int k = 0; k < tp->n_ins; k++)
+        ok = ok && tp->mode[k] == CGQ_TP_UVU && tp->in2.b[tp->i2[k]].mul == 1 && tp->has_weight[k];
+    ok = ok && ly->coupling_dim <= SYMCON_MAX_D;
+    for (int j = 0; j < ly->n_contractions; j++) ok = ok && ly->contractions[j].l_out <= 3;
+    ok = ok && x_dim <= CONV_MAX_XDIM && (m->lmax_sh + 1) * (m->lmax_sh + 1) <= CONV_MAX_Y && C <= 1024;
+    if (!ok) return CGQ_STATUS_OK;
+    std::vector<conv_block> outb(tp->out.n), in1b(tp->in1.n);
+    int acc = 0, xa = 0;
+    for (int b = 0; b < tp->out.n; b++) outb[b] = {tp->out.b[b].offset, 2 * tp->out.b[b].l + 1, acc}, acc += outb[b].d;
+    for (int b = 0; b < tp->in1.n; b++) in1b[b] = {tp->in1.b[b].offset, 2 * tp->in1.b[b].l + 1, xa}, xa += in1b[b].d;
+    std::vector<conv_ins> ins(tp->n_ins);
+    std::vector<double> cg;
+    std::vector<int> p_ins, p_a, p_c;
+    for (int k = 0; k < tp->n_ins; k++) {
+        conv_ins &q = ins[k];
+        const cgq_irrep_block *B1 = &tp->in1.b[tp->i1[k]], *B2 = &tp->in2.b[tp->i2[k]];
+        q.d1 = 2 * B1->l + 1, q.d2 = 2 * B2->l + 1, q.d3 = outb[tp->io[k]].d;
+        q.x_off = B1->offset, q.xa_off = in1b[tp->i1[k]].acc_off, q.y_off = B2->offset;
+        q.acc_off = outb[tp->io[k]].acc_off;
+        q.p_off = (int)p_ins.size(), q.c_off = (int)cg.size();
+        q.w_off = tp->w_offset[k], q.pw = tp->path_weight[k];
+        cg.insert(cg.end(), g->host_model->layers[t].conv_tp.w3j[k], g->host_model->layers[t].conv_tp.w3j[k] + q.d1 * q.d2 * q.d3);
+        for (int a = 0; a < q.d1; a++)
+            for (int c = 0; c < q.d3; c++) p_ins.push_back(k), p_a.push_back(a), p_c.push_back(c);
+    }
+    p->n_ins = tp->n_ins, p->n_out = tp->out.n, p->n_in1 = tp->in1.n;
+    p->C = C, p->acc_dim = acc, p->p_dim = (int)p_ins.size(), p->x_dim = x_dim;
+    p->nY = (m->lmax_sh + 1) * (m->lmax_sh + 1), p->dhu = tp->in1.dim, p->dM = tp->out.dim, p->wn = tp->weight_numel;
+    p->threads = 32;
+    while (p->threads < C) p->threads *= 2;
+    if (conv_bwd_smem(*p) > g->smem_optin) return CGQ_STATUS_OK; /* too wide for shared memory: v1 */
+    conv_ins *di = ins.data();
+    conv_block *dob = outb.data(), *dib = in1b.data();
+    double *dcg = cg.data();
+    int *dpi = p_ins.data(), *dpa = p_a.data(), *dpc = p_c.data();
+    CGQ_TRY(upload(g, &di, ins.size()));
+    CGQ_TRY(upload(g, &dob, outb.size()));
+    CGQ_TRY(upload(g, &dib, in1b.size()));
+    CGQ_TRY(upload(g, &dcg, cg.size()));
+    CGQ_TRY(upload(g, &dpi, p_ins.size()));
+    CGQ_TRY(upload(g, &dpa, p_a.size()));
+    CGQ_TRY(upload(g, &dpc, p_c.size()));
+    p->ins = di, p->outb = dob, p->in1b = dib, p->cg = dcg, p->p_ins = dpi, p->p_a = dpa, p->p_c = dpc;
+    p->ok = 1;
     return CGQ_STATUS_OK;
 }
 
@@ -167,6 +254,8 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFree(g->arena);
     cudaFree(g->scratch);
     cudaFree(g->graph_buf);
+    v2_buffers &b = g->vb;
+    for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp}) cudaFree(p);
     delete g;
 }
 
@@ -183,7 +272,25 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, cgq_gpu **o
 #endif
     cgq_gpu *g = new cgq_gpu();
     g->host_model = m;
+    int optin = 0;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, gpu_id) != cudaSuccess || optin <= 0)
+        optin = 48 * 1024;
+    g->smem_optin = (size_t)optin;
     cgq_status st = upload_model(g, m);
+    g->v2 = 1;
+    for (int t = 0; t < m->n_layers && st == CGQ_STATUS_OK; t++) {
+        st = build_conv_plan(g, m, t, &g->plans[t]);
+        g->v2 = g->v2 && g->plans[t].ok;
+    }
+    if (st == CGQ_STATUS_OK && g->v2) {
+        const int cap = (int)g->smem_optin;
+        if (cudaFuncSetAttribute((const void *)k_conv_fwd, cudaFuncAttributeMaxDynamicSharedMemorySize, cap) != cudaSuccess ||
+            cudaFuncSetAttribute((const void *)k_conv_bwd, cudaFuncAttributeMaxDynamicSharedMemorySize, cap) != cudaSuccess) {
+            cudaGetLastError();
+            g->v2 = 0;
+        }
+    }
+    if (getenv("CGQ_GPU_V1")) g->v2 = 0; /* the v1 steps, for comparisons */
     if (st != CGQ_STATUS_OK) {
         cgq_gpu_free(g);
         return st;
@@ -227,7 +334,7 @@ __global__ void k_up_backward(mace_ctx c, int t) {
 }
 
 enum step_kind { STEP_CONV, STEP_ENERGY, STEP_NODE_BWD, STEP_EDGE_BWD, STEP_SEND_BWD, STEP_EDGE_MSG, STEP_EDGE_BWD_E,
-                 STEP_SEND_EDGE, STEP_NODE_BWD_POST };
+                 STEP_SEND_EDGE, STEP_NODE_BWD_POST, STEP_READOUT_BWD };
 
 __global__ void k_scratch_step(mace_ctx c, int kind, int t, int64_t n, double *pool, size_t per_thread) {
     const int64_t tid = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
@@ -243,6 +350,7 @@ __global__ void k_scratch_step(mace_ctx c, int kind, int t, int64_t n, double *p
         case STEP_EDGE_MSG: mace_step_edge_message(&c, t, i, scr); break;
         case STEP_EDGE_BWD_E: mace_step_edge_backward_edge(&c, t, i, scr); break;
         case STEP_SEND_EDGE: mace_step_sender_edge(&c, t, i, scr); break;
+        case STEP_READOUT_BWD: mace_step_readouts_backward(&c, t, i, scr); break;
         }
     }
 }
@@ -279,33 +387,9 @@ static cgq_status exchange_rows(cgq_gpu *g, double *dev, int64_t rows, int width
     return CGQ_STATUS_OK;
 }
 
-extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cgq_exchange *xc, double *energy,
-                                       double *node_energy, double *edge_grad) {
-    const cgq_model *hm = g->host_model;
-    mace_ctx c;
-    memset(&c, 0, sizeof c);
-    c.m = hm; /* layout reads the host model; kernels get the device copy below */
-    c.N = gr->n_local, c.NA = gr->n_nodes, c.E = gr->n_edges;
-    c.nY = (hm->lmax_sh + 1) * (hm->lmax_sh + 1), c.nb = hm->n_bessel;
-    const int64_t N = c.N, NA = c.NA, E = c.E;
-    const int L = hm->n_layers, want_grad = edge_grad != nullptr;
-    /* Use the GPU's memory for parallelism: keep per-edge MLP results and run the edge work one thread per
-     * edge when that fits in half of the free memory; else fall back to one thread per node. */
-    size_t free_b = 0, total_b = 0;
-    CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
-    free_b += sizeof(double) * g->arena_cap;
-    const size_t with_cache = mace_layout(&c, nullptr, want_grad, want_grad, 0);
-    const size_t full = mace_layout(&c, nullptr, want_grad, want_grad, 1);
-    int cache_edges = 0, edge_parallel = 0;
-    if (sizeof(double) * full <= free_b / 2) cache_edges = want_grad, edge_parallel = 1;
-    else if (sizeof(double) * with_cache <= free_b / 2) cache_edges = want_grad;
-    const size_t need = mace_layout(&c, nullptr, want_grad, cache_edges, edge_parallel);
-    CGQ_TRY(grow((void **)&g->arena, &g->arena_cap, sizeof(double) * (need + 1)));
-    mace_layout(&c, g->arena, want_grad, cache_edges, edge_parallel);
-    const size_t per_thread = c.esz + c.nsz;
-    CGQ_TRY(grow((void **)&g->scratch, &g->scratch_cap, sizeof(double) * per_thread * CGQ_GPU_MAX_PARALLEL));
-
-    /* graph upload (and the sender-sorted edge index for the reverse pass) */
+/* Uploads the graph (and the sender-sorted edge index for the reverse pass) and points c at it. */
+static cgq_status upload_graph(cgq_gpu *g, const cgq_graph *gr, mace_ctx *c) {
+    const int64_t N = c->N, NA = c->NA, E = c->E;
     g->srow.assign((size_t)NA + 1, 0);
     g->sedge.resize((size_t)E + 1);
     g->erecv.resize((size_t)E + 1);
@@ -340,8 +424,49 @@ extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cg
         CGQ_CHECK_GPU(cudaMemcpy(d_erecv, g->erecv.data(), sizeof(int32_t) * E, cudaMemcpyHostToDevice));
     }
     CGQ_CHECK_GPU(cudaMemcpy(d_srow, g->srow.data(), sizeof(int64_t) * (NA + 1), cudaMemcpyHostToDevice));
-    c.species = d_species, c.row_ptr = d_row, c.sender = d_sender, c.vec = d_vec;
-    c.srow = d_srow, c.sedge = d_sedge, c.erecv = d_erecv;
+    c->species = d_species, c->row_ptr = d_row, c->sender = d_sender, c->vec = d_vec;
+    c->srow = d_srow, c->sedge = d_sedge, c->erecv = d_erecv;
+    return CGQ_STATUS_OK;
+}
+
+/* Sum of the node energies in fixed order (deterministic), and the per-node energies if asked. */
+static cgq_status collect_energy(cgq_gpu *g, const mace_ctx &c, double *energy, double *node_energy) {
+    g->host_rows.resize((size_t)c.N + 1);
+    if (c.N) CGQ_CHECK_GPU(cudaMemcpy(g->host_rows.data(), c.node_out, sizeof(double) * c.N, cudaMemcpyDeviceToHost));
+    double total = 0.0;
+    for (int64_t i = 0; i < c.N; i++) total += g->host_rows[i];
+    *energy = total;
+    if (node_energy && c.N) memcpy(node_energy, g->host_rows.data(), sizeof(double) * c.N);
+    return CGQ_STATUS_OK;
+}
+
+/* ---- v1: the reference steps, one thread per node or edge ----------------------------------------- */
+static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchange *xc, double *energy,
+                              double *node_energy, double *edge_grad) {
+    const cgq_model *hm = g->host_model;
+    mace_ctx c;
+    memset(&c, 0, sizeof c);
+    c.m = hm; /* layout reads the host model; kernels get the device copy below */
+    c.N = gr->n_local, c.NA = gr->n_nodes, c.E = gr->n_edges;
+    c.nY = (hm->lmax_sh + 1) * (hm->lmax_sh + 1), c.nb = hm->n_bessel;
+    const int64_t N = c.N, NA = c.NA, E = c.E;
+    const int L = hm->n_layers, want_grad = edge_grad != nullptr;
+    /* Use the GPU's memory for parallelism: keep per-edge MLP results and run the edge work one thread per
+     * edge when that fits in half of the free memory; else fall back to one thread per node. */
+    size_t free_b = 0, total_b = 0;
+    CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
+    free_b += sizeof(double) * g->arena_cap;
+    const size_t with_cache = mace_layout(&c, nullptr, want_grad, want_grad, 0);
+    const size_t full = mace_layout(&c, nullptr, want_grad, want_grad, 1);
+    int cache_edges = 0, edge_parallel = 0;
+    if (sizeof(double) * full <= free_b / 2) cache_edges = want_grad, edge_parallel = 1;
+    else if (sizeof(double) * with_cache <= free_b / 2) cache_edges = want_grad;
+    const size_t need = mace_layout(&c, nullptr, want_grad, cache_edges, edge_parallel);
+    CGQ_TRY(grow((void **)&g->arena, &g->arena_cap, sizeof(double) * (need + 1)));
+    mace_layout(&c, g->arena, want_grad, cache_edges, edge_parallel);
+    const size_t per_thread = c.esz + c.nsz;
+    CGQ_TRY(grow((void **)&g->scratch, &g->scratch_cap, sizeof(double) * per_thread * CGQ_GPU_MAX_PARALLEL));
+    CGQ_TRY(upload_graph(g, gr, &c));
     c.m = g->dev_model;
     const int T = CGQ_GPU_THREADS;
 
@@ -364,12 +489,7 @@ extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cg
     }
     if (N) k_scratch_step<<<blocks_for(N), T>>>(c, STEP_ENERGY, 0, N, g->scratch, per_thread);
     CGQ_LAUNCH_CHECK();
-    g->host_rows.resize((size_t)N + 1);
-    if (N) CGQ_CHECK_GPU(cudaMemcpy(g->host_rows.data(), c.node_out, sizeof(double) * N, cudaMemcpyDeviceToHost));
-    double total = 0.0;
-    for (int64_t i = 0; i < N; i++) total += g->host_rows[i]; /* fixed order: deterministic */
-    *energy = total;
-    if (node_energy && N) memcpy(node_energy, g->host_rows.data(), sizeof(double) * N);
+    CGQ_TRY(collect_energy(g, c, energy, node_energy));
     if (!want_grad) return CGQ_STATUS_OK;
 
     if (E) CGQ_CHECK_GPU(cudaMemset(c.edge_grad, 0, sizeof(double) * 3 * E));
@@ -404,4 +524,222 @@ extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cg
     }
     if (E) CGQ_CHECK_GPU(cudaMemcpy(edge_grad, c.edge_grad, sizeof(double) * 3 * E, cudaMemcpyDeviceToHost));
     return CGQ_STATUS_OK;
+}
+
+/* ---- v2: GEMM radial MLP, block-per-receiver conv, thread-per-element node maps ------------------- */
+__global__ void k_edge_tail(mace_ctx c, int t, int64_t e0, int64_t e1, const double *gef, const double *gY,
+                            const double *gcut) {
+    for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1; e += (int64_t)gridDim.x * blockDim.x) {
+        double B[64], dB[64], dY[3 * CONV_MAX_Y];
+        mace_edge_tail(&c, t, c.erecv[e], e, gef + (e - e0) * c.nb, gcut[e], gY + e * c.nY, B, dB, dY);
+    }
+}
+
+/* CGQ_GPU_PROFILE=1: synchronise after each phase and print where the time of an evaluation went. */
+struct phase_profiler {
+    bool on = getenv("CGQ_GPU_PROFILE") != nullptr;
+    std::map<std::string, double> ms;
+    std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+    void mark(const char *name) {
+        if (!on) return;
+        cudaDeviceSynchronize();
+        const auto now = std::chrono::steady_clock::now();
+        ms[name] += std::chrono::duration<double, std::milli>(now - last).count();
+        last = now;
+    }
+    ~phase_profiler() {
+        if (!on) return;
+        double total = 0.0;
+        for (auto &kv : ms) total += kv.second;
+        fprintf(stderr, "cgequi gpu profile (ms):");
+        for (auto &kv : ms) fprintf(stderr, " %s %.3f", kv.first.c_str(), kv.second);
+        fprintf(stderr, " | total %.3f\n", total);
+    }
+};
+
+struct edge_chunk {
+    int64_t i0, i1, e0, e1;
+};
+
+/* Receiver ranges whose edges fit max_edges (a row is never split). */
+static std::vector<edge_chunk> edge_chunks(const cgq_graph *gr, int64_t max_edges) {
+    std::vector<edge_chunk> out;
+    int64_t i0 = 0;
+    const int64_t N = gr->n_local;
+    while (i0 < N) {
+        int64_t i1 = i0 + 1;
+        while (i1 < N && gr->row_ptr[i1 + 1] - gr->row_ptr[i0] <= max_edges) i1++;
+        out.push_back({i0, i1, gr->row_ptr[i0], gr->row_ptr[i1]});
+        i0 = i1;
+    }
+    return out;
+}
+
+static cgq_status grow_d(double **p, size_t *cap, size_t n) { return grow((void **)p, cap, sizeof(double) * (n + 1)); }
+
+static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchange *xc, double *energy,
+                              double *node_energy, double *edge_grad) {
+    const cgq_model *hm = g->host_model, *sm = &g->shadow;
+    cgq_model *dm = g->dev_model;
+    mace_ctx c;
+    memset(&c, 0, sizeof c);
+    c.m = hm;
+    c.N = gr->n_local, c.NA = gr->n_nodes, c.E = gr->n_edges;
+    c.nY = (hm->lmax_sh + 1) * (hm->lmax_sh + 1), c.nb = hm->n_bessel;
+    const int64_t N = c.N, NA = c.NA, E = c.E;
+    const int L = hm->n_layers, want_grad = edge_grad != nullptr, nb = c.nb;
+    phase_profiler prof;
+    const size_t need = mace_layout(&c, nullptr, want_grad, 0, 0);
+    CGQ_TRY(grow((void **)&g->arena, &g->arena_cap, sizeof(double) * (need + 1)));
+    mace_layout(&c, g->arena, want_grad, 0, 0);
+    CGQ_TRY(grow((void **)&g->scratch, &g->scratch_cap, sizeof(double) * (c.esz + c.nsz) * CGQ_GPU_MAX_PARALLEL));
+    CGQ_TRY(upload_graph(g, gr, &c));
+
+    /* per-edge buffers of one chunk of receivers: MLP outputs and activations (+ their gradients) */
+    int64_t wn = 1, cs = 1, maxw = 1, dhu = 1, dT = 1;
+    for (int t = 0; t < L; t++) {
+        const cgq_mace_layer *ly = &hm->layers[t];
+        wn = std::max<int64_t>(wn, ly->conv_tp.weight_numel);
+        cs = std::max<int64_t>(cs, cgq_fcnet_cache_size(&ly->radial_mlp));
+        maxw = std::max<int64_t>(maxw, mlp_hidden_width(ly->radial_mlp));
+        dhu = std::max<int64_t>(dhu, ly->linear_up.out.dim);
+        dT = std::max<int64_t>(dT, ly->target.dim);
+    }
+    const int64_t per_edge = wn + cs + (want_grad ? wn + 2 * maxw + nb : 0);
+    int64_t max_deg = 1;
+    for (int64_t i = 0; i < N; i++) max_deg = std::max(max_deg, gr->row_ptr[i + 1] - gr->row_ptr[i]);
+    size_t free_b = 0, total_b = 0;
+    CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
+    const size_t budget = std::min<size_t>(free_b / 3, (size_t)4 << 30);
+    const int64_t chunk_edges = std::max<int64_t>(max_deg, std::min<int64_t>(E, (int64_t)(budget / (8 * per_edge))));
+    const std::vector<edge_chunk> chunks = edge_chunks(gr, chunk_edges);
+    v2_buffers &b = g->vb;
+    CGQ_TRY(grow_d(&b.w, &b.caps[0], (size_t)chunk_edges * wn));
+    CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * cs));
+    if (want_grad) {
+        CGQ_TRY(grow_d(&b.gw, &b.caps[2], (size_t)chunk_edges * wn));
+        CGQ_TRY(grow_d(&b.gtmp, &b.caps[3], (size_t)2 * chunk_edges * maxw));
+        CGQ_TRY(grow_d(&b.gef, &b.caps[4], (size_t)chunk_edges * nb));
+        CGQ_TRY(grow_d(&b.gY, &b.caps[5], (size_t)E * c.nY));
+        CGQ_TRY(grow_d(&b.gcut, &b.caps[6], (size_t)E));
+        CGQ_TRY(grow_d(&b.gx1e, &b.caps[7], (size_t)E * dhu));
+        CGQ_TRY(grow_d(&b.node_tmp, &b.caps[8], (size_t)2 * N * dT));
+    }
+    c.gx1e = b.gx1e;
+    c.messages_ready = 1;
+    c.m = dm;
+    const int T = CGQ_GPU_THREADS;
+    const double *cut_w = hm->apply_cutoff ? nullptr : c.cut; /* weights times the cutoff */
+
+    prof.mark("setup_graph_upload");
+    if (E) k_edge_geometry<<<blocks_for(E), T>>>(c);
+    if (NA) k_embed<<<blocks_for(NA), T>>>(c);
+    CGQ_LAUNCH_CHECK();
+    prof.mark("geometry");
+    for (int t = 0; t < L; t++) {
+        const cgq_mace_layer *ly = &hm->layers[t];
+        cgq_mace_layer *dly = &dm->layers[t];
+        const conv_plan &p = g->plans[t];
+        const mace_layer_state &s = c.ls[t];
+        const int din = mace_layer_in_dim(hm, t), dhu_t = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim;
+        const int dTt = ly->target.dim, CD = ly->channels * ly->coupling_dim, dB = ly->product_out.dim;
+        const int dH = ly->product_linear.out.dim, dsc = ly->skip_tp.out.dim;
+        const double *hin = t ? c.ls[t - 1].h : c.emb;
+        const int64_t n_up = t == 0 ? NA : N;
+        if (n_up) k_linear_fwd<<<blocks_for(n_up * dhu_t), T>>>(&dly->linear_up, n_up, hin, din, s.hu, dhu_t, 1.0, nullptr, 0);
+        if (ly->residual && N) k_skip_fwd<<<blocks_for(N * dsc), T>>>(&dly->skip_tp, N, c.species, hin, din, s.sc, dsc);
+        CGQ_LAUNCH_CHECK();
+        prof.mark("node_fwd");
+        if (t > 0 && xc) CGQ_TRY(exchange_rows(g, s.hu, NA, dhu_t, xc, false));
+        for (const edge_chunk &ch : chunks) {
+            mlp_forward(sm->layers[t].radial_mlp, sm->layers[t].radial_mlp.W, ch.e1 - ch.e0, c.ef + ch.e0 * nb, nb, b.act,
+                        b.w, p.wn, 0);
+            prof.mark("mlp_fwd");
+            k_conv_fwd<<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p)>>>(p, ch.i0, c.row_ptr, c.sender, c.Y, s.hu,
+                                                                                  b.w, ch.e0, cut_w, s.M);
+            CGQ_LAUNCH_CHECK();
+            prof.mark("conv_fwd");
+        }
+        if (!N) continue;
+        k_linear_fwd<<<blocks_for(N * dTt), T>>>(&dly->linear, N, s.M, dM, s.Mlin, dTt, 1.0 / ly->avg_num_neighbors, nullptr, 0);
+        if (!ly->residual) k_skip_fwd<<<blocks_for(N * dTt), T>>>(&dly->skip_tp, N, c.species, s.Mlin, dTt, s.Apre, dTt);
+        else CGQ_CHECK_GPU(cudaMemcpyAsync(s.Apre, s.Mlin, sizeof(double) * N * dTt, cudaMemcpyDeviceToDevice));
+        k_reshape_cd<<<blocks_for(N * dTt), T>>>(dly, N, s.Apre, dTt, s.A, CD, 1);
+        prof.mark("node_fwd");
+        k_symcon_fwd<<<blocks_for(N * ly->channels), T>>>(dly, N, c.species, s.A, CD, s.B, dB);
+        prof.mark("symcon");
+        k_linear_fwd<<<blocks_for(N * dH), T>>>(&dly->product_linear, N, s.B, dB, s.h, dH, 1.0,
+                                               (ly->use_sc && ly->residual) ? s.sc : nullptr, dsc);
+        CGQ_LAUNCH_CHECK();
+        prof.mark("node_fwd");
+    }
+    if (N) k_scratch_step<<<blocks_for(N), T>>>(c, STEP_ENERGY, 0, N, g->scratch, c.esz + c.nsz);
+    CGQ_LAUNCH_CHECK();
+    CGQ_TRY(collect_energy(g, c, energy, node_energy));
+    prof.mark("energy");
+    if (!want_grad) return CGQ_STATUS_OK;
+
+    const int maxb = mace_max_product_dim(hm), maxcd = mace_max_coupling_dim(hm);
+    if (E) CGQ_CHECK_GPU(cudaMemset(c.edge_grad, 0, sizeof(double) * 3 * E));
+    if (N) CGQ_CHECK_GPU(cudaMemset(c.gh, 0, sizeof(double) * N * hm->layers[L - 1].product_linear.out.dim));
+    for (int t = L - 1; t >= 0; t--) {
+        const cgq_mace_layer *ly = &hm->layers[t];
+        cgq_mace_layer *dly = &dm->layers[t];
+        const conv_plan &p = g->plans[t];
+        const mace_layer_state &s = c.ls[t];
+        const int din = mace_layer_in_dim(hm, t), dhu_t = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim;
+        const int dTt = ly->target.dim, dH = ly->product_linear.out.dim, dB = ly->product_out.dim;
+        if (N) {
+            k_scratch_step<<<blocks_for(N), T>>>(c, STEP_READOUT_BWD, t, N, g->scratch, c.esz + c.nsz);
+            if (ly->use_sc && ly->residual)
+                k_skip_bwd<<<blocks_for(N * din), T>>>(&dly->skip_tp, N, c.species, c.gh, dH, c.gh_prev, din, 0);
+            else CGQ_CHECK_GPU(cudaMemsetAsync(c.gh_prev, 0, sizeof(double) * N * din));
+            k_linear_bwd<<<blocks_for(N * dB), T>>>(&dly->product_linear, N, c.gh, dH, c.gBn, maxb, 1.0, 0);
+            prof.mark("node_bwd");
+            k_symcon_bwd<<<blocks_for(N * ly->channels), T>>>(dly, N, c.species, s.A, ly->channels * ly->coupling_dim,
+                                                             c.gBn, maxb, c.gAn, maxcd);
+            prof.mark("symcon_bwd");
+            double *gApre = b.node_tmp, *gMl = b.node_tmp + N * dTt;
+            k_reshape_cd<<<blocks_for(N * dTt), T>>>(dly, N, c.gAn, maxcd, gApre, dTt, 0);
+            if (!ly->residual) k_skip_bwd<<<blocks_for(N * dTt), T>>>(&dly->skip_tp, N, c.species, gApre, dTt, gMl, dTt, 0);
+            k_linear_bwd<<<blocks_for(N * dM), T>>>(&dly->linear, N, ly->residual ? gApre : gMl, dTt, c.gM, dM,
+                                                    1.0 / ly->avg_num_neighbors, 0);
+            CGQ_LAUNCH_CHECK();
+            prof.mark("node_bwd");
+        }
+        for (const edge_chunk &ch : chunks) {
+            const int64_t ne = ch.e1 - ch.e0;
+            const cgq_fcnet &fc = sm->layers[t].radial_mlp;
+            mlp_forward(fc, fc.W, ne, c.ef + ch.e0 * nb, nb, b.act, b.w, p.wn, 0);
+            prof.mark("mlp_fwd");
+            k_conv_bwd<<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_bwd_smem(p)>>>(
+                p, ch.i0, c.row_ptr, c.sender, c.Y, s.hu, b.w, ch.e0, cut_w, c.gM, b.gw, b.gY, b.gcut, b.gx1e);
+            prof.mark("conv_bwd");
+            mlp_backward(fc, fc.W, ne, b.act, b.gw, p.wn, b.gef, nb, b.gtmp, 0);
+            prof.mark("mlp_bwd");
+            if (ne) k_edge_tail<<<blocks_for(ne), T>>>(c, t, ch.e0, ch.e1, b.gef, b.gY, b.gcut);
+            CGQ_LAUNCH_CHECK();
+            prof.mark("edge_tail");
+        }
+        if (t == 0) break;
+        if (NA) k_sender_sum<<<blocks_for(NA), T>>>(c, t);
+        CGQ_LAUNCH_CHECK();
+        prof.mark("sender_sum");
+        if (xc) CGQ_TRY(exchange_rows(g, c.ghu, NA, dhu_t, xc, true));
+        if (N) k_linear_bwd<<<blocks_for(N * din), T>>>(&dly->linear_up, N, c.ghu, dhu_t, c.gh_prev, din, 1.0, 1);
+        CGQ_LAUNCH_CHECK();
+        prof.mark("node_bwd");
+        double *swap = c.gh;
+        c.gh = c.gh_prev;
+        c.gh_prev = swap;
+    }
+    if (E) CGQ_CHECK_GPU(cudaMemcpy(edge_grad, c.edge_grad, sizeof(double) * 3 * E, cudaMemcpyDeviceToHost));
+    prof.mark("download");
+    return CGQ_STATUS_OK;
+}
+
+extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cgq_exchange *xc, double *energy,
+                                       double *node_energy, double *edge_grad) {
+    return g->v2 ? evaluate_v2(g, gr, xc, energy, node_energy, edge_grad)
+                 : evaluate_v1(g, gr, xc, energy, node_energy, edge_grad);
 }
