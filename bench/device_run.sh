@@ -47,5 +47,5 @@ fi
 echo "==== summary"
 grep -E "tests passed|tests failed" "$OUT/ctest_gpu.log"
 grep -E "ERROR SUMMARY" "$OUT/memcheck.log" "$OUT/racecheck.log"
-grep -E "ms/step|check vs" "$OUT/bench.txt"
+grep -E "ms/step|check vs|profile" "$OUT/bench.txt"
 cat "$OUT/mace_torch.txt" 2>/dev/null
