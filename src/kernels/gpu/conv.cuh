@@ -18,6 +18,8 @@ struct conv_ins {
     int x_off, xa_off; /* in1 block: e3nn offset; per-channel offset */
     int y_off;         /* SH block offset */
     int acc_off;       /* output block: per-channel offset */
+    int out_off;       /* output block: e3nn offset */
+    int g_off;         /* G_k (d1 x d2 per channel) in the reverse kernel's shared memory */
     int p_off, c_off;  /* P_k in shared memory; C_k in the packed coupling array */
     int64_t w_off;
     double pw;
@@ -30,7 +32,7 @@ struct conv_block {
 struct conv_plan {
     int ok; /* 0: this layer's convolution is not of the supported form (the v1 steps run it) */
     int n_ins, n_out, n_in1;
-    int C, threads, acc_dim, p_dim, x_dim, nY, dhu, dM;
+    int C, threads, acc_dim, p_dim, g_dim, x_dim, nY, dhu, dM;
     int64_t wn;
     conv_ins *ins;
     conv_block *outb, *in1b;
@@ -90,32 +92,50 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
     }
 }
 
+/* Deterministic sum over the block's threads of v (fixed shuffle pattern, then warps in order); the result
+ * is valid in thread 0. red: one slot per warp. */
+__device__ inline double block_sum_to_red(double v, double *red_slot_of_warp) {
+    for (int off = CGQ_WARP / 2; off > 0; off /= 2) v += CGQ_SHFL_DOWN(v, off);
+    if (threadIdx.x % CGQ_WARP == 0) *red_slot_of_warp = v;
+    return v;
+}
+
 /* Reverse of k_conv_fwd for receivers [i0, i0 + gridDim.x), given gM = dE/dM. Writes per edge: gw (dE/d raw
  * MLP output, row stride wn, from e0), gY (dE/dY, stride nY), gcut (dE/dcut through the weights, when cut),
- * gx1e (this edge's dE/dx of its sender, stride dhu). */
+ * gx1e (this edge's dE/dx of its sender, stride dhu).
+ * gM[i] is fixed along the row, so each channel first folds it into G_k[a][b] = sum_c C_k[a,b,c] gM[u,c];
+ * then per edge and instruction, with t[a] = sum_b Y[b] G[a][b]:
+ *   dE/dw = pw sum_a x[a] t[a],  dE/dx[a] = pw w t[a],  dE/dY[b] = pw w sum_a x[a] G[a][b]. */
 __global__ void k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const double *Y,
                            const double *hu, const double *w, int64_t e0, const double *cut, const double *gM,
                            double *gw, double *gY, double *gcut, double *gx1e) {
     extern __shared__ double smem[];
-    double *gm = smem, *P = gm + (size_t)p.acc_dim * p.C, *Ys = P + p.p_dim, *red = Ys + CONV_MAX_Y;
+    const int nwarps = blockDim.x / CGQ_WARP, nred = p.nY + 1;
+    double *red = smem, *G = red + 2 * (size_t)nwarps * (CONV_MAX_Y + 1);
     const int64_t i = i0 + blockIdx.x;
-    const int u = threadIdx.x, nt = blockDim.x, nred = p.nY + 1;
-    if (u < p.C) {
+    const int u = threadIdx.x, warp = threadIdx.x / CGQ_WARP;
+    const bool active = u < p.C;
+    if (active) {
         const double *g = gM + i * p.dM;
-        for (int b = 0; b < p.n_out; b++) {
-            const conv_block &ob = p.outb[b];
-            for (int c = 0; c < ob.d; c++) gm[(ob.acc_off + c) * p.C + u] = g[ob.off + u * ob.d + c];
+        for (int q = 0; q < p.n_ins; q++) {
+            const conv_ins &k = p.ins[q];
+            double gc[CONV_MAX_D];
+            for (int c = 0; c < k.d3; c++) gc[c] = g[k.out_off + u * k.d3 + c];
+            const double *C = p.cg + k.c_off;
+            for (int a = 0; a < k.d1; a++)
+                for (int b = 0; b < k.d2; b++) {
+                    double s = 0.0;
+                    for (int c = 0; c < k.d3; c++) s += C[(a * k.d2 + b) * k.d3 + c] * gc[c];
+                    G[(size_t)(k.g_off + a * k.d2 + b) * p.C + u] = s;
+                }
         }
     }
-    for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++) {
-        __syncthreads();
-        for (int b = threadIdx.x; b < p.nY; b += blockDim.x) Ys[b] = Y[e * p.nY + b];
-        __syncthreads();
-        conv_build_p(p, Ys, P);
-        __syncthreads();
+    int parity = 0;
+    for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++, parity ^= 1) {
         double gy[CONV_MAX_Y + 1];
         for (int b = 0; b < nred; b++) gy[b] = 0.0; /* gy[nY]: dE/dcut */
-        if (u < p.C) {
+        const double *Ye = Y + e * p.nY;
+        if (active) {
             const double *x = hu + (int64_t)sender[e] * p.dhu, *we = w + (e - e0) * p.wn;
             double *gwe = gw + (e - e0) * p.wn;
             const double cs = cut ? cut[e] : 1.0;
@@ -123,17 +143,19 @@ __global__ void k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
             for (int a = 0; a < p.x_dim; a++) gx[a] = 0.0;
             for (int q = 0; q < p.n_ins; q++) {
                 const conv_ins &k = p.ins[q];
-                double xa[CONV_MAX_D], g[CONV_MAX_D];
-                for (int a = 0; a < k.d1; a++) xa[a] = x[k.x_off + u * k.d1 + a];
-                for (int c = 0; c < k.d3; c++) g[c] = gm[(k.acc_off + c) * p.C + u];
-                const double wraw = we[k.w_off + u], wk = cut ? wraw * cs : wraw;
-                const double *Pk = P + k.p_off;
+                const double wraw = we[k.w_off + u], wk = cut ? wraw * cs : wraw, pww = k.pw * wk;
+                const double *Gk = G + (size_t)k.g_off * p.C + u;
                 double s = 0.0;
                 for (int a = 0; a < k.d1; a++) {
+                    const double xa = x[k.x_off + u * k.d1 + a];
                     double t = 0.0;
-                    for (int c = 0; c < k.d3; c++) t += Pk[a * k.d3 + c] * g[c];
-                    s += xa[a] * t;
-                    gx[k.xa_off + a] += k.pw * wk * t;
+                    for (int b = 0; b < k.d2; b++) {
+                        const double Gab = Gk[(size_t)(a * k.d2 + b) * p.C];
+                        t += Ye[k.y_off + b] * Gab;
+                        gy[k.y_off + b] += pww * xa * Gab;
+                    }
+                    s += xa * t;
+                    gx[k.xa_off + a] += pww * t;
                 }
                 const double gwk = k.pw * s; /* dE/dw */
                 if (cut) {
@@ -142,16 +164,6 @@ __global__ void k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
                 } else {
                     gwe[k.w_off + u] = gwk;
                 }
-                /* dE/dY[b] = pw sum_{a,c} C[a,b,c] w x[a] g[c] */
-                const double *C = p.cg + k.c_off;
-                for (int a = 0; a < k.d1; a++) {
-                    const double xw = wk * xa[a];
-                    for (int b = 0; b < k.d2; b++) {
-                        double t = 0.0;
-                        for (int c = 0; c < k.d3; c++) t += C[(a * k.d2 + b) * k.d3 + c] * g[c];
-                        gy[k.y_off + b] += k.pw * xw * t;
-                    }
-                }
             }
             double *gxe = gx1e + e * p.dhu;
             for (int b = 0; b < p.n_in1; b++) {
@@ -159,16 +171,29 @@ __global__ void k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
                 for (int a = 0; a < xb.d; a++) gxe[xb.off + u * xb.d + a] = gx[xb.acc_off + a];
             }
         }
-        /* fixed-shape tree reduction over the channels (deterministic) */
-        for (int b = 0; b < nred; b++) red[b * nt + u] = gy[b];
-        for (int half = nt / 2; half > 0; half /= 2) {
-            __syncthreads();
-            if (u < half)
-                for (int b = 0; b < nred; b++) red[b * nt + u] += red[b * nt + u + half];
-        }
+        /* sums over the channels: shuffles within warps, then warps in order (double-buffered by edge) */
+        double *rb = red + (size_t)parity * nwarps * (CONV_MAX_Y + 1);
+        for (int b = 0; b < nred; b++) block_sum_to_red(gy[b], rb + warp * (CONV_MAX_Y + 1) + b);
         __syncthreads();
-        if (u < p.nY) gY[e * p.nY + u] = red[u * nt];
-        if (u == 0 && gcut) gcut[e] = cut ? red[p.nY * nt] : 0.0;
+        if (u < nred) {
+            double acc = 0.0;
+            for (int q = 0; q < nwarps; q++) acc += rb[q * (CONV_MAX_Y + 1) + u];
+            if (u < p.nY) gY[e * p.nY + u] = acc;
+            else if (gcut) gcut[e] = cut ? acc : 0.0;
+        }
+    }
+}
+
+/* dE/dx of sender j summed over its outgoing edges in sender order: one thread per (j, feature). */
+__global__ void k_sender_sum_rows(int64_t n_nodes, int dhu, const int64_t *srow, const int32_t *sedge, const double *gx1e,
+                                  double *ghu) {
+    const int64_t total = n_nodes * dhu;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t j = q / dhu;
+        const int k = (int)(q % dhu);
+        double acc = 0.0;
+        for (int64_t r = srow[j]; r < srow[j + 1]; r++) acc += gx1e[(int64_t)sedge[r] * dhu + k];
+        ghu[j * dhu + k] = acc;
     }
 }
 
@@ -176,7 +201,7 @@ static size_t conv_fwd_smem(const conv_plan &p) {
     return sizeof(double) * ((size_t)p.acc_dim * p.C + p.p_dim + CONV_MAX_Y);
 }
 static size_t conv_bwd_smem(const conv_plan &p) {
-    return sizeof(double) * ((size_t)p.acc_dim * p.C + p.p_dim + CONV_MAX_Y + (size_t)(CONV_MAX_Y + 1) * p.threads);
+    return sizeof(double) * ((size_t)p.g_dim * p.C + 2 * (size_t)(p.threads / CGQ_WARP) * (CONV_MAX_Y + 1));
 }
 
 #endif

@@ -59,6 +59,7 @@ struct cgq_gpu {
     cgq_model *dev_model; /* device copy of the model struct (pointers to device arrays) */
     cgq_model shadow;     /* host copy of *dev_model: device pointers, host-readable sizes */
     conv_plan plans[CGQ_MAX_LAYERS];
+    symcon_plan symcon[CGQ_MAX_LAYERS];
     int v2; /* every layer has the forms the v2 kernels cover (else the v1 steps run the model) */
     size_t smem_optin;
     v2_buffers vb;
@@ -182,6 +183,44 @@ static bool skip_tp_is_species_linear(const cgq_model *m, const cgq_tp *tp) {
     return true;
 }
 
+/* The layer's U nonzeros packed for k_symcon_fwd / k_symcon_bwd, parts ordered nu = 1.. per output block. */
+static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
+    const cgq_mace_layer *ly = &g->host_model->layers[t];
+    const cgq_mace_layer *dl = &g->shadow.layers[t]; /* device pointers of W and the values */
+    std::vector<cgq_contraction> dcs((size_t)ly->n_contractions);
+    CGQ_CHECK_GPU(cudaMemcpy(dcs.data(), dl->contractions, sizeof(cgq_contraction) * dcs.size(), cudaMemcpyDeviceToHost));
+    memset(sp, 0, sizeof *sp);
+    std::vector<symcon_part> parts;
+    for (int j = 0; j < ly->n_contractions; j++) {
+        const cgq_contraction *ct = &ly->contractions[j];
+        if (ct->l_out > 3 || ly->coupling_dim > SYMCON_MAX_D) return CGQ_STATUS_OK;
+        for (int nu = 1; nu <= ct->correlation; nu++) {
+            if (ct->K[nu] >= (1 << 12) || nu > 4) return CGQ_STATUS_OK;
+            std::vector<int32_t> code((size_t)ct->nnz[nu] + 1);
+            for (int64_t q = 0; q < ct->nnz[nu]; q++) {
+                int32_t c = ct->u_m[nu][q] | (ct->u_k[nu][q] << 19);
+                for (int p = 0; p < nu; p++) c |= ct->u_idx[nu][q * nu + p] << (3 + 4 * p);
+                code[(size_t)q] = c;
+            }
+            int32_t *dcode = code.data();
+            CGQ_TRY(upload(g, &dcode, code.size()));
+            symcon_part pt;
+            pt.nu = nu, pt.K = ct->K[nu], pt.dm = 2 * ct->l_out + 1, pt.out_off = ly->product_out.b[j].offset;
+            pt.nnz = ct->nnz[nu], pt.code = dcode, pt.val = dcs[(size_t)j].u_val[nu], pt.W = dcs[(size_t)j].W[nu];
+            parts.push_back(pt);
+        }
+    }
+    symcon_part *dp = parts.data();
+    CGQ_TRY(upload(g, &dp, parts.size()));
+    sp->parts = dp, sp->n_parts = (int)parts.size();
+    sp->threads = CGQ_WARP;
+    while (sp->threads < ly->channels) sp->threads *= 2;
+    sp->smem_fwd = sizeof(double) * (size_t)(ly->coupling_dim + 7) * sp->threads;
+    sp->smem_bwd = sizeof(double) * (size_t)(2 * ly->coupling_dim + 7) * sp->threads;
+    sp->ok = sp->threads <= 1024 && sp->smem_bwd <= g->smem_optin;
+    return CGQ_STATUS_OK;
+}
+
 static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_plan *p) {
     const cgq_mace_layer *ly = &m->layers[t];
     const cgq_tp *tp = &ly->conv_tp;
@@ -193,12 +232,10 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
     for (int b = 0; b < tp->out.n; b++) ok = ok && tp->out.b[b].mul == C;
     for (int k = 0; k < tp->n_ins; k++)
         ok = ok && tp->mode[k] == CGQ_TP_UVU && tp->in2.b[tp->i2[k]].mul == 1 && tp->has_weight[k];
-    ok = ok && ly->coupling_dim <= SYMCON_MAX_D;
-    for (int j = 0; j < ly->n_contractions; j++) ok = ok && ly->contractions[j].l_out <= 3;
     ok = ok && x_dim <= CONV_MAX_XDIM && (m->lmax_sh + 1) * (m->lmax_sh + 1) <= CONV_MAX_Y && C <= 1024;
     if (!ok) return CGQ_STATUS_OK;
     std::vector<conv_block> outb(tp->out.n), in1b(tp->in1.n);
-    int acc = 0, xa = 0;
+    int acc = 0, xa = 0, g_dim = 0;
     for (int b = 0; b < tp->out.n; b++) outb[b] = {tp->out.b[b].offset, 2 * tp->out.b[b].l + 1, acc}, acc += outb[b].d;
     for (int b = 0; b < tp->in1.n; b++) in1b[b] = {tp->in1.b[b].offset, 2 * tp->in1.b[b].l + 1, xa}, xa += in1b[b].d;
     std::vector<conv_ins> ins(tp->n_ins);
@@ -209,7 +246,8 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
         const cgq_irrep_block *B1 = &tp->in1.b[tp->i1[k]], *B2 = &tp->in2.b[tp->i2[k]];
         q.d1 = 2 * B1->l + 1, q.d2 = 2 * B2->l + 1, q.d3 = outb[tp->io[k]].d;
         q.x_off = B1->offset, q.xa_off = in1b[tp->i1[k]].acc_off, q.y_off = B2->offset;
-        q.acc_off = outb[tp->io[k]].acc_off;
+        q.acc_off = outb[tp->io[k]].acc_off, q.out_off = outb[tp->io[k]].off;
+        q.g_off = g_dim, g_dim += q.d1 * q.d2;
         q.p_off = (int)p_ins.size(), q.c_off = (int)cg.size();
         q.w_off = tp->w_offset[k], q.pw = tp->path_weight[k];
         cg.insert(cg.end(), g->host_model->layers[t].conv_tp.w3j[k], g->host_model->layers[t].conv_tp.w3j[k] + q.d1 * q.d2 * q.d3);
@@ -217,11 +255,11 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
             for (int c = 0; c < q.d3; c++) p_ins.push_back(k), p_a.push_back(a), p_c.push_back(c);
     }
     p->n_ins = tp->n_ins, p->n_out = tp->out.n, p->n_in1 = tp->in1.n;
-    p->C = C, p->acc_dim = acc, p->p_dim = (int)p_ins.size(), p->x_dim = x_dim;
+    p->C = C, p->acc_dim = acc, p->p_dim = (int)p_ins.size(), p->g_dim = g_dim, p->x_dim = x_dim;
     p->nY = (m->lmax_sh + 1) * (m->lmax_sh + 1), p->dhu = tp->in1.dim, p->dM = tp->out.dim, p->wn = tp->weight_numel;
-    p->threads = 32;
+    p->threads = CGQ_WARP;
     while (p->threads < C) p->threads *= 2;
-    if (conv_bwd_smem(*p) > g->smem_optin) return CGQ_STATUS_OK; /* too wide for shared memory: v1 */
+    if (conv_bwd_smem(*p) > g->smem_optin || conv_fwd_smem(*p) > g->smem_optin) return CGQ_STATUS_OK; /* too wide: v1 */
     conv_ins *di = ins.data();
     conv_block *dob = outb.data(), *dib = in1b.data();
     double *dcg = cg.data();
@@ -280,12 +318,15 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, cgq_gpu **o
     g->v2 = 1;
     for (int t = 0; t < m->n_layers && st == CGQ_STATUS_OK; t++) {
         st = build_conv_plan(g, m, t, &g->plans[t]);
-        g->v2 = g->v2 && g->plans[t].ok;
+        if (st == CGQ_STATUS_OK) st = build_symcon_plan(g, t, &g->symcon[t]);
+        g->v2 = g->v2 && g->plans[t].ok && g->symcon[t].ok;
     }
     if (st == CGQ_STATUS_OK && g->v2) {
         const int cap = (int)g->smem_optin;
         if (cudaFuncSetAttribute((const void *)k_conv_fwd, cudaFuncAttributeMaxDynamicSharedMemorySize, cap) != cudaSuccess ||
-            cudaFuncSetAttribute((const void *)k_conv_bwd, cudaFuncAttributeMaxDynamicSharedMemorySize, cap) != cudaSuccess) {
+            cudaFuncSetAttribute((const void *)k_conv_bwd, cudaFuncAttributeMaxDynamicSharedMemorySize, cap) != cudaSuccess ||
+            cudaFuncSetAttribute((const void *)k_symcon_fwd, cudaFuncAttributeMaxDynamicSharedMemorySize, cap) != cudaSuccess ||
+            cudaFuncSetAttribute((const void *)k_symcon_bwd, cudaFuncAttributeMaxDynamicSharedMemorySize, cap) != cudaSuccess) {
             cudaGetLastError();
             g->v2 = 0;
         }
@@ -666,7 +707,9 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
         else CGQ_CHECK_GPU(cudaMemcpyAsync(s.Apre, s.Mlin, sizeof(double) * N * dTt, cudaMemcpyDeviceToDevice));
         k_reshape_cd<<<blocks_for(N * dTt), T>>>(dly, N, s.Apre, dTt, s.A, CD, 1);
         prof.mark("node_fwd");
-        k_symcon_fwd<<<blocks_for(N * ly->channels), T>>>(dly, N, c.species, s.A, CD, s.B, dB);
+        const symcon_plan &sp = g->symcon[t];
+        k_symcon_fwd<<<(unsigned)N, sp.threads, sp.smem_fwd>>>(sp.parts, sp.n_parts, ly->channels, ly->coupling_dim,
+                                                               ly->agnostic, c.species, s.A, CD, s.B, dB);
         prof.mark("symcon");
         k_linear_fwd<<<blocks_for(N * dH), T>>>(&dly->product_linear, N, s.B, dB, s.h, dH, 1.0,
                                                (ly->use_sc && ly->residual) ? s.sc : nullptr, dsc);
@@ -696,8 +739,10 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
             else CGQ_CHECK_GPU(cudaMemsetAsync(c.gh_prev, 0, sizeof(double) * N * din));
             k_linear_bwd<<<blocks_for(N * dB), T>>>(&dly->product_linear, N, c.gh, dH, c.gBn, maxb, 1.0, 0);
             prof.mark("node_bwd");
-            k_symcon_bwd<<<blocks_for(N * ly->channels), T>>>(dly, N, c.species, s.A, ly->channels * ly->coupling_dim,
-                                                             c.gBn, maxb, c.gAn, maxcd);
+            const symcon_plan &sp = g->symcon[t];
+            k_symcon_bwd<<<(unsigned)N, sp.threads, sp.smem_bwd>>>(sp.parts, sp.n_parts, ly->channels, ly->coupling_dim,
+                                                                   ly->agnostic, c.species, s.A,
+                                                                   ly->channels * ly->coupling_dim, c.gBn, maxb, c.gAn, maxcd);
             prof.mark("symcon_bwd");
             double *gApre = b.node_tmp, *gMl = b.node_tmp + N * dTt;
             k_reshape_cd<<<blocks_for(N * dTt), T>>>(dly, N, c.gAn, maxcd, gApre, dTt, 0);
@@ -722,7 +767,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
             prof.mark("edge_tail");
         }
         if (t == 0) break;
-        if (NA) k_sender_sum<<<blocks_for(NA), T>>>(c, t);
+        if (NA) k_sender_sum_rows<<<blocks_for(NA * dhu_t), T>>>(NA, dhu_t, c.srow, c.sedge, b.gx1e, c.ghu);
         CGQ_LAUNCH_CHECK();
         prof.mark("sender_sum");
         if (xc) CGQ_TRY(exchange_rows(g, c.ghu, NA, dhu_t, xc, true));

@@ -1,5 +1,5 @@
 /* symcon.cuh: MACE's symmetric contraction (product basis) on the GPU, one thread per (node, channel),
- * channels fastest so a warp reads one species' weights W[k][c] coalesced. Same math and nonzero order as
+ * one node per block, so a warp reads one species' weights W[k][c] coalesced. Same math and nonzero order as
  * kernels/cpu/symmetric_contraction.c, but the channel's A row and its B / dE/dA sums stay in registers
  * or thread-local memory instead of being read and written in global memory per nonzero. */
 #ifndef CGQ_GPU_SYMCON_CUH
@@ -7,70 +7,85 @@
 
 #define SYMCON_MAX_D 16 /* coupling width: sum of 2l+1 of the target irreps (l <= 3) */
 
-__global__ void k_symcon_fwd(const cgq_mace_layer *ly, int64_t n_nodes, const int32_t *species, const double *A, int64_t lda,
-                             double *B, int64_t ldb) {
-    const int C = ly->channels, D = ly->coupling_dim;
-    const int64_t total = n_nodes * C;
-    for (int64_t q0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q0 < total; q0 += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t n = q0 / C;
-        const int ch = (int)(q0 % C), elem = ly->agnostic ? 0 : species[n];
-        double a[SYMCON_MAX_D];
-        for (int i = 0; i < D; i++) a[i] = A[n * lda + ch * D + i];
-        for (int j = 0; j < ly->n_contractions; j++) {
-            const cgq_contraction *ct = &ly->contractions[j];
-            const int dm = 2 * ct->l_out + 1;
-            double b[7] = {0, 0, 0, 0, 0, 0, 0};
-            for (int nu = 1; nu <= ct->correlation; nu++) {
-                const double *W = ct->W[nu] + (size_t)elem * ct->K[nu] * C + ch;
-                const double *uv = ct->u_val[nu];
-                const int32_t *um = ct->u_m[nu], *uk = ct->u_k[nu], *ui = ct->u_idx[nu];
-                for (int64_t q = 0; q < ct->nnz[nu]; q++) {
-                    double prod = uv[q] * W[(size_t)uk[q] * C];
-                    for (int p = 0; p < nu; p++) prod *= a[ui[q * nu + p]];
-                    b[um[q]] += prod;
-                }
-            }
-            double *Bj = B + n * ldb + ly->product_out.b[j].offset + ch * dm;
-            for (int m = 0; m < dm; m++) Bj[m] = b[m];
+/* One U_nu of one output block, nonzeros packed as code = m | i_1 << 3 | ... | i_nu << (3 + 4 (nu-1)) | k << 19. */
+struct symcon_part {
+    int nu, K, dm, out_off;
+    int64_t nnz;
+    const int32_t *code;
+    const double *val, *W; /* W: [elements][K][C] */
+};
+
+__device__ inline void symcon_decode(int32_t code, int nu, int *m, int *idx, int *k) {
+    *m = code & 7;
+    for (int p = 0; p < nu; p++) idx[p] = (code >> (3 + 4 * p)) & 15;
+    *k = code >> 19;
+}
+
+/* One node per block, one thread per channel; the channel's A row and B sums live in shared memory
+ * columns (conflict-free), the nonzero stream is read once per warp. */
+__global__ void k_symcon_fwd(const symcon_part *parts, int n_parts, int C, int D, int agnostic, const int32_t *species,
+                             const double *A, int64_t lda, double *B, int64_t ldb) {
+    extern __shared__ double sm[];
+    const int nt = blockDim.x, ch = threadIdx.x;
+    const int64_t n = blockIdx.x;
+    if (ch >= C) return; /* no block-wide sync below: each thread uses its own columns */
+    double *as = sm, *bs = sm + (size_t)D * nt;
+    for (int i = 0; i < D; i++) as[i * nt + ch] = A[n * lda + ch * D + i];
+    const int elem = agnostic ? 0 : species[n];
+    for (int j = 0; j < n_parts; j++) {
+        const symcon_part &pt = parts[j];
+        if (pt.nu == 1)
+            for (int m = 0; m < pt.dm; m++) bs[m * nt + ch] = 0.0;
+        const double *W = pt.W + (size_t)elem * pt.K * C + ch;
+        for (int64_t q = 0; q < pt.nnz; q++) {
+            int m, k, idx[CGQ_MAX_CORRELATION];
+            symcon_decode(pt.code[q], pt.nu, &m, idx, &k);
+            double prod = pt.val[q] * W[(size_t)k * C];
+            for (int p = 0; p < pt.nu; p++) prod *= as[idx[p] * nt + ch];
+            bs[m * nt + ch] += prod;
+        }
+        if (j + 1 == n_parts || parts[j + 1].nu == 1) { /* last part of this output block */
+            double *Bj = B + n * ldb + pt.out_off + ch * pt.dm;
+            for (int m = 0; m < pt.dm; m++) Bj[m] = bs[m * nt + ch];
         }
     }
 }
 
 /* gA[n] = dE/dA from gB = dE/dB (overwrites) */
-__global__ void k_symcon_bwd(const cgq_mace_layer *ly, int64_t n_nodes, const int32_t *species, const double *A, int64_t lda,
-                             const double *gB, int64_t ldgb, double *gA, int64_t ldga) {
-    const int C = ly->channels, D = ly->coupling_dim;
-    const int64_t total = n_nodes * C;
-    for (int64_t q0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q0 < total; q0 += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t n = q0 / C;
-        const int ch = (int)(q0 % C), elem = ly->agnostic ? 0 : species[n];
-        double a[SYMCON_MAX_D], ga[SYMCON_MAX_D];
-        for (int i = 0; i < D; i++) a[i] = A[n * lda + ch * D + i], ga[i] = 0.0;
-        for (int j = 0; j < ly->n_contractions; j++) {
-            const cgq_contraction *ct = &ly->contractions[j];
-            const int dm = 2 * ct->l_out + 1;
-            double g[7];
-            const double *gBj = gB + n * ldgb + ly->product_out.b[j].offset + ch * dm;
-            for (int m = 0; m < dm; m++) g[m] = gBj[m];
-            for (int nu = 1; nu <= ct->correlation; nu++) {
-                const double *W = ct->W[nu] + (size_t)elem * ct->K[nu] * C + ch;
-                const double *uv = ct->u_val[nu];
-                const int32_t *um = ct->u_m[nu], *uk = ct->u_k[nu], *ui = ct->u_idx[nu];
-                for (int64_t q = 0; q < ct->nnz[nu]; q++) {
-                    const double s = g[um[q]] * uv[q] * W[(size_t)uk[q] * C];
-                    if (s == 0.0) continue;
-                    const int32_t *idx = ui + q * nu;
-                    for (int p = 0; p < nu; p++) {
-                        double prod = s;
-                        for (int r = 0; r < nu; r++)
-                            if (r != p) prod *= a[idx[r]];
-                        ga[idx[p]] += prod;
-                    }
-                }
+__global__ void k_symcon_bwd(const symcon_part *parts, int n_parts, int C, int D, int agnostic, const int32_t *species,
+                             const double *A, int64_t lda, const double *gB, int64_t ldgb, double *gA, int64_t ldga) {
+    extern __shared__ double sm[];
+    const int nt = blockDim.x, ch = threadIdx.x;
+    const int64_t n = blockIdx.x;
+    if (ch >= C) return;
+    double *as = sm, *gas = sm + (size_t)D * nt, *gs = gas + (size_t)D * nt;
+    for (int i = 0; i < D; i++) as[i * nt + ch] = A[n * lda + ch * D + i], gas[i * nt + ch] = 0.0;
+    const int elem = agnostic ? 0 : species[n];
+    for (int j = 0; j < n_parts; j++) {
+        const symcon_part &pt = parts[j];
+        if (pt.nu == 1)
+            for (int m = 0; m < pt.dm; m++) gs[m * nt + ch] = gB[n * ldgb + pt.out_off + ch * pt.dm + m];
+        const double *W = pt.W + (size_t)elem * pt.K * C + ch;
+        for (int64_t q = 0; q < pt.nnz; q++) {
+            int m, k, idx[CGQ_MAX_CORRELATION];
+            symcon_decode(pt.code[q], pt.nu, &m, idx, &k);
+            const double s = gs[m * nt + ch] * pt.val[q] * W[(size_t)k * C];
+            if (s == 0.0) continue;
+            for (int p = 0; p < pt.nu; p++) {
+                double prod = s;
+                for (int r = 0; r < pt.nu; r++)
+                    if (r != p) prod *= as[idx[r] * nt + ch];
+                gas[idx[p] * nt + ch] += prod;
             }
         }
-        for (int i = 0; i < D; i++) gA[n * ldga + ch * D + i] = ga[i];
     }
+    for (int i = 0; i < D; i++) gA[n * ldga + ch * D + i] = gas[i * nt + ch];
 }
+
+struct symcon_plan {
+    int ok, n_parts, threads;
+    symcon_part *parts; /* device */
+    size_t smem_fwd, smem_bwd;
+};
 
 #endif

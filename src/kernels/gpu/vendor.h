@@ -32,8 +32,12 @@
 #define cudaDevAttrMaxSharedMemoryPerBlockOptin hipDeviceAttributeSharedMemPerBlockOptin
 #define cudaFuncSetAttribute hipFuncSetAttribute
 #define cudaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+#define CGQ_WARP 64 /* wavefront */
+#define CGQ_SHFL_DOWN(v, d) __shfl_down(v, d)
 #else
 #include <cuda_runtime.h>
+#define CGQ_WARP 32
+#define CGQ_SHFL_DOWN(v, d) __shfl_down_sync(0xffffffffu, v, d)
 #endif
 
 #endif
