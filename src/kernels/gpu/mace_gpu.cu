@@ -51,7 +51,8 @@ struct v2_buffers {
     double *w = nullptr, *act = nullptr, *gw = nullptr, *gtmp = nullptr, *gef = nullptr; /* per chunk of edges */
     double *gY = nullptr, *gcut = nullptr, *gx1e = nullptr;                             /* per edge */
     double *node_tmp = nullptr;                                                          /* 2 x N x max target */
-    size_t caps[9] = {0};
+    double *kept = nullptr; /* every layer's MLP outputs and activations, kept for the reverse pass */
+    size_t caps[10] = {0};
 };
 
 struct cgq_gpu {
@@ -293,7 +294,7 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFree(g->scratch);
     cudaFree(g->graph_buf);
     v2_buffers &b = g->vb;
-    for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp}) cudaFree(p);
+    for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept}) cudaFree(p);
     delete g;
 }
 
@@ -651,6 +652,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     for (int64_t i = 0; i < N; i++) max_deg = std::max(max_deg, gr->row_ptr[i + 1] - gr->row_ptr[i]);
     size_t free_b = 0, total_b = 0;
     CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
+    free_b += b.caps[0] + b.caps[1]; /* this call may reuse its own chunk buffers */
     const size_t budget = std::min<size_t>(free_b / 3, (size_t)4 << 30);
     const int64_t chunk_edges = std::max<int64_t>(max_deg, std::min<int64_t>(E, (int64_t)(budget / (8 * per_edge))));
     const std::vector<edge_chunk> chunks = edge_chunks(gr, chunk_edges);
@@ -666,6 +668,21 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
         CGQ_TRY(grow_d(&b.gx1e, &b.caps[7], (size_t)E * dhu));
         CGQ_TRY(grow_d(&b.node_tmp, &b.caps[8], (size_t)2 * N * dT));
     }
+    /* keep the forward's MLP outputs for the reverse pass when all edges fit one chunk and memory allows */
+    double *w_of[CGQ_MAX_LAYERS], *act_of[CGQ_MAX_LAYERS];
+    bool keep = false;
+    if (want_grad && chunks.size() == 1) {
+        size_t tot = 0;
+        for (int t = 0; t < L; t++)
+            tot += (size_t)E * (hm->layers[t].conv_tp.weight_numel + cgq_fcnet_cache_size(&hm->layers[t].radial_mlp));
+        keep = 8 * tot <= (free_b + b.caps[9]) / 3 && grow_d(&b.kept, &b.caps[9], tot) == CGQ_STATUS_OK;
+        double *q = b.kept;
+        for (int t = 0; t < L && keep; t++) {
+            w_of[t] = q, q += (size_t)E * hm->layers[t].conv_tp.weight_numel;
+            act_of[t] = q, q += (size_t)E * cgq_fcnet_cache_size(&hm->layers[t].radial_mlp);
+        }
+    }
+    for (int t = 0; t < L && !keep; t++) w_of[t] = b.w, act_of[t] = b.act;
     c.gx1e = b.gx1e;
     c.messages_ready = 1;
     c.m = dm;
@@ -693,11 +710,11 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
         prof.mark("node_fwd");
         if (t > 0 && xc) CGQ_TRY(exchange_rows(g, s.hu, NA, dhu_t, xc, false));
         for (const edge_chunk &ch : chunks) {
-            mlp_forward(sm->layers[t].radial_mlp, sm->layers[t].radial_mlp.W, ch.e1 - ch.e0, c.ef + ch.e0 * nb, nb, b.act,
-                        b.w, p.wn, 0);
+            mlp_forward(sm->layers[t].radial_mlp, sm->layers[t].radial_mlp.W, ch.e1 - ch.e0, c.ef + ch.e0 * nb, nb, act_of[t],
+                        w_of[t], p.wn, 0);
             prof.mark("mlp_fwd");
             k_conv_fwd<<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p)>>>(p, ch.i0, c.row_ptr, c.sender, c.Y, s.hu,
-                                                                                  b.w, ch.e0, cut_w, s.M);
+                                                                                  w_of[t], ch.e0, cut_w, s.M);
             CGQ_LAUNCH_CHECK();
             prof.mark("conv_fwd");
         }
@@ -755,12 +772,12 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
         for (const edge_chunk &ch : chunks) {
             const int64_t ne = ch.e1 - ch.e0;
             const cgq_fcnet &fc = sm->layers[t].radial_mlp;
-            mlp_forward(fc, fc.W, ne, c.ef + ch.e0 * nb, nb, b.act, b.w, p.wn, 0);
+            if (!keep) mlp_forward(fc, fc.W, ne, c.ef + ch.e0 * nb, nb, act_of[t], w_of[t], p.wn, 0);
             prof.mark("mlp_fwd");
             k_conv_bwd<<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_bwd_smem(p)>>>(
-                p, ch.i0, c.row_ptr, c.sender, c.Y, s.hu, b.w, ch.e0, cut_w, c.gM, b.gw, b.gY, b.gcut, b.gx1e);
+                p, ch.i0, c.row_ptr, c.sender, c.Y, s.hu, w_of[t], ch.e0, cut_w, c.gM, b.gw, b.gY, b.gcut, b.gx1e);
             prof.mark("conv_bwd");
-            mlp_backward(fc, fc.W, ne, b.act, b.gw, p.wn, b.gef, nb, b.gtmp, 0);
+            mlp_backward(fc, fc.W, ne, act_of[t], b.gw, p.wn, b.gef, nb, b.gtmp, 0);
             prof.mark("mlp_bwd");
             if (ne) k_edge_tail<<<blocks_for(ne), T>>>(c, t, ch.e0, ch.e1, b.gef, b.gY, b.gcut);
             CGQ_LAUNCH_CHECK();
