@@ -652,7 +652,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     for (int64_t i = 0; i < N; i++) max_deg = std::max(max_deg, gr->row_ptr[i + 1] - gr->row_ptr[i]);
     size_t free_b = 0, total_b = 0;
     CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
-    free_b += b.caps[0] + b.caps[1]; /* this call may reuse its own chunk buffers */
+    free_b += g->vb.caps[0] + g->vb.caps[1]; /* this call may reuse its own chunk buffers */
     const size_t budget = std::min<size_t>(free_b / 3, (size_t)4 << 30);
     const int64_t chunk_edges = std::max<int64_t>(max_deg, std::min<int64_t>(E, (int64_t)(budget / (8 * per_edge))));
     const std::vector<edge_chunk> chunks = edge_chunks(gr, chunk_edges);
