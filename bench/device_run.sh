@@ -34,8 +34,12 @@ MP=$M/mace_mp0_medium_arch
   $B potentials/mace01-solvent.h5 $W 3 3 3 cuda 10 --check
   $B $MP.h5 $W 1 1 1 cuda 10 --check
   $B $MP.h5 $W 3 3 3 cuda 5
+  $B potentials/mace01-solvent.h5 $W 1 1 1 cuda 20 --check --fp32
+  $B potentials/mace01-solvent.h5 $W 3 3 3 cuda 10 --check --fp32
+  $B $MP.h5 $W 1 1 1 cuda 10 --check --fp32
+  $B $MP.h5 $W 3 3 3 cuda 5 --fp32
   CGQ_GPU_PROFILE=1 $B $MP.h5 $W 3 3 3 cuda 1
-  CGQ_GPU_PROFILE=1 $B potentials/mace01-solvent.h5 $W 3 3 3 cuda 1
+  CGQ_GPU_PROFILE=1 $B $MP.h5 $W 3 3 3 cuda 1 --fp32
   [ -n "${CGQ_BENCH_V1:-}" ] && CGQ_GPU_V1=1 $B $MP.h5 $W 1 1 1 cuda 3
 } 2>&1 | tee "$OUT/bench.txt"
 # side by side: mace-torch (e3nn) on the same GPU, from wheels carried in .whl (see bench/mace_torch_bench.py)
@@ -46,6 +50,7 @@ if [ -d .whl ] && [ -f $MP.model ]; then
 fi
 echo "==== summary"
 grep -E "tests passed|tests failed" "$OUT/ctest_gpu.log"
-grep -E "ERROR SUMMARY" "$OUT/memcheck.log" "$OUT/racecheck.log"
+grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/memcheck.log" "$OUT/racecheck.log"
+grep -E "Failed|FAILED" "$OUT/ctest_gpu.log" | head -5
 grep -E "ms/step|check vs|profile" "$OUT/bench.txt"
 cat "$OUT/mace_torch.txt" 2>/dev/null

@@ -37,16 +37,23 @@ struct conv_plan {
     conv_ins *ins;
     conv_block *outb, *in1b;
     double *cg;
+    float *cg_f; /* the same couplings in float, for the float kernels */
     int *p_ins, *p_a, *p_c; /* for each P entry: instruction and (a, c) */
 };
 
+template <class T>
+__device__ inline const T *conv_cg(const conv_plan &p) {
+    return sizeof(T) == sizeof(float) ? reinterpret_cast<const T *>(p.cg_f) : reinterpret_cast<const T *>(p.cg);
+}
+
 /* P_k[a][c] = sum_b C_k[a,b,c] Y[b] for every instruction, into shared memory */
-__device__ inline void conv_build_p(const conv_plan &p, const double *Ys, double *P) {
+template <class T>
+__device__ inline void conv_build_p(const conv_plan &p, const T *Ys, T *P) {
     for (int q = threadIdx.x; q < p.p_dim; q += blockDim.x) {
         const conv_ins &k = p.ins[p.p_ins[q]];
         const int a = p.p_a[q], c = p.p_c[q];
-        const double *C = p.cg + k.c_off + a * k.d2 * k.d3 + c;
-        double s = 0.0;
+        const T *C = conv_cg<T>(p) + k.c_off + a * k.d2 * k.d3 + c;
+        T s = 0;
         for (int b = 0; b < k.d2; b++) s += C[b * k.d3] * Ys[k.y_off + b];
         P[q] = s;
     }
@@ -54,30 +61,31 @@ __device__ inline void conv_build_p(const conv_plan &p, const double *Ys, double
 
 /* Receivers [i0, i0 + gridDim.x); w holds the raw MLP outputs of edges from e0 (row stride wn); cut is
  * non-NULL when the model multiplies the weights by the cutoff (apply_cutoff off). */
-__global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const double *Y,
-                           const double *hu, const double *w, int64_t e0, const double *cut, double *M) {
-    extern __shared__ double smem[];
-    double *acc = smem, *P = acc + (size_t)p.acc_dim * p.C, *Ys = P + p.p_dim;
+template <class T>
+__global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
+                           const T *w, int64_t e0, const T *cut, T *M) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *acc = reinterpret_cast<T *>(smem_raw), *P = acc + (size_t)p.acc_dim * p.C, *Ys = P + p.p_dim;
     const int64_t i = i0 + blockIdx.x;
     const int u = threadIdx.x;
-    for (int j = threadIdx.x; j < p.acc_dim * p.C; j += blockDim.x) acc[j] = 0.0;
+    for (int j = threadIdx.x; j < p.acc_dim * p.C; j += blockDim.x) acc[j] = 0;
     for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++) {
         __syncthreads(); /* previous edge's P is no longer read */
         for (int b = threadIdx.x; b < p.nY; b += blockDim.x) Ys[b] = Y[e * p.nY + b];
         __syncthreads();
-        conv_build_p(p, Ys, P);
+        conv_build_p<T>(p, Ys, P);
         __syncthreads();
         if (u >= p.C) continue;
-        const double *x = hu + (int64_t)sender[e] * p.dhu, *we = w + (e - e0) * p.wn;
-        const double cs = cut ? cut[e] : 1.0;
+        const T *x = hu + (int64_t)sender[e] * p.dhu, *we = w + (e - e0) * p.wn;
+        const T cs = cut ? cut[e] : (T)1;
         for (int q = 0; q < p.n_ins; q++) {
             const conv_ins &k = p.ins[q];
-            double xa[CONV_MAX_D];
+            T xa[CONV_MAX_D];
             for (int a = 0; a < k.d1; a++) xa[a] = x[k.x_off + u * k.d1 + a];
-            const double s = k.pw * (cut ? we[k.w_off + u] * cs : we[k.w_off + u]);
-            const double *Pk = P + k.p_off;
+            const T s = (T)k.pw * (cut ? we[k.w_off + u] * cs : we[k.w_off + u]);
+            const T *Pk = P + k.p_off;
             for (int c = 0; c < k.d3; c++) {
-                double t = 0.0;
+                T t = 0;
                 for (int a = 0; a < k.d1; a++) t += xa[a] * Pk[a * k.d3 + c];
                 acc[(k.acc_off + c) * p.C + u] += s * t;
             }
@@ -85,7 +93,7 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
     }
     __syncthreads();
     if (u >= p.C) return;
-    double *Mi = M + i * p.dM;
+    T *Mi = M + i * p.dM;
     for (int b = 0; b < p.n_out; b++) {
         const conv_block &ob = p.outb[b];
         for (int c = 0; c < ob.d; c++) Mi[ob.off + u * ob.d + c] = acc[(ob.acc_off + c) * p.C + u];
@@ -94,7 +102,8 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
 
 /* Deterministic sum over the block's threads of v (fixed shuffle pattern, then warps in order); the result
  * is valid in thread 0. red: one slot per warp. */
-__device__ inline double block_sum_to_red(double v, double *red_slot_of_warp) {
+template <class T>
+__device__ inline T block_sum_to_red(T v, T *red_slot_of_warp) {
     for (int off = CGQ_WARP / 2; off > 0; off /= 2) v += CGQ_SHFL_DOWN(v, off);
     if (threadIdx.x % CGQ_WARP == 0) *red_slot_of_warp = v;
     return v;
@@ -106,25 +115,25 @@ __device__ inline double block_sum_to_red(double v, double *red_slot_of_warp) {
  * gM[i] is fixed along the row, so each channel first folds it into G_k[a][b] = sum_c C_k[a,b,c] gM[u,c];
  * then per edge and instruction, with t[a] = sum_b Y[b] G[a][b]:
  *   dE/dw = pw sum_a x[a] t[a],  dE/dx[a] = pw w t[a],  dE/dY[b] = pw w sum_a x[a] G[a][b]. */
-__global__ void k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const double *Y,
-                           const double *hu, const double *w, int64_t e0, const double *cut, const double *gM,
-                           double *gw, double *gY, double *gcut, double *gx1e) {
-    extern __shared__ double smem[];
+template <class T>
+__global__ void k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
+                           const T *w, int64_t e0, const T *cut, const T *gM, T *gw, T *gY, T *gcut, T *gx1e) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
     const int nwarps = blockDim.x / CGQ_WARP, nred = p.nY + 1;
-    double *red = smem, *G = red + 2 * (size_t)nwarps * (CONV_MAX_Y + 1);
+    T *red = reinterpret_cast<T *>(smem_raw), *G = red + 2 * (size_t)nwarps * (CONV_MAX_Y + 1);
     const int64_t i = i0 + blockIdx.x;
     const int u = threadIdx.x, warp = threadIdx.x / CGQ_WARP;
     const bool active = u < p.C;
     if (active) {
-        const double *g = gM + i * p.dM;
+        const T *g = gM + i * p.dM;
         for (int q = 0; q < p.n_ins; q++) {
             const conv_ins &k = p.ins[q];
-            double gc[CONV_MAX_D];
+            T gc[CONV_MAX_D];
             for (int c = 0; c < k.d3; c++) gc[c] = g[k.out_off + u * k.d3 + c];
-            const double *C = p.cg + k.c_off;
+            const T *C = conv_cg<T>(p) + k.c_off;
             for (int a = 0; a < k.d1; a++)
                 for (int b = 0; b < k.d2; b++) {
-                    double s = 0.0;
+                    T s = 0;
                     for (int c = 0; c < k.d3; c++) s += C[(a * k.d2 + b) * k.d3 + c] * gc[c];
                     G[(size_t)(k.g_off + a * k.d2 + b) * p.C + u] = s;
                 }
@@ -132,32 +141,32 @@ __global__ void k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
     }
     int parity = 0;
     for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++, parity ^= 1) {
-        double gy[CONV_MAX_Y + 1];
-        for (int b = 0; b < nred; b++) gy[b] = 0.0; /* gy[nY]: dE/dcut */
-        const double *Ye = Y + e * p.nY;
+        T gy[CONV_MAX_Y + 1];
+        for (int b = 0; b < nred; b++) gy[b] = 0; /* gy[nY]: dE/dcut */
+        const T *Ye = Y + e * p.nY;
         if (active) {
-            const double *x = hu + (int64_t)sender[e] * p.dhu, *we = w + (e - e0) * p.wn;
-            double *gwe = gw + (e - e0) * p.wn;
-            const double cs = cut ? cut[e] : 1.0;
-            double gx[CONV_MAX_XDIM];
-            for (int a = 0; a < p.x_dim; a++) gx[a] = 0.0;
+            const T *x = hu + (int64_t)sender[e] * p.dhu, *we = w + (e - e0) * p.wn;
+            T *gwe = gw + (e - e0) * p.wn;
+            const T cs = cut ? cut[e] : (T)1;
+            T gx[CONV_MAX_XDIM];
+            for (int a = 0; a < p.x_dim; a++) gx[a] = 0;
             for (int q = 0; q < p.n_ins; q++) {
                 const conv_ins &k = p.ins[q];
-                const double wraw = we[k.w_off + u], wk = cut ? wraw * cs : wraw, pww = k.pw * wk;
-                const double *Gk = G + (size_t)k.g_off * p.C + u;
-                double s = 0.0;
+                const T wraw = we[k.w_off + u], wk = cut ? wraw * cs : wraw, pww = (T)k.pw * wk;
+                const T *Gk = G + (size_t)k.g_off * p.C + u;
+                T s = 0;
                 for (int a = 0; a < k.d1; a++) {
-                    const double xa = x[k.x_off + u * k.d1 + a];
-                    double t = 0.0;
+                    const T xa = x[k.x_off + u * k.d1 + a];
+                    T t = 0;
                     for (int b = 0; b < k.d2; b++) {
-                        const double Gab = Gk[(size_t)(a * k.d2 + b) * p.C];
+                        const T Gab = Gk[(size_t)(a * k.d2 + b) * p.C];
                         t += Ye[k.y_off + b] * Gab;
                         gy[k.y_off + b] += pww * xa * Gab;
                     }
                     s += xa * t;
                     gx[k.xa_off + a] += pww * t;
                 }
-                const double gwk = k.pw * s; /* dE/dw */
+                const T gwk = (T)k.pw * s; /* dE/dw */
                 if (cut) {
                     gy[p.nY] += gwk * wraw;
                     gwe[k.w_off + u] = gwk * cs;
@@ -165,18 +174,18 @@ __global__ void k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
                     gwe[k.w_off + u] = gwk;
                 }
             }
-            double *gxe = gx1e + e * p.dhu;
+            T *gxe = gx1e + e * p.dhu;
             for (int b = 0; b < p.n_in1; b++) {
                 const conv_block &xb = p.in1b[b];
                 for (int a = 0; a < xb.d; a++) gxe[xb.off + u * xb.d + a] = gx[xb.acc_off + a];
             }
         }
         /* sums over the channels: shuffles within warps, then warps in order (double-buffered by edge) */
-        double *rb = red + (size_t)parity * nwarps * (CONV_MAX_Y + 1);
+        T *rb = red + (size_t)parity * nwarps * (CONV_MAX_Y + 1);
         for (int b = 0; b < nred; b++) block_sum_to_red(gy[b], rb + warp * (CONV_MAX_Y + 1) + b);
         __syncthreads();
         if (u < nred) {
-            double acc = 0.0;
+            T acc = 0;
             for (int q = 0; q < nwarps; q++) acc += rb[q * (CONV_MAX_Y + 1) + u];
             if (u < p.nY) gY[e * p.nY + u] = acc;
             else if (gcut) gcut[e] = cut ? acc : 0.0;
@@ -185,23 +194,25 @@ __global__ void k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
 }
 
 /* dE/dx of sender j summed over its outgoing edges in sender order: one thread per (j, feature). */
-__global__ void k_sender_sum_rows(int64_t n_nodes, int dhu, const int64_t *srow, const int32_t *sedge, const double *gx1e,
-                                  double *ghu) {
+template <class T>
+__global__ void k_sender_sum_rows(int64_t n_nodes, int dhu, const int64_t *srow, const int32_t *sedge, const T *gx1e,
+                                  T *ghu) {
     const int64_t total = n_nodes * dhu;
     for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
         const int64_t j = q / dhu;
         const int k = (int)(q % dhu);
-        double acc = 0.0;
+        T acc = 0;
         for (int64_t r = srow[j]; r < srow[j + 1]; r++) acc += gx1e[(int64_t)sedge[r] * dhu + k];
         ghu[j * dhu + k] = acc;
     }
 }
 
-static size_t conv_fwd_smem(const conv_plan &p) {
-    return sizeof(double) * ((size_t)p.acc_dim * p.C + p.p_dim + CONV_MAX_Y);
+/* shared memory of the kernels for element size `es` (the double size is the larger, used to plan) */
+static size_t conv_fwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
+    return es * ((size_t)p.acc_dim * p.C + p.p_dim + CONV_MAX_Y);
 }
-static size_t conv_bwd_smem(const conv_plan &p) {
-    return sizeof(double) * ((size_t)p.g_dim * p.C + 2 * (size_t)(p.threads / CGQ_WARP) * (CONV_MAX_Y + 1));
+static size_t conv_bwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
+    return es * ((size_t)p.g_dim * p.C + 2 * (size_t)(p.threads / CGQ_WARP) * (CONV_MAX_Y + 1));
 }
 
 #endif

@@ -51,14 +51,20 @@ struct v2_buffers {
     double *w = nullptr, *act = nullptr, *gw = nullptr, *gtmp = nullptr, *gef = nullptr; /* per chunk of edges */
     double *gY = nullptr, *gcut = nullptr, *gx1e = nullptr;                             /* per edge */
     double *node_tmp = nullptr;                                                          /* 2 x N x max target */
-    double *kept = nullptr; /* every layer's MLP outputs and activations, kept for the reverse pass */
-    size_t caps[10] = {0};
+    double *kept = nullptr;    /* every layer's MLP outputs and activations, kept for the reverse pass */
+    double *edge_in = nullptr; /* float: Y, edge features and cutoff of every edge */
+    size_t caps[11] = {0};
 };
 
 struct cgq_gpu {
     const cgq_model *host_model;
     cgq_model *dev_model; /* device copy of the model struct (pointers to device arrays) */
     cgq_model shadow;     /* host copy of *dev_model: device pointers, host-readable sizes */
+    cgq_model *dev_model_f = nullptr; /* float: the same with float weight arrays (in the double* fields) */
+    cgq_model shadow_f;
+    int fp32;
+    void *arena_f = nullptr; /* float: layer arrays, laid out like arena */
+    size_t arena_f_cap = 0;
     conv_plan plans[CGQ_MAX_LAYERS];
     symcon_plan symcon[CGQ_MAX_LAYERS];
     int v2; /* every layer has the forms the v2 kernels cover (else the v1 steps run the model) */
@@ -176,6 +182,59 @@ static cgq_status upload_model(cgq_gpu *g, const cgq_model *hm) {
     return CGQ_STATUS_OK;
 }
 
+/* ---- float copy of the weights the v2 kernels read (the double steps keep the double model) ----------- */
+static cgq_status upload_as_float(cgq_gpu *g, double **field, const double *host, size_t count) {
+    if (!host || count == 0) {
+        *field = nullptr;
+        return CGQ_STATUS_OK;
+    }
+    std::vector<float> f(host, host + count);
+    float *d = f.data();
+    CGQ_TRY(upload(g, &d, count));
+    *field = reinterpret_cast<double *>(d);
+    return CGQ_STATUS_OK;
+}
+
+static cgq_status linear_float(cgq_gpu *g, cgq_linear *dst, const cgq_linear *h) {
+    int64_t numel = 0, nbias = 0;
+    for (int k = 0; k < h->n_ins; k++) numel += (int64_t)h->in.b[h->ins_in[k]].mul * h->out.b[h->ins_out[k]].mul;
+    for (int i = 0; i < h->out.n; i++)
+        if (h->out.b[i].l == 0 && h->out.b[i].parity == 1) nbias += h->out.b[i].mul;
+    CGQ_TRY(upload_as_float(g, &dst->weight, h->weight, (size_t)numel));
+    return upload_as_float(g, &dst->bias, h->bias, h->bias ? (size_t)nbias : 0);
+}
+
+static cgq_status upload_model_f32(cgq_gpu *g) {
+    const cgq_model *hm = g->host_model;
+    cgq_model m = g->shadow;
+    for (int t = 0; t < hm->n_layers; t++) {
+        const cgq_mace_layer *hl = &hm->layers[t];
+        cgq_mace_layer *ly = &m.layers[t];
+        CGQ_TRY(linear_float(g, &ly->linear_up, &hl->linear_up));
+        CGQ_TRY(linear_float(g, &ly->linear, &hl->linear));
+        CGQ_TRY(linear_float(g, &ly->product_linear, &hl->product_linear));
+        const cgq_tp *st = &hl->skip_tp;
+        CGQ_TRY(upload_as_float(g, &ly->skip_tp.weight, st->weight, (size_t)st->weight_numel));
+        std::vector<double *> w3j((size_t)st->n_ins);
+        for (int k = 0; k < st->n_ins; k++) {
+            const int d1 = 2 * st->in1.b[st->i1[k]].l + 1, d2 = 2 * st->in2.b[st->i2[k]].l + 1;
+            const int d3 = 2 * st->out.b[st->io[k]].l + 1;
+            CGQ_TRY(upload_as_float(g, &w3j[(size_t)k], st->w3j[k], (size_t)(d1 * d2 * d3)));
+        }
+        double **wp = w3j.data();
+        CGQ_TRY(upload(g, &wp, w3j.size()));
+        ly->skip_tp.w3j = wp;
+        const cgq_fcnet *hf = &hl->radial_mlp;
+        for (int k = 0; k < hf->n_layers; k++)
+            CGQ_TRY(upload_as_float(g, &ly->radial_mlp.W[k], hf->W[k], (size_t)hf->h[k] * hf->h[k + 1]));
+    }
+    g->shadow_f = m;
+    cgq_model *mp = &m;
+    CGQ_TRY(upload(g, &mp, 1));
+    g->dev_model_f = mp;
+    return CGQ_STATUS_OK;
+}
+
 /* ---- v2 conv plan: the layer's instructions flattened for k_conv_fwd / k_conv_bwd ---------------- */
 static bool skip_tp_is_species_linear(const cgq_model *m, const cgq_tp *tp) {
     if (tp->in2.n != 1 || tp->in2.b[0].l != 0 || tp->in2.b[0].mul != m->n_species || !tp->weight) return false;
@@ -191,7 +250,7 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     std::vector<cgq_contraction> dcs((size_t)ly->n_contractions);
     CGQ_CHECK_GPU(cudaMemcpy(dcs.data(), dl->contractions, sizeof(cgq_contraction) * dcs.size(), cudaMemcpyDeviceToHost));
     memset(sp, 0, sizeof *sp);
-    std::vector<symcon_part> parts;
+    std::vector<symcon_part> parts, parts_f;
     for (int j = 0; j < ly->n_contractions; j++) {
         const cgq_contraction *ct = &ly->contractions[j];
         if (ct->l_out > 3 || ly->coupling_dim > SYMCON_MAX_D) return CGQ_STATUS_OK;
@@ -209,11 +268,18 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
             pt.nu = nu, pt.K = ct->K[nu], pt.dm = 2 * ct->l_out + 1, pt.out_off = ly->product_out.b[j].offset;
             pt.nnz = ct->nnz[nu], pt.code = dcode, pt.val = dcs[(size_t)j].u_val[nu], pt.W = dcs[(size_t)j].W[nu];
             parts.push_back(pt);
+            double *vf, *wf;
+            CGQ_TRY(upload_as_float(g, &vf, ct->u_val[nu], (size_t)ct->nnz[nu]));
+            const int E = ly->agnostic ? 1 : g->host_model->n_species;
+            CGQ_TRY(upload_as_float(g, &wf, ct->W[nu], (size_t)E * ct->K[nu] * ly->channels));
+            pt.val = vf, pt.W = wf;
+            parts_f.push_back(pt);
         }
     }
-    symcon_part *dp = parts.data();
+    symcon_part *dp = parts.data(), *dpf = parts_f.data();
     CGQ_TRY(upload(g, &dp, parts.size()));
-    sp->parts = dp, sp->n_parts = (int)parts.size();
+    CGQ_TRY(upload(g, &dpf, parts_f.size()));
+    sp->parts = dp, sp->parts_f = dpf, sp->n_parts = (int)parts.size();
     sp->threads = CGQ_WARP;
     while (sp->threads < ly->channels) sp->threads *= 2;
     sp->smem_fwd = sizeof(double) * (size_t)(ly->coupling_dim + 7) * sp->threads;
@@ -269,12 +335,27 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
     CGQ_TRY(upload(g, &dob, outb.size()));
     CGQ_TRY(upload(g, &dib, in1b.size()));
     CGQ_TRY(upload(g, &dcg, cg.size()));
+    std::vector<float> cgf(cg.begin(), cg.end());
+    float *dcgf = cgf.data();
+    CGQ_TRY(upload(g, &dcgf, cgf.size()));
+    p->cg_f = dcgf;
     CGQ_TRY(upload(g, &dpi, p_ins.size()));
     CGQ_TRY(upload(g, &dpa, p_a.size()));
     CGQ_TRY(upload(g, &dpc, p_c.size()));
     p->ins = di, p->outb = dob, p->in1b = dib, p->cg = dcg, p->p_ins = dpi, p->p_a = dpa, p->p_c = dpc;
     p->ok = 1;
     return CGQ_STATUS_OK;
+}
+
+template <class T>
+static cudaError_t set_smem_limits(int cap) {
+    const void *kernels[] = {(const void *)k_conv_fwd<T>, (const void *)k_conv_bwd<T>, (const void *)k_symcon_fwd<T>,
+                             (const void *)k_symcon_bwd<T>};
+    for (const void *k : kernels) {
+        cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, cap);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
 }
 
 extern "C" int cgq_gpu_available(void) {
@@ -294,11 +375,12 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFree(g->scratch);
     cudaFree(g->graph_buf);
     v2_buffers &b = g->vb;
-    for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept}) cudaFree(p);
+    for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in}) cudaFree(p);
+    cudaFree(g->arena_f);
     delete g;
 }
 
-extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, cgq_gpu **out) {
+extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, cgq_gpu **out) {
     *out = nullptr;
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
@@ -324,15 +406,17 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, cgq_gpu **o
     }
     if (st == CGQ_STATUS_OK && g->v2) {
         const int cap = (int)g->smem_optin;
-        if (cudaFuncSetAttribute((const void *)k_conv_fwd, cudaFuncAttributeMaxDynamicSharedMemorySize, cap) != cudaSuccess ||
-            cudaFuncSetAttribute((const void *)k_conv_bwd, cudaFuncAttributeMaxDynamicSharedMemorySize, cap) != cudaSuccess ||
-            cudaFuncSetAttribute((const void *)k_symcon_fwd, cudaFuncAttributeMaxDynamicSharedMemorySize, cap) != cudaSuccess ||
-            cudaFuncSetAttribute((const void *)k_symcon_bwd, cudaFuncAttributeMaxDynamicSharedMemorySize, cap) != cudaSuccess) {
+        if (set_smem_limits<double>(cap) != cudaSuccess || set_smem_limits<float>(cap) != cudaSuccess) {
             cudaGetLastError();
             g->v2 = 0;
         }
     }
     if (getenv("CGQ_GPU_V1")) g->v2 = 0; /* the v1 steps, for comparisons */
+    if (st == CGQ_STATUS_OK && fp32 && !g->v2)
+        st = cgq_fail(CGQ_STATUS_UNSUPPORTED, "precision fp32 on the GPU covers MACE layers without the density "
+                      "normalisation and with l <= 3 features; this model runs in fp64 only (use precision fp64)");
+    g->fp32 = fp32;
+    if (st == CGQ_STATUS_OK && fp32) st = upload_model_f32(g);
     if (st != CGQ_STATUS_OK) {
         cgq_gpu_free(g);
         return st;
@@ -569,11 +653,13 @@ static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
 }
 
 /* ---- v2: GEMM radial MLP, block-per-receiver conv, thread-per-element node maps ------------------- */
-__global__ void k_edge_tail(mace_ctx c, int t, int64_t e0, int64_t e1, const double *gef, const double *gY,
-                            const double *gcut) {
+template <class T>
+__global__ void k_edge_tail(mace_ctx c, int t, int64_t e0, int64_t e1, const T *gef, const T *gY, const T *gcut) {
     for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1; e += (int64_t)gridDim.x * blockDim.x) {
-        double B[64], dB[64], dY[3 * CONV_MAX_Y];
-        mace_edge_tail(&c, t, c.erecv[e], e, gef + (e - e0) * c.nb, gcut[e], gY + e * c.nY, B, dB, dY);
+        double B[64], dB[64], dY[3 * CONV_MAX_Y], ge[64], gy[CONV_MAX_Y]; /* the tail and the sums run in double */
+        for (int n = 0; n < c.nb; n++) ge[n] = (double)gef[(e - e0) * c.nb + n];
+        for (int j = 0; j < c.nY; j++) gy[j] = (double)gY[e * c.nY + j];
+        mace_edge_tail(&c, t, c.erecv[e], e, ge, (double)gcut[e], gy, B, dB, dY);
     }
 }
 
@@ -619,21 +705,43 @@ static std::vector<edge_chunk> edge_chunks(const cgq_graph *gr, int64_t max_edge
 
 static cgq_status grow_d(double **p, size_t *cap, size_t n) { return grow((void **)p, cap, sizeof(double) * (n + 1)); }
 
+/* Rows of a working-precision array through the host exchange (which moves doubles). */
+template <class T>
+static cgq_status exchange_rows_t(cgq_gpu *g, T *dev, double *staging, int64_t rows, int width, const cgq_exchange *xc,
+                                  bool reverse) {
+    if (sizeof(T) == sizeof(double)) return exchange_rows(g, (double *)dev, rows, width, xc, reverse);
+    const int64_t n = rows * width;
+    k_convert<T, double><<<blocks_for(n), CGQ_GPU_THREADS>>>(n, dev, staging);
+    CGQ_TRY(exchange_rows(g, staging, rows, width, xc, reverse));
+    k_convert<double, T><<<blocks_for(n), CGQ_GPU_THREADS>>>(n, staging, dev);
+    return CGQ_STATUS_OK;
+}
+
+/* v2 in working precision T (double, or float with double geometry, readouts, energies and force sums):
+ * the layer arrays live in an arena of T laid out like the double arena (same element offsets). */
+template <class T>
 static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchange *xc, double *energy,
                               double *node_energy, double *edge_grad) {
-    const cgq_model *hm = g->host_model, *sm = &g->shadow;
-    cgq_model *dm = g->dev_model;
+    const bool f32 = sizeof(T) == sizeof(float);
+    const cgq_model *hm = g->host_model;
+    const cgq_model *sm = f32 ? &g->shadow_f : &g->shadow; /* weights in T, device pointers */
+    cgq_model *dm = f32 ? g->dev_model_f : g->dev_model;
     mace_ctx c;
     memset(&c, 0, sizeof c);
     c.m = hm;
     c.N = gr->n_local, c.NA = gr->n_nodes, c.E = gr->n_edges;
     c.nY = (hm->lmax_sh + 1) * (hm->lmax_sh + 1), c.nb = hm->n_bessel;
     const int64_t N = c.N, NA = c.NA, E = c.E;
-    const int L = hm->n_layers, want_grad = edge_grad != nullptr, nb = c.nb;
+    const int L = hm->n_layers, want_grad = edge_grad != nullptr, nb = c.nb, nY = c.nY;
     phase_profiler prof;
     const size_t need = mace_layout(&c, nullptr, want_grad, 0, 0);
     CGQ_TRY(grow((void **)&g->arena, &g->arena_cap, sizeof(double) * (need + 1)));
     mace_layout(&c, g->arena, want_grad, 0, 0);
+    if (f32) CGQ_TRY(grow(&g->arena_f, &g->arena_f_cap, sizeof(T) * (need + 1)));
+    auto R = [&](double *q) -> T * { /* the T copy of a double-arena array */
+        if (!q) return nullptr;
+        return f32 ? reinterpret_cast<T *>(g->arena_f) + (q - g->arena) : reinterpret_cast<T *>(q);
+    };
     CGQ_TRY(grow((void **)&g->scratch, &g->scratch_cap, sizeof(double) * (c.esz + c.nsz) * CGQ_GPU_MAX_PARALLEL));
     CGQ_TRY(upload_graph(g, gr, &c));
 
@@ -654,146 +762,176 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
     free_b += g->vb.caps[0] + g->vb.caps[1]; /* this call may reuse its own chunk buffers */
     const size_t budget = std::min<size_t>(free_b / 3, (size_t)4 << 30);
-    const int64_t chunk_edges = std::max<int64_t>(max_deg, std::min<int64_t>(E, (int64_t)(budget / (8 * per_edge))));
+    const int64_t chunk_edges =
+        std::max<int64_t>(max_deg, std::min<int64_t>(E, (int64_t)(budget / (sizeof(T) * per_edge))));
     const std::vector<edge_chunk> chunks = edge_chunks(gr, chunk_edges);
     v2_buffers &b = g->vb;
+    /* the buffers are sized in doubles, which also holds them in float */
     CGQ_TRY(grow_d(&b.w, &b.caps[0], (size_t)chunk_edges * wn));
     CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * cs));
+    CGQ_TRY(grow_d(&b.edge_in, &b.caps[10], f32 ? (size_t)E * (nY + nb + 1) : 0));
     if (want_grad) {
         CGQ_TRY(grow_d(&b.gw, &b.caps[2], (size_t)chunk_edges * wn));
         CGQ_TRY(grow_d(&b.gtmp, &b.caps[3], (size_t)2 * chunk_edges * maxw));
         CGQ_TRY(grow_d(&b.gef, &b.caps[4], (size_t)chunk_edges * nb));
-        CGQ_TRY(grow_d(&b.gY, &b.caps[5], (size_t)E * c.nY));
+        CGQ_TRY(grow_d(&b.gY, &b.caps[5], (size_t)E * nY));
         CGQ_TRY(grow_d(&b.gcut, &b.caps[6], (size_t)E));
         CGQ_TRY(grow_d(&b.gx1e, &b.caps[7], (size_t)E * dhu));
         CGQ_TRY(grow_d(&b.node_tmp, &b.caps[8], (size_t)2 * N * dT));
     }
     /* keep the forward's MLP outputs for the reverse pass when all edges fit one chunk and memory allows */
-    double *w_of[CGQ_MAX_LAYERS], *act_of[CGQ_MAX_LAYERS];
+    T *w_of[CGQ_MAX_LAYERS], *act_of[CGQ_MAX_LAYERS];
     bool keep = false;
     if (want_grad && chunks.size() == 1) {
         size_t tot = 0;
         for (int t = 0; t < L; t++)
             tot += (size_t)E * (hm->layers[t].conv_tp.weight_numel + cgq_fcnet_cache_size(&hm->layers[t].radial_mlp));
-        keep = 8 * tot <= (free_b + b.caps[9]) / 3 && grow_d(&b.kept, &b.caps[9], tot) == CGQ_STATUS_OK;
-        double *q = b.kept;
+        keep = sizeof(T) * tot <= (free_b + b.caps[9]) / 3 && grow_d(&b.kept, &b.caps[9], tot) == CGQ_STATUS_OK;
+        T *q = reinterpret_cast<T *>(b.kept);
         for (int t = 0; t < L && keep; t++) {
             w_of[t] = q, q += (size_t)E * hm->layers[t].conv_tp.weight_numel;
             act_of[t] = q, q += (size_t)E * cgq_fcnet_cache_size(&hm->layers[t].radial_mlp);
         }
     }
-    for (int t = 0; t < L && !keep; t++) w_of[t] = b.w, act_of[t] = b.act;
-    c.gx1e = b.gx1e;
-    c.messages_ready = 1;
-    c.m = dm;
-    const int T = CGQ_GPU_THREADS;
-    const double *cut_w = hm->apply_cutoff ? nullptr : c.cut; /* weights times the cutoff */
-
+    for (int t = 0; t < L && !keep; t++) w_of[t] = reinterpret_cast<T *>(b.w), act_of[t] = reinterpret_cast<T *>(b.act);
+    T *gw = reinterpret_cast<T *>(b.gw), *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef);
+    T *gY = reinterpret_cast<T *>(b.gY), *gcut = reinterpret_cast<T *>(b.gcut), *gx1e = reinterpret_cast<T *>(b.gx1e);
+    T *node_tmp = reinterpret_cast<T *>(b.node_tmp);
+    c.m = g->dev_model; /* the double steps (geometry, embedding, readouts, edge tail) */
+    const int TH = CGQ_GPU_THREADS;
     prof.mark("setup_graph_upload");
-    if (E) k_edge_geometry<<<blocks_for(E), T>>>(c);
-    if (NA) k_embed<<<blocks_for(NA), T>>>(c);
+    if (E) k_edge_geometry<<<blocks_for(E), TH>>>(c);
+    if (NA) k_embed<<<blocks_for(NA), TH>>>(c);
     CGQ_LAUNCH_CHECK();
+    const T *Y = reinterpret_cast<const T *>(c.Y), *ef = reinterpret_cast<const T *>(c.ef);
+    const T *cut = reinterpret_cast<const T *>(c.cut);
+    if (f32 && E) {
+        T *q = reinterpret_cast<T *>(b.edge_in);
+        k_convert<double, T><<<blocks_for(E * nY), TH>>>(E * nY, c.Y, q);
+        k_convert<double, T><<<blocks_for(E * nb), TH>>>(E * nb, c.ef, q + E * nY);
+        k_convert<double, T><<<blocks_for(E), TH>>>(E, c.cut, q + E * (nY + nb));
+        Y = q, ef = q + E * nY, cut = q + E * (nY + nb);
+    }
+    if (f32 && NA) {
+        const int64_t n = NA * hm->node_embedding.out.dim;
+        k_convert<double, T><<<blocks_for(n), TH>>>(n, c.emb, R(c.emb));
+    }
+    CGQ_LAUNCH_CHECK();
+    const T *cut_w = hm->apply_cutoff ? nullptr : cut; /* weights times the cutoff */
     prof.mark("geometry");
     for (int t = 0; t < L; t++) {
         const cgq_mace_layer *ly = &hm->layers[t];
         cgq_mace_layer *dly = &dm->layers[t];
         const conv_plan &p = g->plans[t];
         const mace_layer_state &s = c.ls[t];
+        T *hu = R(s.hu), *M = R(s.M), *Mlin = R(s.Mlin), *Apre = R(s.Apre), *A = R(s.A), *B = R(s.B), *sc = R(s.sc);
+        T *h = R(s.h);
         const int din = mace_layer_in_dim(hm, t), dhu_t = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim;
         const int dTt = ly->target.dim, CD = ly->channels * ly->coupling_dim, dB = ly->product_out.dim;
         const int dH = ly->product_linear.out.dim, dsc = ly->skip_tp.out.dim;
-        const double *hin = t ? c.ls[t - 1].h : c.emb;
+        const T *hin = t ? R(c.ls[t - 1].h) : R(c.emb);
         const int64_t n_up = t == 0 ? NA : N;
-        if (n_up) k_linear_fwd<<<blocks_for(n_up * dhu_t), T>>>(&dly->linear_up, n_up, hin, din, s.hu, dhu_t, 1.0, nullptr, 0);
-        if (ly->residual && N) k_skip_fwd<<<blocks_for(N * dsc), T>>>(&dly->skip_tp, N, c.species, hin, din, s.sc, dsc);
+        if (n_up) k_linear_fwd<T><<<blocks_for(n_up * dhu_t), TH>>>(&dly->linear_up, n_up, hin, din, hu, dhu_t, (T)1, nullptr, 0);
+        if (ly->residual && N) k_skip_fwd<T><<<blocks_for(N * dsc), TH>>>(&dly->skip_tp, N, c.species, hin, din, sc, dsc);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
-        if (t > 0 && xc) CGQ_TRY(exchange_rows(g, s.hu, NA, dhu_t, xc, false));
+        if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, hu, s.hu, NA, dhu_t, xc, false));
         for (const edge_chunk &ch : chunks) {
-            mlp_forward(sm->layers[t].radial_mlp, sm->layers[t].radial_mlp.W, ch.e1 - ch.e0, c.ef + ch.e0 * nb, nb, act_of[t],
-                        w_of[t], p.wn, 0);
+            const cgq_fcnet &fc = sm->layers[t].radial_mlp;
+            mlp_forward<T>(fc, reinterpret_cast<T *const *>(fc.W), ch.e1 - ch.e0, ef + ch.e0 * nb, nb, act_of[t], w_of[t],
+                           p.wn, 0);
             prof.mark("mlp_fwd");
-            k_conv_fwd<<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p)>>>(p, ch.i0, c.row_ptr, c.sender, c.Y, s.hu,
-                                                                                  w_of[t], ch.e0, cut_w, s.M);
+            k_conv_fwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
+                p, ch.i0, c.row_ptr, c.sender, Y, hu, w_of[t], ch.e0, cut_w, M);
             CGQ_LAUNCH_CHECK();
             prof.mark("conv_fwd");
         }
         if (!N) continue;
-        k_linear_fwd<<<blocks_for(N * dTt), T>>>(&dly->linear, N, s.M, dM, s.Mlin, dTt, 1.0 / ly->avg_num_neighbors, nullptr, 0);
-        if (!ly->residual) k_skip_fwd<<<blocks_for(N * dTt), T>>>(&dly->skip_tp, N, c.species, s.Mlin, dTt, s.Apre, dTt);
-        else CGQ_CHECK_GPU(cudaMemcpyAsync(s.Apre, s.Mlin, sizeof(double) * N * dTt, cudaMemcpyDeviceToDevice));
-        k_reshape_cd<<<blocks_for(N * dTt), T>>>(dly, N, s.Apre, dTt, s.A, CD, 1);
+        k_linear_fwd<T><<<blocks_for(N * dTt), TH>>>(&dly->linear, N, M, dM, Mlin, dTt, (T)(1.0 / ly->avg_num_neighbors),
+                                                     nullptr, 0);
+        if (!ly->residual) k_skip_fwd<T><<<blocks_for(N * dTt), TH>>>(&dly->skip_tp, N, c.species, Mlin, dTt, Apre, dTt);
+        else CGQ_CHECK_GPU(cudaMemcpyAsync(Apre, Mlin, sizeof(T) * N * dTt, cudaMemcpyDeviceToDevice));
+        k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(dly, N, Apre, dTt, A, CD, 1);
         prof.mark("node_fwd");
         const symcon_plan &sp = g->symcon[t];
-        k_symcon_fwd<<<(unsigned)N, sp.threads, sp.smem_fwd>>>(sp.parts, sp.n_parts, ly->channels, ly->coupling_dim,
-                                                               ly->agnostic, c.species, s.A, CD, s.B, dB);
+        k_symcon_fwd<T><<<(unsigned)N, sp.threads, sp.smem_fwd / sizeof(double) * sizeof(T)>>>(
+            f32 ? sp.parts_f : sp.parts, sp.n_parts, ly->channels, ly->coupling_dim, ly->agnostic, c.species, A, CD, B, dB);
         prof.mark("symcon");
-        k_linear_fwd<<<blocks_for(N * dH), T>>>(&dly->product_linear, N, s.B, dB, s.h, dH, 1.0,
-                                               (ly->use_sc && ly->residual) ? s.sc : nullptr, dsc);
+        k_linear_fwd<T><<<blocks_for(N * dH), TH>>>(&dly->product_linear, N, B, dB, h, dH, (T)1,
+                                                    (ly->use_sc && ly->residual) ? sc : nullptr, dsc);
+        if (f32) k_convert<T, double><<<blocks_for(N * dH), TH>>>(N * dH, h, s.h); /* the readouts run in double */
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
     }
-    if (N) k_scratch_step<<<blocks_for(N), T>>>(c, STEP_ENERGY, 0, N, g->scratch, c.esz + c.nsz);
+    if (N) k_scratch_step<<<blocks_for(N), TH>>>(c, STEP_ENERGY, 0, N, g->scratch, c.esz + c.nsz);
     CGQ_LAUNCH_CHECK();
     CGQ_TRY(collect_energy(g, c, energy, node_energy));
     prof.mark("energy");
     if (!want_grad) return CGQ_STATUS_OK;
 
     const int maxb = mace_max_product_dim(hm), maxcd = mace_max_coupling_dim(hm);
+    T *gh = R(c.gh), *gh_prev = R(c.gh_prev), *gM = R(c.gM), *ghu = R(c.ghu), *gBn = R(c.gBn), *gAn = R(c.gAn);
+    double *gh_readout = c.gh; /* double rows the readout reverse adds into (f32: added to gh afterwards) */
     if (E) CGQ_CHECK_GPU(cudaMemset(c.edge_grad, 0, sizeof(double) * 3 * E));
-    if (N) CGQ_CHECK_GPU(cudaMemset(c.gh, 0, sizeof(double) * N * hm->layers[L - 1].product_linear.out.dim));
+    if (N) CGQ_CHECK_GPU(cudaMemset(gh, 0, sizeof(T) * N * hm->layers[L - 1].product_linear.out.dim));
     for (int t = L - 1; t >= 0; t--) {
         const cgq_mace_layer *ly = &hm->layers[t];
         cgq_mace_layer *dly = &dm->layers[t];
         const conv_plan &p = g->plans[t];
         const mace_layer_state &s = c.ls[t];
+        T *hu = R(s.hu), *A = R(s.A);
         const int din = mace_layer_in_dim(hm, t), dhu_t = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim;
         const int dTt = ly->target.dim, dH = ly->product_linear.out.dim, dB = ly->product_out.dim;
         if (N) {
-            k_scratch_step<<<blocks_for(N), T>>>(c, STEP_READOUT_BWD, t, N, g->scratch, c.esz + c.nsz);
+            mace_ctx cr = c;
+            if (f32) CGQ_CHECK_GPU(cudaMemsetAsync(gh_readout, 0, sizeof(double) * N * dH));
+            cr.gh = f32 ? gh_readout : reinterpret_cast<double *>(gh);
+            k_scratch_step<<<blocks_for(N), TH>>>(cr, STEP_READOUT_BWD, t, N, g->scratch, c.esz + c.nsz);
+            if (f32) k_add_convert<double, T><<<blocks_for(N * dH), TH>>>(N * dH, gh_readout, gh);
             if (ly->use_sc && ly->residual)
-                k_skip_bwd<<<blocks_for(N * din), T>>>(&dly->skip_tp, N, c.species, c.gh, dH, c.gh_prev, din, 0);
-            else CGQ_CHECK_GPU(cudaMemsetAsync(c.gh_prev, 0, sizeof(double) * N * din));
-            k_linear_bwd<<<blocks_for(N * dB), T>>>(&dly->product_linear, N, c.gh, dH, c.gBn, maxb, 1.0, 0);
+                k_skip_bwd<T><<<blocks_for(N * din), TH>>>(&dly->skip_tp, N, c.species, gh, dH, gh_prev, din, 0);
+            else CGQ_CHECK_GPU(cudaMemsetAsync(gh_prev, 0, sizeof(T) * N * din));
+            k_linear_bwd<T><<<blocks_for(N * dB), TH>>>(&dly->product_linear, N, gh, dH, gBn, maxb, (T)1, 0);
             prof.mark("node_bwd");
             const symcon_plan &sp = g->symcon[t];
-            k_symcon_bwd<<<(unsigned)N, sp.threads, sp.smem_bwd>>>(sp.parts, sp.n_parts, ly->channels, ly->coupling_dim,
-                                                                   ly->agnostic, c.species, s.A,
-                                                                   ly->channels * ly->coupling_dim, c.gBn, maxb, c.gAn, maxcd);
+            k_symcon_bwd<T><<<(unsigned)N, sp.threads, sp.smem_bwd / sizeof(double) * sizeof(T)>>>(
+                f32 ? sp.parts_f : sp.parts, sp.n_parts, ly->channels, ly->coupling_dim, ly->agnostic, c.species, A,
+                ly->channels * ly->coupling_dim, gBn, maxb, gAn, maxcd);
             prof.mark("symcon_bwd");
-            double *gApre = b.node_tmp, *gMl = b.node_tmp + N * dTt;
-            k_reshape_cd<<<blocks_for(N * dTt), T>>>(dly, N, c.gAn, maxcd, gApre, dTt, 0);
-            if (!ly->residual) k_skip_bwd<<<blocks_for(N * dTt), T>>>(&dly->skip_tp, N, c.species, gApre, dTt, gMl, dTt, 0);
-            k_linear_bwd<<<blocks_for(N * dM), T>>>(&dly->linear, N, ly->residual ? gApre : gMl, dTt, c.gM, dM,
-                                                    1.0 / ly->avg_num_neighbors, 0);
+            T *gApre = node_tmp, *gMl = node_tmp + N * dTt;
+            k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(dly, N, gAn, maxcd, gApre, dTt, 0);
+            if (!ly->residual) k_skip_bwd<T><<<blocks_for(N * dTt), TH>>>(&dly->skip_tp, N, c.species, gApre, dTt, gMl, dTt, 0);
+            k_linear_bwd<T><<<blocks_for(N * dM), TH>>>(&dly->linear, N, ly->residual ? gApre : gMl, dTt, gM, dM,
+                                                        (T)(1.0 / ly->avg_num_neighbors), 0);
             CGQ_LAUNCH_CHECK();
             prof.mark("node_bwd");
         }
         for (const edge_chunk &ch : chunks) {
             const int64_t ne = ch.e1 - ch.e0;
             const cgq_fcnet &fc = sm->layers[t].radial_mlp;
-            if (!keep) mlp_forward(fc, fc.W, ne, c.ef + ch.e0 * nb, nb, act_of[t], w_of[t], p.wn, 0);
+            T *const *W = reinterpret_cast<T *const *>(fc.W);
+            if (!keep) mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act_of[t], w_of[t], p.wn, 0);
             prof.mark("mlp_fwd");
-            k_conv_bwd<<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_bwd_smem(p)>>>(
-                p, ch.i0, c.row_ptr, c.sender, c.Y, s.hu, w_of[t], ch.e0, cut_w, c.gM, b.gw, b.gY, b.gcut, b.gx1e);
+            k_conv_bwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_bwd_smem(p, sizeof(T))>>>(
+                p, ch.i0, c.row_ptr, c.sender, Y, hu, w_of[t], ch.e0, cut_w, gM, gw, gY, gcut, gx1e);
             prof.mark("conv_bwd");
-            mlp_backward(fc, fc.W, ne, act_of[t], b.gw, p.wn, b.gef, nb, b.gtmp, 0);
+            mlp_backward<T>(fc, W, ne, act_of[t], gw, p.wn, gef, nb, gtmp, 0);
             prof.mark("mlp_bwd");
-            if (ne) k_edge_tail<<<blocks_for(ne), T>>>(c, t, ch.e0, ch.e1, b.gef, b.gY, b.gcut);
+            if (ne) k_edge_tail<T><<<blocks_for(ne), TH>>>(c, t, ch.e0, ch.e1, gef, gY, gcut);
             CGQ_LAUNCH_CHECK();
             prof.mark("edge_tail");
         }
         if (t == 0) break;
-        if (NA) k_sender_sum_rows<<<blocks_for(NA * dhu_t), T>>>(NA, dhu_t, c.srow, c.sedge, b.gx1e, c.ghu);
+        if (NA) k_sender_sum_rows<T><<<blocks_for(NA * dhu_t), TH>>>(NA, dhu_t, c.srow, c.sedge, gx1e, ghu);
         CGQ_LAUNCH_CHECK();
         prof.mark("sender_sum");
-        if (xc) CGQ_TRY(exchange_rows(g, c.ghu, NA, dhu_t, xc, true));
-        if (N) k_linear_bwd<<<blocks_for(N * din), T>>>(&dly->linear_up, N, c.ghu, dhu_t, c.gh_prev, din, 1.0, 1);
+        if (xc) CGQ_TRY(exchange_rows_t<T>(g, ghu, c.ghu, NA, dhu_t, xc, true));
+        if (N) k_linear_bwd<T><<<blocks_for(N * din), TH>>>(&dly->linear_up, N, ghu, dhu_t, gh_prev, din, (T)1, 1);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_bwd");
-        double *swap = c.gh;
-        c.gh = c.gh_prev;
-        c.gh_prev = swap;
+        T *swap = gh;
+        gh = gh_prev;
+        gh_prev = swap;
     }
     if (E) CGQ_CHECK_GPU(cudaMemcpy(edge_grad, c.edge_grad, sizeof(double) * 3 * E, cudaMemcpyDeviceToHost));
     prof.mark("download");
@@ -802,6 +940,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
 
 extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cgq_exchange *xc, double *energy,
                                        double *node_energy, double *edge_grad) {
-    return g->v2 ? evaluate_v2(g, gr, xc, energy, node_energy, edge_grad)
-                 : evaluate_v1(g, gr, xc, energy, node_energy, edge_grad);
+    if (!g->v2) return evaluate_v1(g, gr, xc, energy, node_energy, edge_grad);
+    return g->fp32 ? evaluate_v2<float>(g, gr, xc, energy, node_energy, edge_grad)
+                   : evaluate_v2<double>(g, gr, xc, energy, node_energy, edge_grad);
 }

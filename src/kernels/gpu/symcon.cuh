@@ -12,7 +12,7 @@ struct symcon_part {
     int nu, K, dm, out_off;
     int64_t nnz;
     const int32_t *code;
-    const double *val, *W; /* W: [elements][K][C] */
+    const double *val, *W; /* W: [elements][K][C]; in the float plan these point at float arrays */
 };
 
 __device__ inline void symcon_decode(int32_t code, int nu, int *m, int *idx, int *k) {
@@ -23,56 +23,62 @@ __device__ inline void symcon_decode(int32_t code, int nu, int *m, int *idx, int
 
 /* One node per block, one thread per channel; the channel's A row and B sums live in shared memory
  * columns (conflict-free), the nonzero stream is read once per warp. */
+template <class T>
 __global__ void k_symcon_fwd(const symcon_part *parts, int n_parts, int C, int D, int agnostic, const int32_t *species,
-                             const double *A, int64_t lda, double *B, int64_t ldb) {
-    extern __shared__ double sm[];
+                             const T *A, int64_t lda, T *B, int64_t ldb) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *sm = reinterpret_cast<T *>(smem_raw);
     const int nt = blockDim.x, ch = threadIdx.x;
     const int64_t n = blockIdx.x;
     if (ch >= C) return; /* no block-wide sync below: each thread uses its own columns */
-    double *as = sm, *bs = sm + (size_t)D * nt;
+    T *as = sm, *bs = sm + (size_t)D * nt;
     for (int i = 0; i < D; i++) as[i * nt + ch] = A[n * lda + ch * D + i];
     const int elem = agnostic ? 0 : species[n];
     for (int j = 0; j < n_parts; j++) {
         const symcon_part &pt = parts[j];
         if (pt.nu == 1)
-            for (int m = 0; m < pt.dm; m++) bs[m * nt + ch] = 0.0;
-        const double *W = pt.W + (size_t)elem * pt.K * C + ch;
+            for (int m = 0; m < pt.dm; m++) bs[m * nt + ch] = 0;
+        const T *W = reinterpret_cast<const T *>(pt.W) + (size_t)elem * pt.K * C + ch;
+        const T *val = reinterpret_cast<const T *>(pt.val);
         for (int64_t q = 0; q < pt.nnz; q++) {
             int m, k, idx[CGQ_MAX_CORRELATION];
             symcon_decode(pt.code[q], pt.nu, &m, idx, &k);
-            double prod = pt.val[q] * W[(size_t)k * C];
+            T prod = val[q] * W[(size_t)k * C];
             for (int p = 0; p < pt.nu; p++) prod *= as[idx[p] * nt + ch];
             bs[m * nt + ch] += prod;
         }
         if (j + 1 == n_parts || parts[j + 1].nu == 1) { /* last part of this output block */
-            double *Bj = B + n * ldb + pt.out_off + ch * pt.dm;
+            T *Bj = B + n * ldb + pt.out_off + ch * pt.dm;
             for (int m = 0; m < pt.dm; m++) Bj[m] = bs[m * nt + ch];
         }
     }
 }
 
 /* gA[n] = dE/dA from gB = dE/dB (overwrites) */
+template <class T>
 __global__ void k_symcon_bwd(const symcon_part *parts, int n_parts, int C, int D, int agnostic, const int32_t *species,
-                             const double *A, int64_t lda, const double *gB, int64_t ldgb, double *gA, int64_t ldga) {
-    extern __shared__ double sm[];
+                             const T *A, int64_t lda, const T *gB, int64_t ldgb, T *gA, int64_t ldga) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *sm = reinterpret_cast<T *>(smem_raw);
     const int nt = blockDim.x, ch = threadIdx.x;
     const int64_t n = blockIdx.x;
     if (ch >= C) return;
-    double *as = sm, *gas = sm + (size_t)D * nt, *gs = gas + (size_t)D * nt;
-    for (int i = 0; i < D; i++) as[i * nt + ch] = A[n * lda + ch * D + i], gas[i * nt + ch] = 0.0;
+    T *as = sm, *gas = sm + (size_t)D * nt, *gs = gas + (size_t)D * nt;
+    for (int i = 0; i < D; i++) as[i * nt + ch] = A[n * lda + ch * D + i], gas[i * nt + ch] = 0;
     const int elem = agnostic ? 0 : species[n];
     for (int j = 0; j < n_parts; j++) {
         const symcon_part &pt = parts[j];
         if (pt.nu == 1)
             for (int m = 0; m < pt.dm; m++) gs[m * nt + ch] = gB[n * ldgb + pt.out_off + ch * pt.dm + m];
-        const double *W = pt.W + (size_t)elem * pt.K * C + ch;
+        const T *W = reinterpret_cast<const T *>(pt.W) + (size_t)elem * pt.K * C + ch;
+        const T *val = reinterpret_cast<const T *>(pt.val);
         for (int64_t q = 0; q < pt.nnz; q++) {
             int m, k, idx[CGQ_MAX_CORRELATION];
             symcon_decode(pt.code[q], pt.nu, &m, idx, &k);
-            const double s = gs[m * nt + ch] * pt.val[q] * W[(size_t)k * C];
-            if (s == 0.0) continue;
+            const T s = gs[m * nt + ch] * val[q] * W[(size_t)k * C];
+            if (s == 0) continue;
             for (int p = 0; p < pt.nu; p++) {
-                double prod = s;
+                T prod = s;
                 for (int r = 0; r < pt.nu; r++)
                     if (r != p) prod *= as[idx[r] * nt + ch];
                 gas[idx[p] * nt + ch] += prod;
@@ -84,7 +90,7 @@ __global__ void k_symcon_bwd(const symcon_part *parts, int n_parts, int C, int D
 
 struct symcon_plan {
     int ok, n_parts, threads;
-    symcon_part *parts; /* device */
+    symcon_part *parts, *parts_f; /* device; parts_f: the float copies of the values and weights */
     size_t smem_fwd, smem_bwd;
 };
 
