@@ -207,6 +207,57 @@ __global__ void k_sender_sum_rows(int64_t n_nodes, int dhu, const int64_t *srow,
     }
 }
 
+/* ---- density normalisation (RealAgnosticDensity* blocks): rho_i = sum_e tanh(d_e^2) (x cut_e), where
+ * d_e is the density MLP's output, and the messages scaled by 1 / (rho_i + 1) instead of 1 / avg_num_neighbors */
+template <class T>
+__global__ void k_density_rho(int64_t i0, int64_t n, const int64_t *row_ptr, const T *d, int64_t e0, const T *cut, T *rho) {
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < n; q += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t i = i0 + q;
+        T r = 0;
+        for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++) {
+            const T dd = d[e - e0], v = tanh(dd * dd);
+            r += cut ? v * cut[e] : v;
+        }
+        rho[i] = r;
+    }
+}
+
+/* x[n, :] *= 1 / (rho_n + 1) */
+template <class T>
+__global__ void k_density_scale(int64_t n_nodes, int width, const T *rho, T *x) {
+    const int64_t total = n_nodes * width;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x)
+        x[q] *= (T)1 / (rho[q / width] + (T)1);
+}
+
+/* Reverse through the scaling: grho_n = -<g_n, Mlin_n> / (rho_n + 1) (Mlin scaled), then g_n /= rho_n + 1.
+ * One thread per node: the dot product has a fixed order. */
+template <class T>
+__global__ void k_density_scale_bwd(int64_t n_nodes, int width, const T *rho, const T *Mlin, T *g, T *grho) {
+    for (int64_t n = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; n < n_nodes; n += (int64_t)gridDim.x * blockDim.x) {
+        const T r1 = rho[n] + (T)1;
+        T acc = 0;
+        for (int j = 0; j < width; j++) acc += g[n * width + j] * Mlin[n * width + j];
+        grho[n] = -acc / r1;
+        for (int j = 0; j < width; j++) g[n * width + j] /= r1;
+    }
+}
+
+/* Per edge: dE/dd of the density MLP output (gd), and dE/dcut += grho th when the cutoff multiplies rho. */
+template <class T>
+__global__ void k_density_edge_bwd(int64_t e0, int64_t e1, const int32_t *erecv, const T *d, const T *grho, const T *cut,
+                                   T *gd, T *gcut) {
+    for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1; e += (int64_t)gridDim.x * blockDim.x) {
+        const T dd = d[e - e0], th = tanh(dd * dd);
+        T g = grho[erecv[e]];
+        if (cut) {
+            gcut[e] += g * th;
+            g *= cut[e];
+        }
+        gd[e - e0] = g * ((T)1 - th * th) * (T)2 * dd;
+    }
+}
+
 /* shared memory of the kernels for element size `es` (the double size is the larger, used to plan) */
 static size_t conv_fwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
     return es * ((size_t)p.acc_dim * p.C + p.p_dim + CONV_MAX_Y);

@@ -53,7 +53,8 @@ struct v2_buffers {
     double *node_tmp = nullptr;                                                          /* 2 x N x max target */
     double *kept = nullptr;    /* every layer's MLP outputs and activations, kept for the reverse pass */
     double *edge_in = nullptr; /* float: Y, edge features and cutoff of every edge */
-    size_t caps[11] = {0};
+    double *dens = nullptr;    /* density MLP per chunk edge: output, activations, dE/d output, dE/d features */
+    size_t caps[12] = {0};
 };
 
 struct cgq_gpu {
@@ -227,6 +228,9 @@ static cgq_status upload_model_f32(cgq_gpu *g) {
         const cgq_fcnet *hf = &hl->radial_mlp;
         for (int k = 0; k < hf->n_layers; k++)
             CGQ_TRY(upload_as_float(g, &ly->radial_mlp.W[k], hf->W[k], (size_t)hf->h[k] * hf->h[k + 1]));
+        const cgq_fcnet *hd = &hl->density_fn;
+        for (int k = 0; hl->density && k < hd->n_layers; k++)
+            CGQ_TRY(upload_as_float(g, &ly->density_fn.W[k], hd->W[k], (size_t)hd->h[k] * hd->h[k + 1]));
     }
     g->shadow_f = m;
     cgq_model *mp = &m;
@@ -293,7 +297,7 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
     const cgq_tp *tp = &ly->conv_tp;
     memset(p, 0, sizeof *p);
     const int C = tp->in1.b[0].mul;
-    bool ok = !ly->density && tp->external_weights && m->lmax_sh <= CGQ_MAX_SH_L && skip_tp_is_species_linear(m, &ly->skip_tp);
+    bool ok = tp->external_weights && m->lmax_sh <= CGQ_MAX_SH_L && skip_tp_is_species_linear(m, &ly->skip_tp);
     int x_dim = 0;
     for (int b = 0; b < tp->in1.n; b++) ok = ok && tp->in1.b[b].mul == C, x_dim += 2 * tp->in1.b[b].l + 1;
     for (int b = 0; b < tp->out.n; b++) ok = ok && tp->out.b[b].mul == C;
@@ -375,7 +379,7 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFree(g->scratch);
     cudaFree(g->graph_buf);
     v2_buffers &b = g->vb;
-    for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in}) cudaFree(p);
+    for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in, b.dens}) cudaFree(p);
     cudaFree(g->arena_f);
     delete g;
 }
@@ -413,8 +417,9 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
     }
     if (getenv("CGQ_GPU_V1")) g->v2 = 0; /* the v1 steps, for comparisons */
     if (st == CGQ_STATUS_OK && fp32 && !g->v2)
-        st = cgq_fail(CGQ_STATUS_UNSUPPORTED, "precision fp32 on the GPU covers MACE layers without the density "
-                      "normalisation and with l <= 3 features; this model runs in fp64 only (use precision fp64)");
+        st = cgq_fail(CGQ_STATUS_UNSUPPORTED, "precision fp32 on the GPU covers MACE interaction blocks with uvu "
+                      "convolutions, l <= 3 features and a coupling width <= 16; this model runs in fp64 only (use "
+                      "precision fp64)");
     g->fp32 = fp32;
     if (st == CGQ_STATUS_OK && fp32) st = upload_model_f32(g);
     if (st != CGQ_STATUS_OK) {
@@ -746,16 +751,21 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     CGQ_TRY(upload_graph(g, gr, &c));
 
     /* per-edge buffers of one chunk of receivers: MLP outputs and activations (+ their gradients) */
-    int64_t wn = 1, cs = 1, maxw = 1, dhu = 1, dT = 1;
+    int64_t wn = 1, cs = 1, maxw = 1, dhu = 1, dT = 1, dcs = 0;
     for (int t = 0; t < L; t++) {
         const cgq_mace_layer *ly = &hm->layers[t];
+        if (ly->density) {
+            dcs = std::max<int64_t>(dcs, cgq_fcnet_cache_size(&ly->density_fn));
+            maxw = std::max<int64_t>(maxw, mlp_hidden_width(ly->density_fn));
+        }
         wn = std::max<int64_t>(wn, ly->conv_tp.weight_numel);
         cs = std::max<int64_t>(cs, cgq_fcnet_cache_size(&ly->radial_mlp));
         maxw = std::max<int64_t>(maxw, mlp_hidden_width(ly->radial_mlp));
         dhu = std::max<int64_t>(dhu, ly->linear_up.out.dim);
         dT = std::max<int64_t>(dT, ly->target.dim);
     }
-    const int64_t per_edge = wn + cs + (want_grad ? wn + 2 * maxw + nb : 0);
+    const int64_t dens_per_edge = dcs ? 2 + dcs + nb : 2; /* d, activations, gd, gef of the density MLP */
+    const int64_t per_edge = wn + cs + dens_per_edge + (want_grad ? wn + 2 * maxw + nb : 0);
     int64_t max_deg = 1;
     for (int64_t i = 0; i < N; i++) max_deg = std::max(max_deg, gr->row_ptr[i + 1] - gr->row_ptr[i]);
     size_t free_b = 0, total_b = 0;
@@ -770,6 +780,9 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     CGQ_TRY(grow_d(&b.w, &b.caps[0], (size_t)chunk_edges * wn));
     CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * cs));
     CGQ_TRY(grow_d(&b.edge_in, &b.caps[10], f32 ? (size_t)E * (nY + nb + 1) : 0));
+    CGQ_TRY(grow_d(&b.dens, &b.caps[11], (size_t)chunk_edges * (2 + dcs + nb)));
+    T *dens_d = reinterpret_cast<T *>(b.dens), *dens_gd = dens_d + chunk_edges;
+    T *dens_gef = dens_gd + chunk_edges, *dens_act = dens_gef + chunk_edges * nb;
     if (want_grad) {
         CGQ_TRY(grow_d(&b.gw, &b.caps[2], (size_t)chunk_edges * wn));
         CGQ_TRY(grow_d(&b.gtmp, &b.caps[3], (size_t)2 * chunk_edges * maxw));
@@ -845,10 +858,20 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
                 p, ch.i0, c.row_ptr, c.sender, Y, hu, w_of[t], ch.e0, cut_w, M);
             CGQ_LAUNCH_CHECK();
             prof.mark("conv_fwd");
+            if (ly->density) {
+                const cgq_fcnet &df = sm->layers[t].density_fn;
+                mlp_forward<T>(df, reinterpret_cast<T *const *>(df.W), ch.e1 - ch.e0, ef + ch.e0 * nb, nb, dens_act, dens_d,
+                               1, 0);
+                k_density_rho<T><<<blocks_for(ch.i1 - ch.i0), TH>>>(ch.i0, ch.i1 - ch.i0, c.row_ptr, dens_d, ch.e0, cut_w,
+                                                                    R(s.rho));
+                CGQ_LAUNCH_CHECK();
+                prof.mark("density");
+            }
         }
         if (!N) continue;
-        k_linear_fwd<T><<<blocks_for(N * dTt), TH>>>(&dly->linear, N, M, dM, Mlin, dTt, (T)(1.0 / ly->avg_num_neighbors),
-                                                     nullptr, 0);
+        k_linear_fwd<T><<<blocks_for(N * dTt), TH>>>(&dly->linear, N, M, dM, Mlin, dTt,
+                                                     (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), nullptr, 0);
+        if (ly->density) k_density_scale<T><<<blocks_for(N * dTt), TH>>>(N, dTt, R(s.rho), Mlin);
         if (!ly->residual) k_skip_fwd<T><<<blocks_for(N * dTt), TH>>>(&dly->skip_tp, N, c.species, Mlin, dTt, Apre, dTt);
         else CGQ_CHECK_GPU(cudaMemcpyAsync(Apre, Mlin, sizeof(T) * N * dTt, cudaMemcpyDeviceToDevice));
         k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(dly, N, Apre, dTt, A, CD, 1);
@@ -901,8 +924,11 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
             T *gApre = node_tmp, *gMl = node_tmp + N * dTt;
             k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(dly, N, gAn, maxcd, gApre, dTt, 0);
             if (!ly->residual) k_skip_bwd<T><<<blocks_for(N * dTt), TH>>>(&dly->skip_tp, N, c.species, gApre, dTt, gMl, dTt, 0);
-            k_linear_bwd<T><<<blocks_for(N * dM), TH>>>(&dly->linear, N, ly->residual ? gApre : gMl, dTt, gM, dM,
-                                                        (T)(1.0 / ly->avg_num_neighbors), 0);
+            T *gsrc = ly->residual ? gApre : gMl;
+            if (ly->density)
+                k_density_scale_bwd<T><<<blocks_for(N), TH>>>(N, dTt, R(s.rho), R(s.Mlin), gsrc, R(c.grho));
+            k_linear_bwd<T><<<blocks_for(N * dM), TH>>>(&dly->linear, N, gsrc, dTt, gM, dM,
+                                                        (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), 0);
             CGQ_LAUNCH_CHECK();
             prof.mark("node_bwd");
         }
@@ -917,6 +943,16 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
             prof.mark("conv_bwd");
             mlp_backward<T>(fc, W, ne, act_of[t], gw, p.wn, gef, nb, gtmp, 0);
             prof.mark("mlp_bwd");
+            if (ly->density && ne) {
+                const cgq_fcnet &df = sm->layers[t].density_fn;
+                T *const *DW = reinterpret_cast<T *const *>(df.W);
+                mlp_forward<T>(df, DW, ne, ef + ch.e0 * nb, nb, dens_act, dens_d, 1, 0);
+                k_density_edge_bwd<T><<<blocks_for(ne), TH>>>(ch.e0, ch.e1, c.erecv, dens_d, R(c.grho), cut_w, dens_gd, gcut);
+                mlp_backward<T>(df, DW, ne, dens_act, dens_gd, 1, dens_gef, nb, gtmp, 0);
+                k_add_convert<T, T><<<blocks_for(ne * nb), TH>>>(ne * nb, dens_gef, gef);
+                CGQ_LAUNCH_CHECK();
+                prof.mark("density");
+            }
             if (ne) k_edge_tail<T><<<blocks_for(ne), TH>>>(c, t, ch.e0, ch.e1, gef, gY, gcut);
             CGQ_LAUNCH_CHECK();
             prof.mark("edge_tail");
