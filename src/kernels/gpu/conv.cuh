@@ -65,7 +65,8 @@ template <class T>
 __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
                            const T *w, int64_t e0, const T *cut, T *M) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *acc = reinterpret_cast<T *>(smem_raw), *P = acc + (size_t)p.acc_dim * p.C, *Ys = P + p.p_dim;
+    double *acc = reinterpret_cast<double *>(smem_raw); /* message sums in double in both precisions */
+    T *P = reinterpret_cast<T *>(acc + (size_t)p.acc_dim * p.C), *Ys = P + p.p_dim;
     const int64_t i = i0 + blockIdx.x;
     const int u = threadIdx.x;
     for (int j = threadIdx.x; j < p.acc_dim * p.C; j += blockDim.x) acc[j] = 0;
@@ -87,7 +88,7 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
             for (int c = 0; c < k.d3; c++) {
                 T t = 0;
                 for (int a = 0; a < k.d1; a++) t += xa[a] * Pk[a * k.d3 + c];
-                acc[(k.acc_off + c) * p.C + u] += s * t;
+                acc[(k.acc_off + c) * p.C + u] += (double)(s * t);
             }
         }
     }
@@ -96,7 +97,7 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
     T *Mi = M + i * p.dM;
     for (int b = 0; b < p.n_out; b++) {
         const conv_block &ob = p.outb[b];
-        for (int c = 0; c < ob.d; c++) Mi[ob.off + u * ob.d + c] = acc[(ob.acc_off + c) * p.C + u];
+        for (int c = 0; c < ob.d; c++) Mi[ob.off + u * ob.d + c] = (T)acc[(ob.acc_off + c) * p.C + u];
     }
 }
 
@@ -260,7 +261,7 @@ __global__ void k_density_edge_bwd(int64_t e0, int64_t e1, const int32_t *erecv,
 
 /* shared memory of the kernels for element size `es` (the double size is the larger, used to plan) */
 static size_t conv_fwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
-    return es * ((size_t)p.acc_dim * p.C + p.p_dim + CONV_MAX_Y);
+    return sizeof(double) * (size_t)p.acc_dim * p.C + es * (p.p_dim + CONV_MAX_Y);
 }
 static size_t conv_bwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
     return es * ((size_t)p.g_dim * p.C + 2 * (size_t)(p.threads / CGQ_WARP) * (CONV_MAX_Y + 1));

@@ -286,8 +286,9 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     sp->parts = dp, sp->parts_f = dpf, sp->n_parts = (int)parts.size();
     sp->threads = CGQ_WARP;
     while (sp->threads < ly->channels) sp->threads *= 2;
-    sp->smem_fwd = sizeof(double) * (size_t)(ly->coupling_dim + 7) * sp->threads;
-    sp->smem_bwd = sizeof(double) * (size_t)(2 * ly->coupling_dim + 7) * sp->threads;
+    /* sized for double operands; the float kernels use less (operands in float, sums in double) */
+    sp->smem_fwd = sizeof(double) * ((size_t)(ly->coupling_dim + 7) * sp->threads + 1);
+    sp->smem_bwd = sizeof(double) * ((size_t)(2 * ly->coupling_dim + 7) * sp->threads + 1);
     sp->ok = sp->threads <= 1024 && sp->smem_bwd <= g->smem_optin;
     return CGQ_STATUS_OK;
 }
@@ -877,7 +878,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
         k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(dly, N, Apre, dTt, A, CD, 1);
         prof.mark("node_fwd");
         const symcon_plan &sp = g->symcon[t];
-        k_symcon_fwd<T><<<(unsigned)N, sp.threads, sp.smem_fwd / sizeof(double) * sizeof(T)>>>(
+        k_symcon_fwd<T><<<(unsigned)N, sp.threads, sp.smem_fwd>>>(
             f32 ? sp.parts_f : sp.parts, sp.n_parts, ly->channels, ly->coupling_dim, ly->agnostic, c.species, A, CD, B, dB);
         prof.mark("symcon");
         k_linear_fwd<T><<<blocks_for(N * dH), TH>>>(&dly->product_linear, N, B, dB, h, dH, (T)1,
@@ -917,7 +918,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
             k_linear_bwd<T><<<blocks_for(N * dB), TH>>>(&dly->product_linear, N, gh, dH, gBn, maxb, (T)1, 0);
             prof.mark("node_bwd");
             const symcon_plan &sp = g->symcon[t];
-            k_symcon_bwd<T><<<(unsigned)N, sp.threads, sp.smem_bwd / sizeof(double) * sizeof(T)>>>(
+            k_symcon_bwd<T><<<(unsigned)N, sp.threads, sp.smem_bwd>>>(
                 f32 ? sp.parts_f : sp.parts, sp.n_parts, ly->channels, ly->coupling_dim, ly->agnostic, c.species, A,
                 ly->channels * ly->coupling_dim, gBn, maxb, gAn, maxcd);
             prof.mark("symcon_bwd");

@@ -34,7 +34,7 @@ __global__ void k_linear_fwd(const cgq_linear *lin, int64_t n_nodes, const T *x,
         const int bo = irreps_locate(&lin->out, j, &w, &m);
         const int mo = lin->out.b[bo].mul, d = 2 * lin->out.b[bo].l + 1;
         const T *xn = x + n * ldx;
-        T acc = 0;
+        double acc = 0; /* float products, double sums */
         for (int k = 0; k < lin->n_ins; k++) {
             if (lin->ins_out[k] != bo) continue;
             const cgq_irrep_block *bi = &lin->in.b[lin->ins_in[k]];
@@ -48,7 +48,7 @@ __global__ void k_linear_fwd(const cgq_linear *lin, int64_t n_nodes, const T *x,
                 if (lin->out.b[k].l == 0 && lin->out.b[k].parity == 1) off += lin->out.b[k].mul;
             acc += wt<T>(lin->bias)[off + w];
         }
-        T v = alpha * acc;
+        T v = (T)((double)alpha * acc);
         if (add) v += add[n * ldadd + j];
         y[n * ldy + j] = v;
     }
@@ -66,7 +66,7 @@ __global__ void k_linear_bwd(const cgq_linear *lin, int64_t n_nodes, const T *gy
         int u, m;
         const int bi = irreps_locate(&lin->in, i, &u, &m);
         const T *gn = gy + n * ldgy;
-        T acc = 0;
+        double acc = 0; /* float products, double sums */
         for (int k = 0; k < lin->n_ins; k++) {
             if (lin->ins_in[k] != bi) continue;
             const cgq_irrep_block *bo = &lin->out.b[lin->ins_out[k]];
@@ -76,7 +76,7 @@ __global__ void k_linear_bwd(const cgq_linear *lin, int64_t n_nodes, const T *gy
             for (int w = 0; w < mo; w++) acc += (pw * W[w]) * gb[w * d];
         }
         T *dst = gx + n * ldgx + i;
-        *dst = (accumulate ? *dst : (T)0) + alpha * acc;
+        *dst = (T)((accumulate ? (double)*dst : 0.0) + (double)alpha * acc);
     }
 }
 
@@ -93,7 +93,7 @@ __global__ void k_skip_fwd(const cgq_tp *tp, int64_t n_nodes, const int32_t *spe
         int w, c;
         const int bo = irreps_locate(&tp->out, j, &w, &c);
         const int mo = tp->out.b[bo].mul, d3 = 2 * tp->out.b[bo].l + 1;
-        T acc = 0;
+        double acc = 0; /* float products, double sums */
         for (int k = 0; k < tp->n_ins; k++) {
             if (tp->io[k] != bo) continue;
             const cgq_irrep_block *B1 = &tp->in1.b[tp->i1[k]];
@@ -107,7 +107,7 @@ __global__ void k_skip_fwd(const cgq_tp *tp, int64_t n_nodes, const int32_t *spe
                 acc += (pw * W[((int64_t)u * m2 + s) * mo + w]) * t;
             }
         }
-        out[n * ldo + j] = acc;
+        out[n * ldo + j] = (T)acc;
     }
 }
 
@@ -122,7 +122,7 @@ __global__ void k_skip_bwd(const cgq_tp *tp, int64_t n_nodes, const int32_t *spe
         const int i = (int)(q % din), s = species[n];
         int u, a;
         const int b1 = irreps_locate(&tp->in1, i, &u, &a);
-        T acc = 0;
+        double acc = 0; /* float products, double sums */
         for (int k = 0; k < tp->n_ins; k++) {
             if (tp->i1[k] != b1) continue;
             const cgq_irrep_block *BO = &tp->out.b[tp->io[k]];
@@ -137,7 +137,7 @@ __global__ void k_skip_bwd(const cgq_tp *tp, int64_t n_nodes, const int32_t *spe
             }
         }
         T *dst = gx1 + n * ldgx + i;
-        *dst = (accumulate ? *dst : (T)0) + acc;
+        *dst = (T)((accumulate ? (double)*dst : 0.0) + acc);
     }
 }
 

@@ -31,7 +31,8 @@ __global__ void k_symcon_fwd(const symcon_part *parts, int n_parts, int C, int D
     const int nt = blockDim.x, ch = threadIdx.x;
     const int64_t n = blockIdx.x;
     if (ch >= C) return; /* no block-wide sync below: each thread uses its own columns */
-    T *as = sm, *bs = sm + (size_t)D * nt;
+    T *as = sm;
+    double *bs = reinterpret_cast<double *>(smem_raw) + ((size_t)D * nt * sizeof(T) + 7) / 8; /* double sums */
     for (int i = 0; i < D; i++) as[i * nt + ch] = A[n * lda + ch * D + i];
     const int elem = agnostic ? 0 : species[n];
     for (int j = 0; j < n_parts; j++) {
@@ -45,11 +46,11 @@ __global__ void k_symcon_fwd(const symcon_part *parts, int n_parts, int C, int D
             symcon_decode(pt.code[q], pt.nu, &m, idx, &k);
             T prod = val[q] * W[(size_t)k * C];
             for (int p = 0; p < pt.nu; p++) prod *= as[idx[p] * nt + ch];
-            bs[m * nt + ch] += prod;
+            bs[m * nt + ch] += (double)prod;
         }
         if (j + 1 == n_parts || parts[j + 1].nu == 1) { /* last part of this output block */
             T *Bj = B + n * ldb + pt.out_off + ch * pt.dm;
-            for (int m = 0; m < pt.dm; m++) Bj[m] = bs[m * nt + ch];
+            for (int m = 0; m < pt.dm; m++) Bj[m] = (T)bs[m * nt + ch];
         }
     }
 }
@@ -63,7 +64,8 @@ __global__ void k_symcon_bwd(const symcon_part *parts, int n_parts, int C, int D
     const int nt = blockDim.x, ch = threadIdx.x;
     const int64_t n = blockIdx.x;
     if (ch >= C) return;
-    T *as = sm, *gas = sm + (size_t)D * nt, *gs = gas + (size_t)D * nt;
+    T *as = sm, *gs = sm + (size_t)D * nt;
+    double *gas = reinterpret_cast<double *>(smem_raw) + ((size_t)(D + 7) * nt * sizeof(T) + 7) / 8; /* double sums */
     for (int i = 0; i < D; i++) as[i * nt + ch] = A[n * lda + ch * D + i], gas[i * nt + ch] = 0;
     const int elem = agnostic ? 0 : species[n];
     for (int j = 0; j < n_parts; j++) {
@@ -81,11 +83,11 @@ __global__ void k_symcon_bwd(const symcon_part *parts, int n_parts, int C, int D
                 T prod = s;
                 for (int r = 0; r < pt.nu; r++)
                     if (r != p) prod *= as[idx[r] * nt + ch];
-                gas[idx[p] * nt + ch] += prod;
+                gas[idx[p] * nt + ch] += (double)prod;
             }
         }
     }
-    for (int i = 0; i < D; i++) gA[n * ldga + ch * D + i] = gas[i * nt + ch];
+    for (int i = 0; i < D; i++) gA[n * ldga + ch * D + i] = (T)gas[i * nt + ch];
 }
 
 struct symcon_plan {
