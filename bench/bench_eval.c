@@ -1,6 +1,7 @@
 /* bench_eval.c: end-to-end timing of one energy+forces+virial evaluation (what an MD step costs) of a
  * model on a replicated structure, on the CPU or the GPU, after checking GPU against CPU once.
- * usage: bench_eval MODEL.h5 STRUCTURE.xyz NX NY NZ DEVICE(cpu|cuda) REPEATS [--check] */
+ * usage: bench_eval MODEL.h5 STRUCTURE.xyz NX NY NZ DEVICE(cpu|cuda) REPEATS [--check] [--fp32]
+ * (--check: GPU against the CPU once, energy and forces; --fp32: precision fp32, else fp64) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,8 @@ int main(int argc, char **argv) {
     cgq_evaluator_params p = cgq_evaluator_default_params();
     p.device = strcmp(argv[6], "cuda") ? CGQ_DEVICE_CPU : CGQ_DEVICE_CUDA;
     p.precision = CGQ_PRECISION_FP64;
+    for (int i = 8; i < argc; i++)
+        if (!strcmp(argv[i], "--fp32")) p.precision = CGQ_PRECISION_FP32;
     cgq_evaluator *ev;
     if (cgq_evaluator_create(m, &p, &ev)) return fprintf(stderr, "%s\n", cgq_last_error()), 1;
     double e = 0, e2 = 0;
@@ -71,11 +74,16 @@ int main(int argc, char **argv) {
     if (check) {
         cgq_evaluator_params pc = p;
         pc.device = CGQ_DEVICE_CPU;
+        pc.precision = CGQ_PRECISION_FP64;
         cgq_evaluator *cpu;
         if (cgq_evaluator_create(m, &pc, &cpu) || !run(cpu, &s, f2, &e2)) return 1;
-        double df = 0, fm = 0;
-        for (int64_t i = 0; i < 3 * n; i++) df = fmax(df, fabs(f[i] - f2[i])), fm = fmax(fm, fabs(f2[i]));
-        printf("check vs CPU fp64: energy rel %.2e, max force diff %.2e (|F|max %.2f)\n", fabs(e - e2) / fabs(e2), df, fm);
+        double df = 0, fm = 0, s2 = 0, f2s = 0;
+        for (int64_t i = 0; i < 3 * n; i++) {
+            df = fmax(df, fabs(f[i] - f2[i])), fm = fmax(fm, fabs(f2[i]));
+            s2 += (f[i] - f2[i]) * (f[i] - f2[i]), f2s += f2[i] * f2[i];
+        }
+        printf("check vs CPU fp64: energy rel %.2e, max force diff %.2e (|F|max %.2f), force rms err / rms %.2e\n",
+               fabs(e - e2) / fabs(e2), df, fm, sqrt(s2 / fmax(f2s, 1e-300)));
         cgq_evaluator_free(cpu);
     }
     double *t = malloc(sizeof(double) * (reps > 0 ? reps : 1));
@@ -87,8 +95,8 @@ int main(int argc, char **argv) {
     }
     qsort(t, reps, sizeof(double), cmp);
     const double med = t[reps / 2];
-    printf("%s %s atoms %lld device %s: %.3f ms/step median of %d (min %.3f), %.2f us/atom-step, E=%.10f\n", argv[1],
-           argv[2], (long long)n, argv[6], 1e3 * med, reps, 1e3 * t[0], 1e6 * med / n, e);
+    printf("%s %s atoms %lld device %s %s: %.3f ms/step median of %d (min %.3f), %.2f us/atom-step, E=%.10f\n", argv[1],
+           argv[2], (long long)n, argv[6], cgq_evaluator_backend(ev), 1e3 * med, reps, 1e3 * t[0], 1e6 * med / n, e);
     cgq_evaluator_free(ev);
     cgq_model_free(m);
     return 0;

@@ -4,7 +4,8 @@
                             (89 elements, 128x0e+128x1o, l<=3, correlation 3, 2 layers, r_max 6 A)
   mace_mp0_medium_arch.model the same model pickled for mace-torch (side-by-side runs)
   water_192.xyz             frame 0 of ../shared/data/water_train.xyz
-usage: python3 tools/make_bench_models.py OUTDIR"""
+usage: python3 tools/make_bench_models.py OUTDIR [--no-selftest]
+(--no-selftest skips the mace-torch self-test structures, whose neighbour list needs matscipy)"""
 import os
 import sys
 
@@ -33,17 +34,21 @@ def main():
                 apply_cutoff=True, use_agnostic_product=False)
     model, _ = build_model(spec)
     torch.save(model, os.path.join(out, "mace_mp0_medium_arch.model"))
-    water = ase.io.read(os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "water_train.xyz"), 0)
+    src = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "water_train.xyz")
+    if not os.path.exists(src):  # a GPU machine without ../shared: the copy carried in .device/models
+        src = os.path.join(os.path.dirname(__file__), "..", ".device", "models", "water_192.xyz")
+    water = ase.io.read(src, 0)
     water.calc = None
     ase.io.write(os.path.join(out, "water_192.xyz"), water)
     with h5py.File(os.path.join(out, "mace_mp0_medium_arch.h5"), "w") as h5:
         export_mace(model, h5, source_file="random weights (untrained), MACE-MP-0-medium architecture")
         h5.attrs["note"] = "UNTRAINED: random weights, for benchmarking only"
         from cgequi_tools.reference import write_case
-        st = h5.create_group("selftest")
-        small = water[:24]
-        small.pbc = False
-        write_case(st, "water_cluster_24", small, mace_reference(model, small))
+        if "--no-selftest" not in sys.argv:
+            st = h5.create_group("selftest")
+            small = water[:24]
+            small.pbc = False
+            write_case(st, "water_cluster_24", small, mace_reference(model, small))
     print("wrote", out)
 
 

@@ -61,26 +61,33 @@ cgq_status cgq_evaluator_create(const cgq_model *model, const cgq_evaluator_para
                         "rebuild with -DCGQ_CUDA=ON");
     const int use_gpu = 0;
 #endif
-    if (p.precision == CGQ_PRECISION_FP32)
-        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "precision fp32 is not implemented yet: both backends evaluate in "
-                        "float64 (use precision fp64)");
+    if (p.precision == CGQ_PRECISION_FP32 && !use_gpu)
+        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "precision fp32 runs on the GPU only; the CPU backend evaluates in "
+                        "float64 (use precision fp64, or device cuda on a GPU build)");
     p.device = use_gpu ? CGQ_DEVICE_CUDA : CGQ_DEVICE_CPU;
-    p.precision = CGQ_PRECISION_FP64;
     cgq_evaluator *ev = calloc(1, sizeof *ev);
     if (!ev) return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory creating an evaluator");
     ev->model = model;
-    ev->params = p;
-    if (use_gpu) snprintf(ev->backend, sizeof ev->backend, "cuda:%d float64", (int)p.gpu_id);
-    else snprintf(ev->backend, sizeof ev->backend, "cpu float64");
 #ifdef CGQ_HAVE_GPU
     if (use_gpu) {
-        cgq_status st = cgq_gpu_create(model, p.gpu_id, &ev->gpu);
+        /* the GPU default is fp32 (float64 sums of energies, forces and virials) where the model's layers
+         * allow it, else fp64 */
+        int fp32 = p.precision != CGQ_PRECISION_FP64;
+        cgq_status st = cgq_gpu_create(model, p.gpu_id, fp32, &ev->gpu);
+        if (st == CGQ_STATUS_UNSUPPORTED && p.precision == CGQ_PRECISION_DEFAULT)
+            fp32 = 0, st = cgq_gpu_create(model, p.gpu_id, 0, &ev->gpu);
         if (st != CGQ_STATUS_OK) {
             free(ev);
             return st;
         }
+        p.precision = fp32 ? CGQ_PRECISION_FP32 : CGQ_PRECISION_FP64;
     }
 #endif
+    if (!use_gpu) p.precision = CGQ_PRECISION_FP64;
+    ev->params = p;
+    if (!use_gpu) snprintf(ev->backend, sizeof ev->backend, "cpu float64");
+    else if (p.precision == CGQ_PRECISION_FP32) snprintf(ev->backend, sizeof ev->backend, "cuda:%d float32 (float64 sums)", (int)p.gpu_id);
+    else snprintf(ev->backend, sizeof ev->backend, "cuda:%d float64", (int)p.gpu_id);
     *out = ev;
     return CGQ_STATUS_OK;
 }

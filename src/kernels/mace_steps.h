@@ -47,6 +47,8 @@ typedef struct mace_ctx {
     double *msg, *rho_e, *gx1e;
     /* per-node gradients at the symmetric contraction (its channels run in parallel on the GPU) */
     double *gBn, *gAn;
+    /* set by a backend whose own kernels already wrote the row-summed messages M (GPU v2) */
+    int messages_ready;
     int64_t *srow;
     int32_t *sedge, *erecv;
     /* per-item scratch sizes (doubles) */
@@ -297,8 +299,8 @@ CGQ_INTERNAL void mace_step_conv_node(const mace_ctx *c, int t, int64_t i, doubl
     mace_edge_scratch es;
     mace_scratch_init(&es, scratch, m, ly);
     double *Mi = s->M + i * dM, rho = 0.0;
-    memset(Mi, 0, sizeof(double) * (size_t)dM);
-    for (int64_t e = c->row_ptr[i]; e < c->row_ptr[i + 1]; e++) {
+    if (!c->messages_ready) memset(Mi, 0, sizeof(double) * (size_t)dM);
+    for (int64_t e = c->row_ptr[i]; e < c->row_ptr[i + 1] && !c->messages_ready; e++) {
         if (c->msg) { /* messages computed edge-parallel: sum them in row order */
             for (int j = 0; j < dM; j++) Mi[j] += c->msg[e * dM + j];
             if (ly->density) rho += c->rho_e[e];
@@ -434,6 +436,16 @@ CGQ_INTERNAL void mace_readout_backward(const cgq_readout *ro, const double *z, 
     cgq_linear_backward(&ro->linear_1, gz, gh);
 }
 
+/* gh[i] += dE/dh_t of the readouts of layer t */
+CGQ_INTERNAL void mace_step_readouts_backward(const mace_ctx *c, int t, int64_t i, double *tmp) {
+    const cgq_model *m = c->m;
+    const int dH = m->layers[t].product_linear.out.dim;
+    for (int r = 0; r < m->n_readouts; r++) {
+        const cgq_readout *ro = &m->readouts[r];
+        if (ro->layer == t) mace_readout_backward(ro, c->ro_z[r] + i * mace_readout_hidden(ro), m->scale, c->gh + i * dH, tmp);
+    }
+}
+
 /* Node side of layer t in reverse, first part: readouts of t, skip path into gh_prev (zeroed here), and
  * dE/dB into gBn; gAn zeroed for the product's reverse. gh holds dE/dh_t (rows of N). */
 CGQ_INTERNAL void mace_step_node_backward_pre(const mace_ctx *c, int t, int64_t i, double *tmp) {
@@ -443,10 +455,7 @@ CGQ_INTERNAL void mace_step_node_backward_pre(const mace_ctx *c, int t, int64_t 
     const int CD = ly->channels * ly->coupling_dim;
     const int maxb = mace_max_product_dim(m), maxcd = mace_max_coupling_dim(m);
     double *ghi = c->gh + i * dH;
-    for (int r = 0; r < m->n_readouts; r++) {
-        const cgq_readout *ro = &m->readouts[r];
-        if (ro->layer == t) mace_readout_backward(ro, c->ro_z[r] + i * mace_readout_hidden(ro), m->scale, ghi, tmp);
-    }
+    mace_step_readouts_backward(c, t, i, tmp);
     double onehot[CGQ_MAX_SPECIES] = {0};
     onehot[c->species[i]] = 1.0;
     double *gp = c->gh_prev + i * din;
@@ -504,6 +513,40 @@ CGQ_INTERNAL void mace_step_node_backward(const mace_ctx *c, int t, int64_t i, d
     mace_step_node_backward_post(c, t, i, tmp);
 }
 
+/* Last part of an edge's reverse pass, shared by the backends: from dE/d(edge features) gef, dE/d(cutoff)
+ * gcut and dE/dY gY to dE/dvec (+=), through the Bessel basis, the Agnesi transform, the polynomial cutoff,
+ * the spherical harmonics and (layer 0) the ZBL pair term. B, dB: n_bessel each; dY: 3*nY scratch. */
+CGQ_INTERNAL void mace_edge_tail(const mace_ctx *c, int t, int64_t i, int64_t e, const double *gef, double gcut,
+                                 const double *gY, double *B, double *dB, double *dY) {
+    const cgq_model *m = c->m;
+    const int nb = c->nb, nY = c->nY;
+    const double *v = c->vec + 3 * e, r = c->r[e];
+    double dcut, drb = 1.0;
+    const double cut = cgq_poly_cutoff(m->cutoff_p, m->cutoff_r_max, r, &dcut);
+    const int su = c->species[c->sender[e]], sv = c->species[i];
+    const double rb = m->agnesi ? cgq_agnesi(m, su, sv, r, &drb) : r; /* Bessel argument */
+    cgq_bessel(m, rb, B, dB);
+    double gb = 0.0; /* dE/d(rb) */
+    for (int n = 0; n < nb; n++) {
+        gb += gef[n] * dB[n] * (m->apply_cutoff ? cut : 1.0);
+        if (m->apply_cutoff) gcut += gef[n] * B[n];
+    }
+    double gr = gb * drb + gcut * dcut;
+    if (t == 0 && m->zbl) { /* pair repulsion, once */
+        double dz;
+        cgq_zbl_edge(m, su, sv, r, &dz);
+        gr += m->scale * dz;
+    }
+    double Yt[16];
+    cgq_sh_eval(m->lmax_sh, v, Yt, dY);
+    double *ge = c->edge_grad + 3 * e;
+    for (int k = 0; k < 3; k++) {
+        double acc = gr * v[k] / r;
+        for (int j = 0; j < nY; j++) acc += gY[j] * dY[3 * j + k];
+        ge[k] += acc;
+    }
+}
+
 /* dE/dv of edge e (receiver i) of layer t through Y, the radial MLP, the density (+=); each edge is
  * independent, so this runs per edge on the GPU and per receiver row on the CPU. */
 CGQ_INTERNAL void mace_edge_backward_one(const mace_ctx *c, int t, int64_t i, int64_t e, mace_edge_scratch *esp) {
@@ -513,62 +556,36 @@ CGQ_INTERNAL void mace_edge_backward_one(const mace_ctx *c, int t, int64_t i, in
     const int dhu = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim, nb = c->nb, nY = c->nY;
     const int64_t wn = ly->conv_tp.weight_numel;
     mace_edge_scratch es = *esp;
-    {
-        const double *v = c->vec + 3 * e, r = c->r[e];
-        mace_edge_weights(c, t, e, &es, 0);
-        memset(es.gw, 0, sizeof(double) * (size_t)wn);
-        memset(es.gY, 0, sizeof(double) * (size_t)nY);
-        cgq_tp_conv_backward(&ly->conv_tp, s->hu + (int64_t)c->sender[e] * dhu, c->Y + e * nY, es.w, c->gM + i * dM,
-                             NULL, es.gY, es.gw);
-        double gcut = 0.0;
-        if (!m->apply_cutoff) { /* w = mlp * cut */
-            cgq_fcnet_forward(&ly->radial_mlp, c->ef + e * nb, es.wraw, es.own_cache);
-            for (int64_t k = 0; k < wn; k++) {
-                gcut += es.gw[k] * es.wraw[k];
-                es.gw[k] *= c->cut[e];
-            }
-        }
-        double *gef = es.gef;
-        cgq_fcnet_backward(&ly->radial_mlp, c->ef + e * nb, es.cache, es.gw, gef, es.fc_scratch);
-        if (ly->density) {
-            double d;
-            mace_edge_density(c, ly, e, &es, &d);
-            const double th = tanh(d * d);
-            double grho_e = c->grho[i];
-            if (!m->apply_cutoff) {
-                gcut += grho_e * th;
-                grho_e *= c->cut[e];
-            }
-            double gd = grho_e * (1.0 - th * th) * 2.0 * d;
-            double *gef2 = es.gef + nb;
-            cgq_fcnet_backward(&ly->density_fn, c->ef + e * nb, es.dcache, &gd, gef2, es.fc_scratch);
-            for (int n = 0; n < nb; n++) gef[n] += gef2[n];
-        }
-        double dcut, drb = 1.0;
-        const double cut = cgq_poly_cutoff(m->cutoff_p, m->cutoff_r_max, r, &dcut);
-        const int su = c->species[c->sender[e]], sv = c->species[i];
-        const double rb = m->agnesi ? cgq_agnesi(m, su, sv, r, &drb) : r; /* Bessel argument */
-        cgq_bessel(m, rb, es.B, es.dB);
-        double gb = 0.0; /* dE/d(rb) */
-        for (int n = 0; n < nb; n++) {
-            gb += gef[n] * es.dB[n] * (m->apply_cutoff ? cut : 1.0);
-            if (m->apply_cutoff) gcut += gef[n] * es.B[n];
-        }
-        double gr = gb * drb + gcut * dcut;
-        if (t == 0 && m->zbl) { /* pair repulsion, once */
-            double dz;
-            cgq_zbl_edge(m, su, sv, r, &dz);
-            gr += m->scale * dz;
-        }
-        double Yt[16];
-        cgq_sh_eval(m->lmax_sh, v, Yt, es.dY);
-        double *ge = c->edge_grad + 3 * e;
-        for (int k = 0; k < 3; k++) {
-            double acc = gr * v[k] / r;
-            for (int j = 0; j < nY; j++) acc += es.gY[j] * es.dY[3 * j + k];
-            ge[k] += acc;
+    mace_edge_weights(c, t, e, &es, 0);
+    memset(es.gw, 0, sizeof(double) * (size_t)wn);
+    memset(es.gY, 0, sizeof(double) * (size_t)nY);
+    cgq_tp_conv_backward(&ly->conv_tp, s->hu + (int64_t)c->sender[e] * dhu, c->Y + e * nY, es.w, c->gM + i * dM, NULL,
+                         es.gY, es.gw);
+    double gcut = 0.0;
+    if (!m->apply_cutoff) { /* w = mlp * cut */
+        cgq_fcnet_forward(&ly->radial_mlp, c->ef + e * nb, es.wraw, es.own_cache);
+        for (int64_t k = 0; k < wn; k++) {
+            gcut += es.gw[k] * es.wraw[k];
+            es.gw[k] *= c->cut[e];
         }
     }
+    double *gef = es.gef;
+    cgq_fcnet_backward(&ly->radial_mlp, c->ef + e * nb, es.cache, es.gw, gef, es.fc_scratch);
+    if (ly->density) {
+        double d;
+        mace_edge_density(c, ly, e, &es, &d);
+        const double th = tanh(d * d);
+        double grho_e = c->grho[i];
+        if (!m->apply_cutoff) {
+            gcut += grho_e * th;
+            grho_e *= c->cut[e];
+        }
+        double gd = grho_e * (1.0 - th * th) * 2.0 * d;
+        double *gef2 = es.gef + nb;
+        cgq_fcnet_backward(&ly->density_fn, c->ef + e * nb, es.dcache, &gd, gef2, es.fc_scratch);
+        for (int n = 0; n < nb; n++) gef[n] += gef2[n];
+    }
+    mace_edge_tail(c, t, i, e, gef, gcut, es.gY, es.B, es.dB, es.dY);
 }
 
 CGQ_INTERNAL void mace_step_edge_backward(const mace_ctx *c, int t, int64_t i, double *scratch) {

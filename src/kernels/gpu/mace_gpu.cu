@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "kernels/gpu/vendor.h"
@@ -26,6 +30,11 @@ extern "C" {
 #include "kernels/cpu/tensor_product.c"
 #include "kernels/mace_steps.h"
 
+#include "kernels/gpu/conv.cuh"
+#include "kernels/gpu/gemm.cuh"
+#include "kernels/gpu/node_ops.cuh"
+#include "kernels/gpu/symcon.cuh"
+
 #define CGQ_CHECK_GPU(call)                                                                                  \
     do {                                                                                                     \
         cudaError_t err_ = (call);                                                                           \
@@ -37,9 +46,31 @@ extern "C" {
 #define CGQ_GPU_THREADS 128
 #define CGQ_GPU_MAX_PARALLEL (132 * 4 * CGQ_GPU_THREADS) /* threads with their own scratch */
 
+/* Work buffers of the v2 path, reused across calls and grown by padding. */
+struct v2_buffers {
+    double *w = nullptr, *act = nullptr, *gw = nullptr, *gtmp = nullptr, *gef = nullptr; /* per chunk of edges */
+    double *gY = nullptr, *gcut = nullptr, *gx1e = nullptr;                             /* per edge */
+    double *node_tmp = nullptr;                                                          /* 2 x N x max target */
+    double *kept = nullptr;    /* every layer's MLP outputs and activations, kept for the reverse pass */
+    double *edge_in = nullptr; /* float: Y, edge features and cutoff of every edge */
+    double *dens = nullptr;    /* density MLP per chunk edge: output, activations, dE/d output, dE/d features */
+    size_t caps[12] = {0};
+};
+
 struct cgq_gpu {
     const cgq_model *host_model;
     cgq_model *dev_model; /* device copy of the model struct (pointers to device arrays) */
+    cgq_model shadow;     /* host copy of *dev_model: device pointers, host-readable sizes */
+    cgq_model *dev_model_f = nullptr; /* float: the same with float weight arrays (in the double* fields) */
+    cgq_model shadow_f;
+    int fp32;
+    void *arena_f = nullptr; /* float: layer arrays, laid out like arena */
+    size_t arena_f_cap = 0;
+    conv_plan plans[CGQ_MAX_LAYERS];
+    symcon_plan symcon[CGQ_MAX_LAYERS];
+    int v2; /* every layer has the forms the v2 kernels cover (else the v1 steps run the model) */
+    size_t smem_optin;
+    v2_buffers vb;
     std::vector<void *> allocations;
     double *arena = nullptr;
     size_t arena_cap = 0;
@@ -145,10 +176,191 @@ static cgq_status upload_model(cgq_gpu *g, const cgq_model *hm) {
         if (ro->kind == CGQ_READOUT_NONLINEAR_BIAS) CGQ_TRY(upload_linear(g, &ro->linear_mid));
         if (ro->kind != CGQ_READOUT_LINEAR) CGQ_TRY(upload_linear(g, &ro->linear_2));
     }
+    g->shadow = m;
     cgq_model *mp = &m;
     CGQ_TRY(upload(g, &mp, 1));
     g->dev_model = mp;
     return CGQ_STATUS_OK;
+}
+
+/* ---- float copy of the weights the v2 kernels read (the double steps keep the double model) ----------- */
+static cgq_status upload_as_float(cgq_gpu *g, double **field, const double *host, size_t count) {
+    if (!host || count == 0) {
+        *field = nullptr;
+        return CGQ_STATUS_OK;
+    }
+    std::vector<float> f(host, host + count);
+    float *d = f.data();
+    CGQ_TRY(upload(g, &d, count));
+    *field = reinterpret_cast<double *>(d);
+    return CGQ_STATUS_OK;
+}
+
+static cgq_status linear_float(cgq_gpu *g, cgq_linear *dst, const cgq_linear *h) {
+    int64_t numel = 0, nbias = 0;
+    for (int k = 0; k < h->n_ins; k++) numel += (int64_t)h->in.b[h->ins_in[k]].mul * h->out.b[h->ins_out[k]].mul;
+    for (int i = 0; i < h->out.n; i++)
+        if (h->out.b[i].l == 0 && h->out.b[i].parity == 1) nbias += h->out.b[i].mul;
+    CGQ_TRY(upload_as_float(g, &dst->weight, h->weight, (size_t)numel));
+    return upload_as_float(g, &dst->bias, h->bias, h->bias ? (size_t)nbias : 0);
+}
+
+static cgq_status upload_model_f32(cgq_gpu *g) {
+    const cgq_model *hm = g->host_model;
+    cgq_model m = g->shadow;
+    for (int t = 0; t < hm->n_layers; t++) {
+        const cgq_mace_layer *hl = &hm->layers[t];
+        cgq_mace_layer *ly = &m.layers[t];
+        CGQ_TRY(linear_float(g, &ly->linear_up, &hl->linear_up));
+        CGQ_TRY(linear_float(g, &ly->linear, &hl->linear));
+        CGQ_TRY(linear_float(g, &ly->product_linear, &hl->product_linear));
+        const cgq_tp *st = &hl->skip_tp;
+        CGQ_TRY(upload_as_float(g, &ly->skip_tp.weight, st->weight, (size_t)st->weight_numel));
+        std::vector<double *> w3j((size_t)st->n_ins);
+        for (int k = 0; k < st->n_ins; k++) {
+            const int d1 = 2 * st->in1.b[st->i1[k]].l + 1, d2 = 2 * st->in2.b[st->i2[k]].l + 1;
+            const int d3 = 2 * st->out.b[st->io[k]].l + 1;
+            CGQ_TRY(upload_as_float(g, &w3j[(size_t)k], st->w3j[k], (size_t)(d1 * d2 * d3)));
+        }
+        double **wp = w3j.data();
+        CGQ_TRY(upload(g, &wp, w3j.size()));
+        ly->skip_tp.w3j = wp;
+        const cgq_fcnet *hf = &hl->radial_mlp;
+        for (int k = 0; k < hf->n_layers; k++)
+            CGQ_TRY(upload_as_float(g, &ly->radial_mlp.W[k], hf->W[k], (size_t)hf->h[k] * hf->h[k + 1]));
+        const cgq_fcnet *hd = &hl->density_fn;
+        for (int k = 0; hl->density && k < hd->n_layers; k++)
+            CGQ_TRY(upload_as_float(g, &ly->density_fn.W[k], hd->W[k], (size_t)hd->h[k] * hd->h[k + 1]));
+    }
+    g->shadow_f = m;
+    cgq_model *mp = &m;
+    CGQ_TRY(upload(g, &mp, 1));
+    g->dev_model_f = mp;
+    return CGQ_STATUS_OK;
+}
+
+/* ---- v2 conv plan: the layer's instructions flattened for k_conv_fwd / k_conv_bwd ---------------- */
+static bool skip_tp_is_species_linear(const cgq_model *m, const cgq_tp *tp) {
+    if (tp->in2.n != 1 || tp->in2.b[0].l != 0 || tp->in2.b[0].mul != m->n_species || !tp->weight) return false;
+    for (int k = 0; k < tp->n_ins; k++)
+        if (tp->mode[k] != CGQ_TP_UVW || !tp->has_weight[k]) return false;
+    return true;
+}
+
+/* The layer's U nonzeros packed for k_symcon_fwd / k_symcon_bwd, parts ordered nu = 1.. per output block. */
+static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
+    const cgq_mace_layer *ly = &g->host_model->layers[t];
+    const cgq_mace_layer *dl = &g->shadow.layers[t]; /* device pointers of W and the values */
+    std::vector<cgq_contraction> dcs((size_t)ly->n_contractions);
+    CGQ_CHECK_GPU(cudaMemcpy(dcs.data(), dl->contractions, sizeof(cgq_contraction) * dcs.size(), cudaMemcpyDeviceToHost));
+    memset(sp, 0, sizeof *sp);
+    std::vector<symcon_part> parts, parts_f;
+    for (int j = 0; j < ly->n_contractions; j++) {
+        const cgq_contraction *ct = &ly->contractions[j];
+        if (ct->l_out > 3 || ly->coupling_dim > SYMCON_MAX_D) return CGQ_STATUS_OK;
+        for (int nu = 1; nu <= ct->correlation; nu++) {
+            if (ct->K[nu] >= (1 << 12) || nu > 4) return CGQ_STATUS_OK;
+            std::vector<int32_t> code((size_t)ct->nnz[nu] + 1);
+            for (int64_t q = 0; q < ct->nnz[nu]; q++) {
+                int32_t c = ct->u_m[nu][q] | (ct->u_k[nu][q] << 19);
+                for (int p = 0; p < nu; p++) c |= ct->u_idx[nu][q * nu + p] << (3 + 4 * p);
+                code[(size_t)q] = c;
+            }
+            int32_t *dcode = code.data();
+            CGQ_TRY(upload(g, &dcode, code.size()));
+            symcon_part pt;
+            pt.nu = nu, pt.K = ct->K[nu], pt.dm = 2 * ct->l_out + 1, pt.out_off = ly->product_out.b[j].offset;
+            pt.nnz = ct->nnz[nu], pt.code = dcode, pt.val = dcs[(size_t)j].u_val[nu], pt.W = dcs[(size_t)j].W[nu];
+            parts.push_back(pt);
+            double *vf, *wf;
+            CGQ_TRY(upload_as_float(g, &vf, ct->u_val[nu], (size_t)ct->nnz[nu]));
+            const int E = ly->agnostic ? 1 : g->host_model->n_species;
+            CGQ_TRY(upload_as_float(g, &wf, ct->W[nu], (size_t)E * ct->K[nu] * ly->channels));
+            pt.val = vf, pt.W = wf;
+            parts_f.push_back(pt);
+        }
+    }
+    symcon_part *dp = parts.data(), *dpf = parts_f.data();
+    CGQ_TRY(upload(g, &dp, parts.size()));
+    CGQ_TRY(upload(g, &dpf, parts_f.size()));
+    sp->parts = dp, sp->parts_f = dpf, sp->n_parts = (int)parts.size();
+    sp->threads = CGQ_WARP;
+    while (sp->threads < ly->channels) sp->threads *= 2;
+    /* sized for double operands; the float kernels use less (operands in float, sums in double) */
+    sp->smem_fwd = sizeof(double) * ((size_t)(ly->coupling_dim + 7) * sp->threads + 1);
+    sp->smem_bwd = sizeof(double) * ((size_t)(2 * ly->coupling_dim + 7) * sp->threads + 1);
+    sp->ok = sp->threads <= 1024 && sp->smem_bwd <= g->smem_optin;
+    return CGQ_STATUS_OK;
+}
+
+static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_plan *p) {
+    const cgq_mace_layer *ly = &m->layers[t];
+    const cgq_tp *tp = &ly->conv_tp;
+    memset(p, 0, sizeof *p);
+    const int C = tp->in1.b[0].mul;
+    bool ok = tp->external_weights && m->lmax_sh <= CGQ_MAX_SH_L && skip_tp_is_species_linear(m, &ly->skip_tp);
+    int x_dim = 0;
+    for (int b = 0; b < tp->in1.n; b++) ok = ok && tp->in1.b[b].mul == C, x_dim += 2 * tp->in1.b[b].l + 1;
+    for (int b = 0; b < tp->out.n; b++) ok = ok && tp->out.b[b].mul == C;
+    for (int k = 0; k < tp->n_ins; k++)
+        ok = ok && tp->mode[k] == CGQ_TP_UVU && tp->in2.b[tp->i2[k]].mul == 1 && tp->has_weight[k];
+    ok = ok && x_dim <= CONV_MAX_XDIM && (m->lmax_sh + 1) * (m->lmax_sh + 1) <= CONV_MAX_Y && C <= 1024;
+    if (!ok) return CGQ_STATUS_OK;
+    std::vector<conv_block> outb(tp->out.n), in1b(tp->in1.n);
+    int acc = 0, xa = 0, g_dim = 0;
+    for (int b = 0; b < tp->out.n; b++) outb[b] = {tp->out.b[b].offset, 2 * tp->out.b[b].l + 1, acc}, acc += outb[b].d;
+    for (int b = 0; b < tp->in1.n; b++) in1b[b] = {tp->in1.b[b].offset, 2 * tp->in1.b[b].l + 1, xa}, xa += in1b[b].d;
+    std::vector<conv_ins> ins(tp->n_ins);
+    std::vector<double> cg;
+    std::vector<int> p_ins, p_a, p_c;
+    for (int k = 0; k < tp->n_ins; k++) {
+        conv_ins &q = ins[k];
+        const cgq_irrep_block *B1 = &tp->in1.b[tp->i1[k]], *B2 = &tp->in2.b[tp->i2[k]];
+        q.d1 = 2 * B1->l + 1, q.d2 = 2 * B2->l + 1, q.d3 = outb[tp->io[k]].d;
+        q.x_off = B1->offset, q.xa_off = in1b[tp->i1[k]].acc_off, q.y_off = B2->offset;
+        q.acc_off = outb[tp->io[k]].acc_off, q.out_off = outb[tp->io[k]].off;
+        q.g_off = g_dim, g_dim += q.d1 * q.d2;
+        q.p_off = (int)p_ins.size(), q.c_off = (int)cg.size();
+        q.w_off = tp->w_offset[k], q.pw = tp->path_weight[k];
+        cg.insert(cg.end(), g->host_model->layers[t].conv_tp.w3j[k], g->host_model->layers[t].conv_tp.w3j[k] + q.d1 * q.d2 * q.d3);
+        for (int a = 0; a < q.d1; a++)
+            for (int c = 0; c < q.d3; c++) p_ins.push_back(k), p_a.push_back(a), p_c.push_back(c);
+    }
+    p->n_ins = tp->n_ins, p->n_out = tp->out.n, p->n_in1 = tp->in1.n;
+    p->C = C, p->acc_dim = acc, p->p_dim = (int)p_ins.size(), p->g_dim = g_dim, p->x_dim = x_dim;
+    p->nY = (m->lmax_sh + 1) * (m->lmax_sh + 1), p->dhu = tp->in1.dim, p->dM = tp->out.dim, p->wn = tp->weight_numel;
+    p->threads = CGQ_WARP;
+    while (p->threads < C) p->threads *= 2;
+    if (conv_bwd_smem(*p) > g->smem_optin || conv_fwd_smem(*p) > g->smem_optin) return CGQ_STATUS_OK; /* too wide: v1 */
+    conv_ins *di = ins.data();
+    conv_block *dob = outb.data(), *dib = in1b.data();
+    double *dcg = cg.data();
+    int *dpi = p_ins.data(), *dpa = p_a.data(), *dpc = p_c.data();
+    CGQ_TRY(upload(g, &di, ins.size()));
+    CGQ_TRY(upload(g, &dob, outb.size()));
+    CGQ_TRY(upload(g, &dib, in1b.size()));
+    CGQ_TRY(upload(g, &dcg, cg.size()));
+    std::vector<float> cgf(cg.begin(), cg.end());
+    float *dcgf = cgf.data();
+    CGQ_TRY(upload(g, &dcgf, cgf.size()));
+    p->cg_f = dcgf;
+    CGQ_TRY(upload(g, &dpi, p_ins.size()));
+    CGQ_TRY(upload(g, &dpa, p_a.size()));
+    CGQ_TRY(upload(g, &dpc, p_c.size()));
+    p->ins = di, p->outb = dob, p->in1b = dib, p->cg = dcg, p->p_ins = dpi, p->p_a = dpa, p->p_c = dpc;
+    p->ok = 1;
+    return CGQ_STATUS_OK;
+}
+
+template <class T>
+static cudaError_t set_smem_limits(int cap) {
+    const void *kernels[] = {(const void *)k_conv_fwd<T>, (const void *)k_conv_bwd<T>, (const void *)k_symcon_fwd<T>,
+                             (const void *)k_symcon_bwd<T>};
+    for (const void *k : kernels) {
+        cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, cap);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
 }
 
 extern "C" int cgq_gpu_available(void) {
@@ -167,10 +379,13 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFree(g->arena);
     cudaFree(g->scratch);
     cudaFree(g->graph_buf);
+    v2_buffers &b = g->vb;
+    for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in, b.dens}) cudaFree(p);
+    cudaFree(g->arena_f);
     delete g;
 }
 
-extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, cgq_gpu **out) {
+extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, cgq_gpu **out) {
     *out = nullptr;
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
@@ -183,7 +398,31 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, cgq_gpu **o
 #endif
     cgq_gpu *g = new cgq_gpu();
     g->host_model = m;
+    int optin = 0;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, gpu_id) != cudaSuccess || optin <= 0)
+        optin = 48 * 1024;
+    g->smem_optin = (size_t)optin;
     cgq_status st = upload_model(g, m);
+    g->v2 = 1;
+    for (int t = 0; t < m->n_layers && st == CGQ_STATUS_OK; t++) {
+        st = build_conv_plan(g, m, t, &g->plans[t]);
+        if (st == CGQ_STATUS_OK) st = build_symcon_plan(g, t, &g->symcon[t]);
+        g->v2 = g->v2 && g->plans[t].ok && g->symcon[t].ok;
+    }
+    if (st == CGQ_STATUS_OK && g->v2) {
+        const int cap = (int)g->smem_optin;
+        if (set_smem_limits<double>(cap) != cudaSuccess || set_smem_limits<float>(cap) != cudaSuccess) {
+            cudaGetLastError();
+            g->v2 = 0;
+        }
+    }
+    if (getenv("CGQ_GPU_V1")) g->v2 = 0; /* the v1 steps, for comparisons */
+    if (st == CGQ_STATUS_OK && fp32 && !g->v2)
+        st = cgq_fail(CGQ_STATUS_UNSUPPORTED, "precision fp32 on the GPU covers MACE interaction blocks with uvu "
+                      "convolutions, l <= 3 features and a coupling width <= 16; this model runs in fp64 only (use "
+                      "precision fp64)");
+    g->fp32 = fp32;
+    if (st == CGQ_STATUS_OK && fp32) st = upload_model_f32(g);
     if (st != CGQ_STATUS_OK) {
         cgq_gpu_free(g);
         return st;
@@ -227,7 +466,7 @@ __global__ void k_up_backward(mace_ctx c, int t) {
 }
 
 enum step_kind { STEP_CONV, STEP_ENERGY, STEP_NODE_BWD, STEP_EDGE_BWD, STEP_SEND_BWD, STEP_EDGE_MSG, STEP_EDGE_BWD_E,
-                 STEP_SEND_EDGE, STEP_NODE_BWD_POST };
+                 STEP_SEND_EDGE, STEP_NODE_BWD_POST, STEP_READOUT_BWD };
 
 __global__ void k_scratch_step(mace_ctx c, int kind, int t, int64_t n, double *pool, size_t per_thread) {
     const int64_t tid = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
@@ -243,6 +482,7 @@ __global__ void k_scratch_step(mace_ctx c, int kind, int t, int64_t n, double *p
         case STEP_EDGE_MSG: mace_step_edge_message(&c, t, i, scr); break;
         case STEP_EDGE_BWD_E: mace_step_edge_backward_edge(&c, t, i, scr); break;
         case STEP_SEND_EDGE: mace_step_sender_edge(&c, t, i, scr); break;
+        case STEP_READOUT_BWD: mace_step_readouts_backward(&c, t, i, scr); break;
         }
     }
 }
@@ -279,33 +519,9 @@ static cgq_status exchange_rows(cgq_gpu *g, double *dev, int64_t rows, int width
     return CGQ_STATUS_OK;
 }
 
-extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cgq_exchange *xc, double *energy,
-                                       double *node_energy, double *edge_grad) {
-    const cgq_model *hm = g->host_model;
-    mace_ctx c;
-    memset(&c, 0, sizeof c);
-    c.m = hm; /* layout reads the host model; kernels get the device copy below */
-    c.N = gr->n_local, c.NA = gr->n_nodes, c.E = gr->n_edges;
-    c.nY = (hm->lmax_sh + 1) * (hm->lmax_sh + 1), c.nb = hm->n_bessel;
-    const int64_t N = c.N, NA = c.NA, E = c.E;
-    const int L = hm->n_layers, want_grad = edge_grad != nullptr;
-    /* Use the GPU's memory for parallelism: keep per-edge MLP results and run the edge work one thread per
-     * edge when that fits in half of the free memory; else fall back to one thread per node. */
-    size_t free_b = 0, total_b = 0;
-    CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
-    free_b += sizeof(double) * g->arena_cap;
-    const size_t with_cache = mace_layout(&c, nullptr, want_grad, want_grad, 0);
-    const size_t full = mace_layout(&c, nullptr, want_grad, want_grad, 1);
-    int cache_edges = 0, edge_parallel = 0;
-    if (sizeof(double) * full <= free_b / 2) cache_edges = want_grad, edge_parallel = 1;
-    else if (sizeof(double) * with_cache <= free_b / 2) cache_edges = want_grad;
-    const size_t need = mace_layout(&c, nullptr, want_grad, cache_edges, edge_parallel);
-    CGQ_TRY(grow((void **)&g->arena, &g->arena_cap, sizeof(double) * (need + 1)));
-    mace_layout(&c, g->arena, want_grad, cache_edges, edge_parallel);
-    const size_t per_thread = c.esz + c.nsz;
-    CGQ_TRY(grow((void **)&g->scratch, &g->scratch_cap, sizeof(double) * per_thread * CGQ_GPU_MAX_PARALLEL));
-
-    /* graph upload (and the sender-sorted edge index for the reverse pass) */
+/* Uploads the graph (and the sender-sorted edge index for the reverse pass) and points c at it. */
+static cgq_status upload_graph(cgq_gpu *g, const cgq_graph *gr, mace_ctx *c) {
+    const int64_t N = c->N, NA = c->NA, E = c->E;
     g->srow.assign((size_t)NA + 1, 0);
     g->sedge.resize((size_t)E + 1);
     g->erecv.resize((size_t)E + 1);
@@ -340,8 +556,49 @@ extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cg
         CGQ_CHECK_GPU(cudaMemcpy(d_erecv, g->erecv.data(), sizeof(int32_t) * E, cudaMemcpyHostToDevice));
     }
     CGQ_CHECK_GPU(cudaMemcpy(d_srow, g->srow.data(), sizeof(int64_t) * (NA + 1), cudaMemcpyHostToDevice));
-    c.species = d_species, c.row_ptr = d_row, c.sender = d_sender, c.vec = d_vec;
-    c.srow = d_srow, c.sedge = d_sedge, c.erecv = d_erecv;
+    c->species = d_species, c->row_ptr = d_row, c->sender = d_sender, c->vec = d_vec;
+    c->srow = d_srow, c->sedge = d_sedge, c->erecv = d_erecv;
+    return CGQ_STATUS_OK;
+}
+
+/* Sum of the node energies in fixed order (deterministic), and the per-node energies if asked. */
+static cgq_status collect_energy(cgq_gpu *g, const mace_ctx &c, double *energy, double *node_energy) {
+    g->host_rows.resize((size_t)c.N + 1);
+    if (c.N) CGQ_CHECK_GPU(cudaMemcpy(g->host_rows.data(), c.node_out, sizeof(double) * c.N, cudaMemcpyDeviceToHost));
+    double total = 0.0;
+    for (int64_t i = 0; i < c.N; i++) total += g->host_rows[i];
+    *energy = total;
+    if (node_energy && c.N) memcpy(node_energy, g->host_rows.data(), sizeof(double) * c.N);
+    return CGQ_STATUS_OK;
+}
+
+/* ---- v1: the reference steps, one thread per node or edge ----------------------------------------- */
+static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchange *xc, double *energy,
+                              double *node_energy, double *edge_grad) {
+    const cgq_model *hm = g->host_model;
+    mace_ctx c;
+    memset(&c, 0, sizeof c);
+    c.m = hm; /* layout reads the host model; kernels get the device copy below */
+    c.N = gr->n_local, c.NA = gr->n_nodes, c.E = gr->n_edges;
+    c.nY = (hm->lmax_sh + 1) * (hm->lmax_sh + 1), c.nb = hm->n_bessel;
+    const int64_t N = c.N, NA = c.NA, E = c.E;
+    const int L = hm->n_layers, want_grad = edge_grad != nullptr;
+    /* Use the GPU's memory for parallelism: keep per-edge MLP results and run the edge work one thread per
+     * edge when that fits in half of the free memory; else fall back to one thread per node. */
+    size_t free_b = 0, total_b = 0;
+    CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
+    free_b += sizeof(double) * g->arena_cap;
+    const size_t with_cache = mace_layout(&c, nullptr, want_grad, want_grad, 0);
+    const size_t full = mace_layout(&c, nullptr, want_grad, want_grad, 1);
+    int cache_edges = 0, edge_parallel = 0;
+    if (sizeof(double) * full <= free_b / 2) cache_edges = want_grad, edge_parallel = 1;
+    else if (sizeof(double) * with_cache <= free_b / 2) cache_edges = want_grad;
+    const size_t need = mace_layout(&c, nullptr, want_grad, cache_edges, edge_parallel);
+    CGQ_TRY(grow((void **)&g->arena, &g->arena_cap, sizeof(double) * (need + 1)));
+    mace_layout(&c, g->arena, want_grad, cache_edges, edge_parallel);
+    const size_t per_thread = c.esz + c.nsz;
+    CGQ_TRY(grow((void **)&g->scratch, &g->scratch_cap, sizeof(double) * per_thread * CGQ_GPU_MAX_PARALLEL));
+    CGQ_TRY(upload_graph(g, gr, &c));
     c.m = g->dev_model;
     const int T = CGQ_GPU_THREADS;
 
@@ -364,12 +621,7 @@ extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cg
     }
     if (N) k_scratch_step<<<blocks_for(N), T>>>(c, STEP_ENERGY, 0, N, g->scratch, per_thread);
     CGQ_LAUNCH_CHECK();
-    g->host_rows.resize((size_t)N + 1);
-    if (N) CGQ_CHECK_GPU(cudaMemcpy(g->host_rows.data(), c.node_out, sizeof(double) * N, cudaMemcpyDeviceToHost));
-    double total = 0.0;
-    for (int64_t i = 0; i < N; i++) total += g->host_rows[i]; /* fixed order: deterministic */
-    *energy = total;
-    if (node_energy && N) memcpy(node_energy, g->host_rows.data(), sizeof(double) * N);
+    CGQ_TRY(collect_energy(g, c, energy, node_energy));
     if (!want_grad) return CGQ_STATUS_OK;
 
     if (E) CGQ_CHECK_GPU(cudaMemset(c.edge_grad, 0, sizeof(double) * 3 * E));
@@ -404,4 +656,328 @@ extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cg
     }
     if (E) CGQ_CHECK_GPU(cudaMemcpy(edge_grad, c.edge_grad, sizeof(double) * 3 * E, cudaMemcpyDeviceToHost));
     return CGQ_STATUS_OK;
+}
+
+/* ---- v2: GEMM radial MLP, block-per-receiver conv, thread-per-element node maps ------------------- */
+template <class T>
+__global__ void k_edge_tail(mace_ctx c, int t, int64_t e0, int64_t e1, const T *gef, const T *gY, const T *gcut) {
+    for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1; e += (int64_t)gridDim.x * blockDim.x) {
+        double B[64], dB[64], dY[3 * CONV_MAX_Y], ge[64], gy[CONV_MAX_Y]; /* the tail and the sums run in double */
+        for (int n = 0; n < c.nb; n++) ge[n] = (double)gef[(e - e0) * c.nb + n];
+        for (int j = 0; j < c.nY; j++) gy[j] = (double)gY[e * c.nY + j];
+        mace_edge_tail(&c, t, c.erecv[e], e, ge, (double)gcut[e], gy, B, dB, dY);
+    }
+}
+
+/* CGQ_GPU_PROFILE=1: synchronise after each phase and print where the time of an evaluation went. */
+struct phase_profiler {
+    bool on = getenv("CGQ_GPU_PROFILE") != nullptr;
+    std::map<std::string, double> ms;
+    std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+    void mark(const char *name) {
+        if (!on) return;
+        cudaDeviceSynchronize();
+        const auto now = std::chrono::steady_clock::now();
+        ms[name] += std::chrono::duration<double, std::milli>(now - last).count();
+        last = now;
+    }
+    ~phase_profiler() {
+        if (!on) return;
+        double total = 0.0;
+        for (auto &kv : ms) total += kv.second;
+        fprintf(stderr, "cgequi gpu profile (ms):");
+        for (auto &kv : ms) fprintf(stderr, " %s %.3f", kv.first.c_str(), kv.second);
+        fprintf(stderr, " | total %.3f\n", total);
+    }
+};
+
+struct edge_chunk {
+    int64_t i0, i1, e0, e1;
+};
+
+/* Receiver ranges whose edges fit max_edges (a row is never split). */
+static std::vector<edge_chunk> edge_chunks(const cgq_graph *gr, int64_t max_edges) {
+    std::vector<edge_chunk> out;
+    int64_t i0 = 0;
+    const int64_t N = gr->n_local;
+    while (i0 < N) {
+        int64_t i1 = i0 + 1;
+        while (i1 < N && gr->row_ptr[i1 + 1] - gr->row_ptr[i0] <= max_edges) i1++;
+        out.push_back({i0, i1, gr->row_ptr[i0], gr->row_ptr[i1]});
+        i0 = i1;
+    }
+    return out;
+}
+
+static cgq_status grow_d(double **p, size_t *cap, size_t n) { return grow((void **)p, cap, sizeof(double) * (n + 1)); }
+
+/* Rows of a working-precision array through the host exchange (which moves doubles). */
+template <class T>
+static cgq_status exchange_rows_t(cgq_gpu *g, T *dev, double *staging, int64_t rows, int width, const cgq_exchange *xc,
+                                  bool reverse) {
+    if (sizeof(T) == sizeof(double)) return exchange_rows(g, (double *)dev, rows, width, xc, reverse);
+    const int64_t n = rows * width;
+    k_convert<T, double><<<blocks_for(n), CGQ_GPU_THREADS>>>(n, dev, staging);
+    CGQ_TRY(exchange_rows(g, staging, rows, width, xc, reverse));
+    k_convert<double, T><<<blocks_for(n), CGQ_GPU_THREADS>>>(n, staging, dev);
+    return CGQ_STATUS_OK;
+}
+
+/* v2 in working precision T (double, or float with double geometry, readouts, energies and force sums):
+ * the layer arrays live in an arena of T laid out like the double arena (same element offsets). */
+template <class T>
+static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchange *xc, double *energy,
+                              double *node_energy, double *edge_grad) {
+    const bool f32 = sizeof(T) == sizeof(float);
+    const cgq_model *hm = g->host_model;
+    const cgq_model *sm = f32 ? &g->shadow_f : &g->shadow; /* weights in T, device pointers */
+    cgq_model *dm = f32 ? g->dev_model_f : g->dev_model;
+    mace_ctx c;
+    memset(&c, 0, sizeof c);
+    c.m = hm;
+    c.N = gr->n_local, c.NA = gr->n_nodes, c.E = gr->n_edges;
+    c.nY = (hm->lmax_sh + 1) * (hm->lmax_sh + 1), c.nb = hm->n_bessel;
+    const int64_t N = c.N, NA = c.NA, E = c.E;
+    const int L = hm->n_layers, want_grad = edge_grad != nullptr, nb = c.nb, nY = c.nY;
+    phase_profiler prof;
+    const size_t need = mace_layout(&c, nullptr, want_grad, 0, 0);
+    CGQ_TRY(grow((void **)&g->arena, &g->arena_cap, sizeof(double) * (need + 1)));
+    mace_layout(&c, g->arena, want_grad, 0, 0);
+    if (f32) CGQ_TRY(grow(&g->arena_f, &g->arena_f_cap, sizeof(T) * (need + 1)));
+    auto R = [&](double *q) -> T * { /* the T copy of a double-arena array */
+        if (!q) return nullptr;
+        return f32 ? reinterpret_cast<T *>(g->arena_f) + (q - g->arena) : reinterpret_cast<T *>(q);
+    };
+    CGQ_TRY(grow((void **)&g->scratch, &g->scratch_cap, sizeof(double) * (c.esz + c.nsz) * CGQ_GPU_MAX_PARALLEL));
+    CGQ_TRY(upload_graph(g, gr, &c));
+
+    /* per-edge buffers of one chunk of receivers: MLP outputs and activations (+ their gradients) */
+    int64_t wn = 1, cs = 1, maxw = 1, dhu = 1, dT = 1, dcs = 0;
+    for (int t = 0; t < L; t++) {
+        const cgq_mace_layer *ly = &hm->layers[t];
+        if (ly->density) {
+            dcs = std::max<int64_t>(dcs, cgq_fcnet_cache_size(&ly->density_fn));
+            maxw = std::max<int64_t>(maxw, mlp_hidden_width(ly->density_fn));
+        }
+        wn = std::max<int64_t>(wn, ly->conv_tp.weight_numel);
+        cs = std::max<int64_t>(cs, cgq_fcnet_cache_size(&ly->radial_mlp));
+        maxw = std::max<int64_t>(maxw, mlp_hidden_width(ly->radial_mlp));
+        dhu = std::max<int64_t>(dhu, ly->linear_up.out.dim);
+        dT = std::max<int64_t>(dT, ly->target.dim);
+    }
+    const int64_t dens_per_edge = dcs ? 2 + dcs + nb : 2; /* d, activations, gd, gef of the density MLP */
+    const int64_t per_edge = wn + cs + dens_per_edge + (want_grad ? wn + 2 * maxw + nb : 0);
+    int64_t max_deg = 1;
+    for (int64_t i = 0; i < N; i++) max_deg = std::max(max_deg, gr->row_ptr[i + 1] - gr->row_ptr[i]);
+    size_t free_b = 0, total_b = 0;
+    CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
+    free_b += g->vb.caps[0] + g->vb.caps[1]; /* this call may reuse its own chunk buffers */
+    const size_t budget = std::min<size_t>(free_b / 3, (size_t)4 << 30);
+    const int64_t chunk_edges =
+        std::max<int64_t>(max_deg, std::min<int64_t>(E, (int64_t)(budget / (sizeof(T) * per_edge))));
+    const std::vector<edge_chunk> chunks = edge_chunks(gr, chunk_edges);
+    v2_buffers &b = g->vb;
+    /* the buffers are sized in doubles, which also holds them in float */
+    CGQ_TRY(grow_d(&b.w, &b.caps[0], (size_t)chunk_edges * wn));
+    CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * cs));
+    CGQ_TRY(grow_d(&b.edge_in, &b.caps[10], f32 ? (size_t)E * (nY + nb + 1) : 0));
+    CGQ_TRY(grow_d(&b.dens, &b.caps[11], (size_t)chunk_edges * (2 + dcs + nb)));
+    T *dens_d = reinterpret_cast<T *>(b.dens), *dens_gd = dens_d + chunk_edges;
+    T *dens_gef = dens_gd + chunk_edges, *dens_act = dens_gef + chunk_edges * nb;
+    if (want_grad) {
+        CGQ_TRY(grow_d(&b.gw, &b.caps[2], (size_t)chunk_edges * wn));
+        CGQ_TRY(grow_d(&b.gtmp, &b.caps[3], (size_t)2 * chunk_edges * maxw));
+        CGQ_TRY(grow_d(&b.gef, &b.caps[4], (size_t)chunk_edges * nb));
+        CGQ_TRY(grow_d(&b.gY, &b.caps[5], (size_t)E * nY));
+        CGQ_TRY(grow_d(&b.gcut, &b.caps[6], (size_t)E));
+        CGQ_TRY(grow_d(&b.gx1e, &b.caps[7], (size_t)E * dhu));
+        CGQ_TRY(grow_d(&b.node_tmp, &b.caps[8], (size_t)2 * N * dT));
+    }
+    /* keep the forward's MLP outputs for the reverse pass when all edges fit one chunk and memory allows */
+    T *w_of[CGQ_MAX_LAYERS], *act_of[CGQ_MAX_LAYERS];
+    bool keep = false;
+    if (want_grad && chunks.size() == 1) {
+        size_t tot = 0;
+        for (int t = 0; t < L; t++)
+            tot += (size_t)E * (hm->layers[t].conv_tp.weight_numel + cgq_fcnet_cache_size(&hm->layers[t].radial_mlp));
+        keep = sizeof(T) * tot <= (free_b + b.caps[9]) / 3 && grow_d(&b.kept, &b.caps[9], tot) == CGQ_STATUS_OK;
+        T *q = reinterpret_cast<T *>(b.kept);
+        for (int t = 0; t < L && keep; t++) {
+            w_of[t] = q, q += (size_t)E * hm->layers[t].conv_tp.weight_numel;
+            act_of[t] = q, q += (size_t)E * cgq_fcnet_cache_size(&hm->layers[t].radial_mlp);
+        }
+    }
+    for (int t = 0; t < L && !keep; t++) w_of[t] = reinterpret_cast<T *>(b.w), act_of[t] = reinterpret_cast<T *>(b.act);
+    T *gw = reinterpret_cast<T *>(b.gw), *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef);
+    T *gY = reinterpret_cast<T *>(b.gY), *gcut = reinterpret_cast<T *>(b.gcut), *gx1e = reinterpret_cast<T *>(b.gx1e);
+    T *node_tmp = reinterpret_cast<T *>(b.node_tmp);
+    c.m = g->dev_model; /* the double steps (geometry, embedding, readouts, edge tail) */
+    const int TH = CGQ_GPU_THREADS;
+    prof.mark("setup_graph_upload");
+    if (E) k_edge_geometry<<<blocks_for(E), TH>>>(c);
+    if (NA) k_embed<<<blocks_for(NA), TH>>>(c);
+    CGQ_LAUNCH_CHECK();
+    const T *Y = reinterpret_cast<const T *>(c.Y), *ef = reinterpret_cast<const T *>(c.ef);
+    const T *cut = reinterpret_cast<const T *>(c.cut);
+    if (f32 && E) {
+        T *q = reinterpret_cast<T *>(b.edge_in);
+        k_convert<double, T><<<blocks_for(E * nY), TH>>>(E * nY, c.Y, q);
+        k_convert<double, T><<<blocks_for(E * nb), TH>>>(E * nb, c.ef, q + E * nY);
+        k_convert<double, T><<<blocks_for(E), TH>>>(E, c.cut, q + E * (nY + nb));
+        Y = q, ef = q + E * nY, cut = q + E * (nY + nb);
+    }
+    if (f32 && NA) {
+        const int64_t n = NA * hm->node_embedding.out.dim;
+        k_convert<double, T><<<blocks_for(n), TH>>>(n, c.emb, R(c.emb));
+    }
+    CGQ_LAUNCH_CHECK();
+    const T *cut_w = hm->apply_cutoff ? nullptr : cut; /* weights times the cutoff */
+    prof.mark("geometry");
+    for (int t = 0; t < L; t++) {
+        const cgq_mace_layer *ly = &hm->layers[t];
+        cgq_mace_layer *dly = &dm->layers[t];
+        const conv_plan &p = g->plans[t];
+        const mace_layer_state &s = c.ls[t];
+        T *hu = R(s.hu), *M = R(s.M), *Mlin = R(s.Mlin), *Apre = R(s.Apre), *A = R(s.A), *B = R(s.B), *sc = R(s.sc);
+        T *h = R(s.h);
+        const int din = mace_layer_in_dim(hm, t), dhu_t = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim;
+        const int dTt = ly->target.dim, CD = ly->channels * ly->coupling_dim, dB = ly->product_out.dim;
+        const int dH = ly->product_linear.out.dim, dsc = ly->skip_tp.out.dim;
+        const T *hin = t ? R(c.ls[t - 1].h) : R(c.emb);
+        const int64_t n_up = t == 0 ? NA : N;
+        if (n_up) k_linear_fwd<T><<<blocks_for(n_up * dhu_t), TH>>>(&dly->linear_up, n_up, hin, din, hu, dhu_t, (T)1, nullptr, 0);
+        if (ly->residual && N) k_skip_fwd<T><<<blocks_for(N * dsc), TH>>>(&dly->skip_tp, N, c.species, hin, din, sc, dsc);
+        CGQ_LAUNCH_CHECK();
+        prof.mark("node_fwd");
+        if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, hu, s.hu, NA, dhu_t, xc, false));
+        for (const edge_chunk &ch : chunks) {
+            const cgq_fcnet &fc = sm->layers[t].radial_mlp;
+            mlp_forward<T>(fc, reinterpret_cast<T *const *>(fc.W), ch.e1 - ch.e0, ef + ch.e0 * nb, nb, act_of[t], w_of[t],
+                           p.wn, 0);
+            prof.mark("mlp_fwd");
+            k_conv_fwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
+                p, ch.i0, c.row_ptr, c.sender, Y, hu, w_of[t], ch.e0, cut_w, M);
+            CGQ_LAUNCH_CHECK();
+            prof.mark("conv_fwd");
+            if (ly->density) {
+                const cgq_fcnet &df = sm->layers[t].density_fn;
+                mlp_forward<T>(df, reinterpret_cast<T *const *>(df.W), ch.e1 - ch.e0, ef + ch.e0 * nb, nb, dens_act, dens_d,
+                               1, 0);
+                k_density_rho<T><<<blocks_for(ch.i1 - ch.i0), TH>>>(ch.i0, ch.i1 - ch.i0, c.row_ptr, dens_d, ch.e0, cut_w,
+                                                                    R(s.rho));
+                CGQ_LAUNCH_CHECK();
+                prof.mark("density");
+            }
+        }
+        if (!N) continue;
+        k_linear_fwd<T><<<blocks_for(N * dTt), TH>>>(&dly->linear, N, M, dM, Mlin, dTt,
+                                                     (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), nullptr, 0);
+        if (ly->density) k_density_scale<T><<<blocks_for(N * dTt), TH>>>(N, dTt, R(s.rho), Mlin);
+        if (!ly->residual) k_skip_fwd<T><<<blocks_for(N * dTt), TH>>>(&dly->skip_tp, N, c.species, Mlin, dTt, Apre, dTt);
+        else CGQ_CHECK_GPU(cudaMemcpyAsync(Apre, Mlin, sizeof(T) * N * dTt, cudaMemcpyDeviceToDevice));
+        k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(dly, N, Apre, dTt, A, CD, 1);
+        prof.mark("node_fwd");
+        const symcon_plan &sp = g->symcon[t];
+        k_symcon_fwd<T><<<(unsigned)N, sp.threads, sp.smem_fwd>>>(
+            f32 ? sp.parts_f : sp.parts, sp.n_parts, ly->channels, ly->coupling_dim, ly->agnostic, c.species, A, CD, B, dB);
+        prof.mark("symcon");
+        k_linear_fwd<T><<<blocks_for(N * dH), TH>>>(&dly->product_linear, N, B, dB, h, dH, (T)1,
+                                                    (ly->use_sc && ly->residual) ? sc : nullptr, dsc);
+        if (f32) k_convert<T, double><<<blocks_for(N * dH), TH>>>(N * dH, h, s.h); /* the readouts run in double */
+        CGQ_LAUNCH_CHECK();
+        prof.mark("node_fwd");
+    }
+    if (N) k_scratch_step<<<blocks_for(N), TH>>>(c, STEP_ENERGY, 0, N, g->scratch, c.esz + c.nsz);
+    CGQ_LAUNCH_CHECK();
+    CGQ_TRY(collect_energy(g, c, energy, node_energy));
+    prof.mark("energy");
+    if (!want_grad) return CGQ_STATUS_OK;
+
+    const int maxb = mace_max_product_dim(hm), maxcd = mace_max_coupling_dim(hm);
+    T *gh = R(c.gh), *gh_prev = R(c.gh_prev), *gM = R(c.gM), *ghu = R(c.ghu), *gBn = R(c.gBn), *gAn = R(c.gAn);
+    double *gh_readout = c.gh; /* double rows the readout reverse adds into (f32: added to gh afterwards) */
+    if (E) CGQ_CHECK_GPU(cudaMemset(c.edge_grad, 0, sizeof(double) * 3 * E));
+    if (N) CGQ_CHECK_GPU(cudaMemset(gh, 0, sizeof(T) * N * hm->layers[L - 1].product_linear.out.dim));
+    for (int t = L - 1; t >= 0; t--) {
+        const cgq_mace_layer *ly = &hm->layers[t];
+        cgq_mace_layer *dly = &dm->layers[t];
+        const conv_plan &p = g->plans[t];
+        const mace_layer_state &s = c.ls[t];
+        T *hu = R(s.hu), *A = R(s.A);
+        const int din = mace_layer_in_dim(hm, t), dhu_t = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim;
+        const int dTt = ly->target.dim, dH = ly->product_linear.out.dim, dB = ly->product_out.dim;
+        if (N) {
+            mace_ctx cr = c;
+            if (f32) CGQ_CHECK_GPU(cudaMemsetAsync(gh_readout, 0, sizeof(double) * N * dH));
+            cr.gh = f32 ? gh_readout : reinterpret_cast<double *>(gh);
+            k_scratch_step<<<blocks_for(N), TH>>>(cr, STEP_READOUT_BWD, t, N, g->scratch, c.esz + c.nsz);
+            if (f32) k_add_convert<double, T><<<blocks_for(N * dH), TH>>>(N * dH, gh_readout, gh);
+            if (ly->use_sc && ly->residual)
+                k_skip_bwd<T><<<blocks_for(N * din), TH>>>(&dly->skip_tp, N, c.species, gh, dH, gh_prev, din, 0);
+            else CGQ_CHECK_GPU(cudaMemsetAsync(gh_prev, 0, sizeof(T) * N * din));
+            k_linear_bwd<T><<<blocks_for(N * dB), TH>>>(&dly->product_linear, N, gh, dH, gBn, maxb, (T)1, 0);
+            prof.mark("node_bwd");
+            const symcon_plan &sp = g->symcon[t];
+            k_symcon_bwd<T><<<(unsigned)N, sp.threads, sp.smem_bwd>>>(
+                f32 ? sp.parts_f : sp.parts, sp.n_parts, ly->channels, ly->coupling_dim, ly->agnostic, c.species, A,
+                ly->channels * ly->coupling_dim, gBn, maxb, gAn, maxcd);
+            prof.mark("symcon_bwd");
+            T *gApre = node_tmp, *gMl = node_tmp + N * dTt;
+            k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(dly, N, gAn, maxcd, gApre, dTt, 0);
+            if (!ly->residual) k_skip_bwd<T><<<blocks_for(N * dTt), TH>>>(&dly->skip_tp, N, c.species, gApre, dTt, gMl, dTt, 0);
+            T *gsrc = ly->residual ? gApre : gMl;
+            if (ly->density)
+                k_density_scale_bwd<T><<<blocks_for(N), TH>>>(N, dTt, R(s.rho), R(s.Mlin), gsrc, R(c.grho));
+            k_linear_bwd<T><<<blocks_for(N * dM), TH>>>(&dly->linear, N, gsrc, dTt, gM, dM,
+                                                        (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), 0);
+            CGQ_LAUNCH_CHECK();
+            prof.mark("node_bwd");
+        }
+        for (const edge_chunk &ch : chunks) {
+            const int64_t ne = ch.e1 - ch.e0;
+            const cgq_fcnet &fc = sm->layers[t].radial_mlp;
+            T *const *W = reinterpret_cast<T *const *>(fc.W);
+            if (!keep) mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act_of[t], w_of[t], p.wn, 0);
+            prof.mark("mlp_fwd");
+            k_conv_bwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_bwd_smem(p, sizeof(T))>>>(
+                p, ch.i0, c.row_ptr, c.sender, Y, hu, w_of[t], ch.e0, cut_w, gM, gw, gY, gcut, gx1e);
+            prof.mark("conv_bwd");
+            mlp_backward<T>(fc, W, ne, act_of[t], gw, p.wn, gef, nb, gtmp, 0);
+            prof.mark("mlp_bwd");
+            if (ly->density && ne) {
+                const cgq_fcnet &df = sm->layers[t].density_fn;
+                T *const *DW = reinterpret_cast<T *const *>(df.W);
+                mlp_forward<T>(df, DW, ne, ef + ch.e0 * nb, nb, dens_act, dens_d, 1, 0);
+                k_density_edge_bwd<T><<<blocks_for(ne), TH>>>(ch.e0, ch.e1, c.erecv, dens_d, R(c.grho), cut_w, dens_gd, gcut);
+                mlp_backward<T>(df, DW, ne, dens_act, dens_gd, 1, dens_gef, nb, gtmp, 0);
+                k_add_convert<T, T><<<blocks_for(ne * nb), TH>>>(ne * nb, dens_gef, gef);
+                CGQ_LAUNCH_CHECK();
+                prof.mark("density");
+            }
+            if (ne) k_edge_tail<T><<<blocks_for(ne), TH>>>(c, t, ch.e0, ch.e1, gef, gY, gcut);
+            CGQ_LAUNCH_CHECK();
+            prof.mark("edge_tail");
+        }
+        if (t == 0) break;
+        if (NA) k_sender_sum_rows<T><<<blocks_for(NA * dhu_t), TH>>>(NA, dhu_t, c.srow, c.sedge, gx1e, ghu);
+        CGQ_LAUNCH_CHECK();
+        prof.mark("sender_sum");
+        if (xc) CGQ_TRY(exchange_rows_t<T>(g, ghu, c.ghu, NA, dhu_t, xc, true));
+        if (N) k_linear_bwd<T><<<blocks_for(N * din), TH>>>(&dly->linear_up, N, ghu, dhu_t, gh_prev, din, (T)1, 1);
+        CGQ_LAUNCH_CHECK();
+        prof.mark("node_bwd");
+        T *swap = gh;
+        gh = gh_prev;
+        gh_prev = swap;
+    }
+    if (E) CGQ_CHECK_GPU(cudaMemcpy(edge_grad, c.edge_grad, sizeof(double) * 3 * E, cudaMemcpyDeviceToHost));
+    prof.mark("download");
+    return CGQ_STATUS_OK;
+}
+
+extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cgq_exchange *xc, double *energy,
+                                       double *node_energy, double *edge_grad) {
+    if (!g->v2) return evaluate_v1(g, gr, xc, energy, node_energy, edge_grad);
+    return g->fp32 ? evaluate_v2<float>(g, gr, xc, energy, node_energy, edge_grad)
+                   : evaluate_v2<double>(g, gr, xc, energy, node_energy, edge_grad);
 }

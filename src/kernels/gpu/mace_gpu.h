@@ -14,7 +14,9 @@ typedef struct cgq_gpu cgq_gpu;
 /* 1 if this build has a GPU backend and a device is visible. */
 int cgq_gpu_available(void);
 int cgq_gpu_device_count(void);
-cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, cgq_gpu **out);
+/* fp32: float storage and arithmetic in the MLP, convolution, node maps and product basis; geometry,
+ * readouts, energies and force/virial sums stay in double. UNSUPPORTED for models outside the v2 kernels. */
+cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, cgq_gpu **out);
 void cgq_gpu_free(cgq_gpu *gpu);
 /* Same contract as the CPU backend (energy, per-local-node energy, dE/dvec per edge). */
 cgq_status cgq_gpu_evaluate(cgq_gpu *gpu, const cgq_graph *g, const cgq_exchange *xc, double *energy,

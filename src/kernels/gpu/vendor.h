@@ -27,8 +27,17 @@
 #define cudaStreamCreate hipStreamCreate
 #define cudaStreamDestroy hipStreamDestroy
 #define cudaStreamSynchronize hipStreamSynchronize
+#define cudaDeviceSynchronize hipDeviceSynchronize
+#define cudaDeviceGetAttribute hipDeviceGetAttribute
+#define cudaDevAttrMaxSharedMemoryPerBlockOptin hipDeviceAttributeSharedMemPerBlockOptin
+#define cudaFuncSetAttribute hipFuncSetAttribute
+#define cudaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+#define CGQ_WARP 64 /* wavefront */
+#define CGQ_SHFL_DOWN(v, d) __shfl_down(v, d)
 #else
 #include <cuda_runtime.h>
+#define CGQ_WARP 32
+#define CGQ_SHFL_DOWN(v, d) __shfl_down_sync(0xffffffffu, v, d)
 #endif
 
 #endif

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""mace_torch_bench.py: the same step timed in mace-torch (e3nn), for side-by-side runs with bench_eval.
+
+Loads a pickled MACE (.model), tiles an extxyz structure NX x NY x NZ, builds the edge list on the GPU
+(minimum image: the box must exceed twice the cutoff), and times energy+forces (and the virial with
+--virial) like an MD step. Prints ms/step (median), peak GPU memory and the energy.
+usage: mace_torch_bench.py MODEL STRUCTURE.xyz NX NY NZ DTYPE(float32|float64) REPEATS [--virial]
+Needs mace-torch and its imports (see bench/device_run.sh for carrying them to a GPU machine)."""
+import statistics
+import sys
+import time
+
+
+def read_xyz(path):
+    """First frame of an extxyz: symbols, positions, 3x3 cell (from Lattice=)."""
+    with open(path) as f:
+        n = int(f.readline())
+        header = f.readline()
+        lat = header.split('Lattice="')[1].split('"')[0].split()
+        cell = [[float(lat[3 * i + j]) for j in range(3)] for i in range(3)]
+        sym, pos = [], []
+        for _ in range(n):
+            p = f.readline().split()
+            sym.append(p[0])
+            pos.append([float(x) for x in p[1:4]])
+    return sym, pos, cell
+
+
+def main():
+    model_path, xyz, nx, ny, nz, dtype_name, reps = sys.argv[1:8]
+    nx, ny, nz, reps = int(nx), int(ny), int(nz), int(reps)
+    virial = "--virial" in sys.argv
+    import mace  # noqa: F401  (first: sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD for e3nn 0.4)
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    torch.set_default_dtype(dtype)
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    model = torch.load(model_path, map_location=dev, weights_only=False).to(dtype).to(dev)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    z_of = {"H": 1, "C": 6, "N": 7, "O": 8}
+    sym, pos, cell = read_xyz(xyz)
+    pos = torch.tensor(pos, dtype=torch.float64)
+    cell = torch.tensor(cell, dtype=torch.float64)
+    shifts = torch.tensor([[i, j, k] for i in range(nx) for j in range(ny) for k in range(nz)], dtype=torch.float64)
+    big = (pos[None, :, :] + (shifts @ cell)[:, None, :]).reshape(-1, 3)
+    cell_big = cell * torch.tensor([[nx], [ny], [nz]], dtype=torch.float64)
+    zs = [z_of[s] for s in sym] * (nx * ny * nz)
+    n = big.shape[0]
+    r_max = float(model.r_max)
+    # edges: all pairs under minimum image (orthorhombic or not: fractional wrap), on the GPU, in row blocks
+    inv = torch.linalg.inv(cell_big).to(dev)
+    P = big.to(dev)
+    C = cell_big.to(dev)
+    senders, receivers, sh = [], [], []
+    for i0 in range(0, n, 1024):
+        d = P[None, :, :] - P[i0:i0 + 1024, None, :]  # x_j - x_i, rows i
+        frac = d @ inv
+        img = -torch.round(frac)
+        d = d + img @ C
+        r = d.norm(dim=-1)
+        ii, jj = torch.nonzero((r < r_max) & (r > 1e-8), as_tuple=True)
+        # mace: vector = pos[edge_index[1]] - pos[edge_index[0]] + shift, here x_j - x_i + img C
+        senders.append(ii + i0)
+        receivers.append(jj)
+        sh.append(img[ii, jj])
+    shifts_e = torch.cat(sh) @ C
+    edge_index = torch.stack([torch.cat(senders), torch.cat(receivers)])
+    table = [int(z) for z in model.atomic_numbers]
+    idx = torch.tensor([table.index(z) for z in zs], device=dev)
+    node_attrs = torch.nn.functional.one_hot(idx, num_classes=len(table)).to(dtype)
+    batch = {
+        "positions": P.to(dtype).clone(),
+        "node_attrs": node_attrs,
+        "edge_index": edge_index,
+        "shifts": shifts_e.to(dtype),
+        "unit_shifts": torch.zeros_like(shifts_e).to(dtype),
+        "cell": C.to(dtype).reshape(1, 3, 3),
+        "batch": torch.zeros(n, dtype=torch.long, device=dev),
+        "ptr": torch.tensor([0, n], device=dev),
+        "head": torch.zeros(1, dtype=torch.long, device=dev),
+        "weight": torch.ones(1, device=dev, dtype=dtype),
+        "energy_weight": torch.ones(1, device=dev, dtype=dtype),
+        "forces_weight": torch.ones(1, device=dev, dtype=dtype),
+        "stress_weight": torch.ones(1, device=dev, dtype=dtype),
+        "virials_weight": torch.ones(1, device=dev, dtype=dtype),
+        "charges": torch.zeros(n, device=dev, dtype=dtype),
+        "dipole": torch.zeros(1, 3, device=dev, dtype=dtype),
+    }
+
+    def step():
+        out = model(dict(batch), compute_force=True, compute_virials=virial, compute_stress=False, training=False)
+        return out
+
+    out = step()
+    sync()
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(reps):
+        sync()
+        t0 = time.perf_counter()
+        out = step()
+        sync()
+        times.append(1e3 * (time.perf_counter() - t0))
+    peak = torch.cuda.max_memory_allocated() / 2**30 if dev.type == "cuda" else 0.0
+    e = float(out["energy"].double().sum())
+    print(f"mace-torch {model_path} atoms {n} edges {edge_index.shape[1]} {dtype_name}: {statistics.median(times):.3f} "
+          f"ms/step median of {reps} (min {min(times):.3f}), peak {peak:.2f} GiB, E={e:.10f}")
+
+
+if __name__ == "__main__":
+    main()

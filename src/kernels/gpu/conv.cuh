@@ -1,0 +1,270 @@
+/* conv.cuh: MACE's interaction convolution (uvu tensor product of sender features with the edge's
+ * spherical harmonics, weighted per edge and channel by the radial MLP) as one thread block per
+ * receiver, one thread per channel. The block walks its CSR row in order, so each sum has a fixed order:
+ * deterministic, no atomics. Per edge, the SH-contracted couplings P_k[a][c] = sum_b C_k[a,b,c] Y[b] are
+ * built once in shared memory and used by every channel.
+ * Forward: M[i] = sum_e sum_k pw_k w[e,k,u] sum_a x_s[u,a] P_k[a][c].
+ * Reverse: per edge dE/dw (for the MLP reverse), dE/dY and dE/dcut (block reductions), and the edge's
+ * contribution to dE/dx of its sender (summed per sender row afterwards, in order). */
+#ifndef CGQ_GPU_CONV_CUH
+#define CGQ_GPU_CONV_CUH
+
+#define CONV_MAX_D 7        /* 2l+1, l <= 3 */
+#define CONV_MAX_XDIM 16    /* per-channel width of the sender features (sum of 2l+1) */
+#define CONV_MAX_Y 16       /* (l_sh+1)^2 */
+
+struct conv_ins {
+    int d1, d2, d3;
+    int x_off, xa_off; /* in1 block: e3nn offset; per-channel offset */
+    int y_off;         /* SH block offset */
+    int acc_off;       /* output block: per-channel offset */
+    int out_off;       /* output block: e3nn offset */
+    int g_off;         /* G_k (d1 x d2 per channel) in the reverse kernel's shared memory */
+    int p_off, c_off;  /* P_k in shared memory; C_k in the packed coupling array */
+    int64_t w_off;
+    double pw;
+};
+
+struct conv_block {
+    int off, d, acc_off; /* e3nn offset, 2l+1, per-channel offset */
+};
+
+struct conv_plan {
+    int ok; /* 0: this layer's convolution is not of the supported form (the v1 steps run it) */
+    int n_ins, n_out, n_in1;
+    int C, threads, acc_dim, p_dim, g_dim, x_dim, nY, dhu, dM;
+    int64_t wn;
+    conv_ins *ins;
+    conv_block *outb, *in1b;
+    double *cg;
+    float *cg_f; /* the same couplings in float, for the float kernels */
+    int *p_ins, *p_a, *p_c; /* for each P entry: instruction and (a, c) */
+};
+
+template <class T>
+__device__ inline const T *conv_cg(const conv_plan &p) {
+    return sizeof(T) == sizeof(float) ? reinterpret_cast<const T *>(p.cg_f) : reinterpret_cast<const T *>(p.cg);
+}
+
+/* P_k[a][c] = sum_b C_k[a,b,c] Y[b] for every instruction, into shared memory */
+template <class T>
+__device__ inline void conv_build_p(const conv_plan &p, const T *Ys, T *P) {
+    for (int q = threadIdx.x; q < p.p_dim; q += blockDim.x) {
+        const conv_ins &k = p.ins[p.p_ins[q]];
+        const int a = p.p_a[q], c = p.p_c[q];
+        const T *C = conv_cg<T>(p) + k.c_off + a * k.d2 * k.d3 + c;
+        T s = 0;
+        for (int b = 0; b < k.d2; b++) s += C[b * k.d3] * Ys[k.y_off + b];
+        P[q] = s;
+    }
+}
+
+/* Receivers [i0, i0 + gridDim.x); w holds the raw MLP outputs of edges from e0 (row stride wn); cut is
+ * non-NULL when the model multiplies the weights by the cutoff (apply_cutoff off). */
+template <class T>
+__global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
+                           const T *w, int64_t e0, const T *cut, T *M) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    double *acc = reinterpret_cast<double *>(smem_raw); /* message sums in double in both precisions */
+    T *P = reinterpret_cast<T *>(acc + (size_t)p.acc_dim * p.C), *Ys = P + p.p_dim;
+    const int64_t i = i0 + blockIdx.x;
+    const int u = threadIdx.x;
+    for (int j = threadIdx.x; j < p.acc_dim * p.C; j += blockDim.x) acc[j] = 0;
+    for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++) {
+        __syncthreads(); /* previous edge's P is no longer read */
+        for (int b = threadIdx.x; b < p.nY; b += blockDim.x) Ys[b] = Y[e * p.nY + b];
+        __syncthreads();
+        conv_build_p<T>(p, Ys, P);
+        __syncthreads();
+        if (u >= p.C) continue;
+        const T *x = hu + (int64_t)sender[e] * p.dhu, *we = w + (e - e0) * p.wn;
+        const T cs = cut ? cut[e] : (T)1;
+        for (int q = 0; q < p.n_ins; q++) {
+            const conv_ins &k = p.ins[q];
+            T xa[CONV_MAX_D];
+            for (int a = 0; a < k.d1; a++) xa[a] = x[k.x_off + u * k.d1 + a];
+            const T s = (T)k.pw * (cut ? we[k.w_off + u] * cs : we[k.w_off + u]);
+            const T *Pk = P + k.p_off;
+            for (int c = 0; c < k.d3; c++) {
+                T t = 0;
+                for (int a = 0; a < k.d1; a++) t += xa[a] * Pk[a * k.d3 + c];
+                acc[(k.acc_off + c) * p.C + u] += (double)(s * t);
+            }
+        }
+    }
+    __syncthreads();
+    if (u >= p.C) return;
+    T *Mi = M + i * p.dM;
+    for (int b = 0; b < p.n_out; b++) {
+        const conv_block &ob = p.outb[b];
+        for (int c = 0; c < ob.d; c++) Mi[ob.off + u * ob.d + c] = (T)acc[(ob.acc_off + c) * p.C + u];
+    }
+}
+
+/* Deterministic sum over the block's threads of v (fixed shuffle pattern, then warps in order); the result
+ * is valid in thread 0. red: one slot per warp. */
+template <class T>
+__device__ inline T block_sum_to_red(T v, T *red_slot_of_warp) {
+    for (int off = CGQ_WARP / 2; off > 0; off /= 2) v += CGQ_SHFL_DOWN(v, off);
+    if (threadIdx.x % CGQ_WARP == 0) *red_slot_of_warp = v;
+    return v;
+}
+
+/* Reverse of k_conv_fwd for receivers [i0, i0 + gridDim.x), given gM = dE/dM. Writes per edge: gw (dE/d raw
+ * MLP output, row stride wn, from e0), gY (dE/dY, stride nY), gcut (dE/dcut through the weights, when cut),
+ * gx1e (this edge's dE/dx of its sender, stride dhu).
+ * gM[i] is fixed along the row, so each channel first folds it into G_k[a][b] = sum_c C_k[a,b,c] gM[u,c];
+ * then per edge and instruction, with t[a] = sum_b Y[b] G[a][b]:
+ *   dE/dw = pw sum_a x[a] t[a],  dE/dx[a] = pw w t[a],  dE/dY[b] = pw w sum_a x[a] G[a][b]. */
+template <class T>
+__global__ void k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
+                           const T *w, int64_t e0, const T *cut, const T *gM, T *gw, T *gY, T *gcut, T *gx1e) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int nwarps = blockDim.x / CGQ_WARP, nred = p.nY + 1;
+    T *red = reinterpret_cast<T *>(smem_raw), *G = red + 2 * (size_t)nwarps * (CONV_MAX_Y + 1);
+    const int64_t i = i0 + blockIdx.x;
+    const int u = threadIdx.x, warp = threadIdx.x / CGQ_WARP;
+    const bool active = u < p.C;
+    if (active) {
+        const T *g = gM + i * p.dM;
+        for (int q = 0; q < p.n_ins; q++) {
+            const conv_ins &k = p.ins[q];
+            T gc[CONV_MAX_D];
+            for (int c = 0; c < k.d3; c++) gc[c] = g[k.out_off + u * k.d3 + c];
+            const T *C = conv_cg<T>(p) + k.c_off;
+            for (int a = 0; a < k.d1; a++)
+                for (int b = 0; b < k.d2; b++) {
+                    T s = 0;
+                    for (int c = 0; c < k.d3; c++) s += C[(a * k.d2 + b) * k.d3 + c] * gc[c];
+                    G[(size_t)(k.g_off + a * k.d2 + b) * p.C + u] = s;
+                }
+        }
+    }
+    int parity = 0;
+    for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++, parity ^= 1) {
+        T gy[CONV_MAX_Y + 1];
+        for (int b = 0; b < nred; b++) gy[b] = 0; /* gy[nY]: dE/dcut */
+        const T *Ye = Y + e * p.nY;
+        if (active) {
+            const T *x = hu + (int64_t)sender[e] * p.dhu, *we = w + (e - e0) * p.wn;
+            T *gwe = gw + (e - e0) * p.wn;
+            const T cs = cut ? cut[e] : (T)1;
+            T gx[CONV_MAX_XDIM];
+            for (int a = 0; a < p.x_dim; a++) gx[a] = 0;
+            for (int q = 0; q < p.n_ins; q++) {
+                const conv_ins &k = p.ins[q];
+                const T wraw = we[k.w_off + u], wk = cut ? wraw * cs : wraw, pww = (T)k.pw * wk;
+                const T *Gk = G + (size_t)k.g_off * p.C + u;
+                T s = 0;
+                for (int a = 0; a < k.d1; a++) {
+                    const T xa = x[k.x_off + u * k.d1 + a];
+                    T t = 0;
+                    for (int b = 0; b < k.d2; b++) {
+                        const T Gab = Gk[(size_t)(a * k.d2 + b) * p.C];
+                        t += Ye[k.y_off + b] * Gab;
+                        gy[k.y_off + b] += pww * xa * Gab;
+                    }
+                    s += xa * t;
+                    gx[k.xa_off + a] += pww * t;
+                }
+                const T gwk = (T)k.pw * s; /* dE/dw */
+                if (cut) {
+                    gy[p.nY] += gwk * wraw;
+                    gwe[k.w_off + u] = gwk * cs;
+                } else {
+                    gwe[k.w_off + u] = gwk;
+                }
+            }
+            T *gxe = gx1e + e * p.dhu;
+            for (int b = 0; b < p.n_in1; b++) {
+                const conv_block &xb = p.in1b[b];
+                for (int a = 0; a < xb.d; a++) gxe[xb.off + u * xb.d + a] = gx[xb.acc_off + a];
+            }
+        }
+        /* sums over the channels: shuffles within warps, then warps in order (double-buffered by edge) */
+        T *rb = red + (size_t)parity * nwarps * (CONV_MAX_Y + 1);
+        for (int b = 0; b < nred; b++) block_sum_to_red(gy[b], rb + warp * (CONV_MAX_Y + 1) + b);
+        __syncthreads();
+        if (u < nred) {
+            T acc = 0;
+            for (int q = 0; q < nwarps; q++) acc += rb[q * (CONV_MAX_Y + 1) + u];
+            if (u < p.nY) gY[e * p.nY + u] = acc;
+            else if (gcut) gcut[e] = cut ? acc : 0.0;
+        }
+    }
+}
+
+/* dE/dx of sender j summed over its outgoing edges in sender order: one thread per (j, feature). */
+template <class T>
+__global__ void k_sender_sum_rows(int64_t n_nodes, int dhu, const int64_t *srow, const int32_t *sedge, const T *gx1e,
+                                  T *ghu) {
+    const int64_t total = n_nodes * dhu;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t j = q / dhu;
+        const int k = (int)(q % dhu);
+        T acc = 0;
+        for (int64_t r = srow[j]; r < srow[j + 1]; r++) acc += gx1e[(int64_t)sedge[r] * dhu + k];
+        ghu[j * dhu + k] = acc;
+    }
+}
+
+/* ---- density normalisation (RealAgnosticDensity* blocks): rho_i = sum_e tanh(d_e^2) (x cut_e), where
+ * d_e is the density MLP's output, and the messages scaled by 1 / (rho_i + 1) instead of 1 / avg_num_neighbors */
+template <class T>
+__global__ void k_density_rho(int64_t i0, int64_t n, const int64_t *row_ptr, const T *d, int64_t e0, const T *cut, T *rho) {
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < n; q += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t i = i0 + q;
+        T r = 0;
+        for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++) {
+            const T dd = d[e - e0], v = tanh(dd * dd);
+            r += cut ? v * cut[e] : v;
+        }
+        rho[i] = r;
+    }
+}
+
+/* x[n, :] *= 1 / (rho_n + 1) */
+template <class T>
+__global__ void k_density_scale(int64_t n_nodes, int width, const T *rho, T *x) {
+    const int64_t total = n_nodes * width;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x)
+        x[q] *= (T)1 / (rho[q / width] + (T)1);
+}
+
+/* Reverse through the scaling: grho_n = -<g_n, Mlin_n> / (rho_n + 1) (Mlin scaled), then g_n /= rho_n + 1.
+ * One thread per node: the dot product has a fixed order. */
+template <class T>
+__global__ void k_density_scale_bwd(int64_t n_nodes, int width, const T *rho, const T *Mlin, T *g, T *grho) {
+    for (int64_t n = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; n < n_nodes; n += (int64_t)gridDim.x * blockDim.x) {
+        const T r1 = rho[n] + (T)1;
+        T acc = 0;
+        for (int j = 0; j < width; j++) acc += g[n * width + j] * Mlin[n * width + j];
+        grho[n] = -acc / r1;
+        for (int j = 0; j < width; j++) g[n * width + j] /= r1;
+    }
+}
+
+/* Per edge: dE/dd of the density MLP output (gd), and dE/dcut += grho th when the cutoff multiplies rho. */
+template <class T>
+__global__ void k_density_edge_bwd(int64_t e0, int64_t e1, const int32_t *erecv, const T *d, const T *grho, const T *cut,
+                                   T *gd, T *gcut) {
+    for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1; e += (int64_t)gridDim.x * blockDim.x) {
+        const T dd = d[e - e0], th = tanh(dd * dd);
+        T g = grho[erecv[e]];
+        if (cut) {
+            gcut[e] += g * th;
+            g *= cut[e];
+        }
+        gd[e - e0] = g * ((T)1 - th * th) * (T)2 * dd;
+    }
+}
+
+/* shared memory of the kernels for element size `es` (the double size is the larger, used to plan) */
+static size_t conv_fwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
+    return sizeof(double) * (size_t)p.acc_dim * p.C + es * (p.p_dim + CONV_MAX_Y);
+}
+static size_t conv_bwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
+    return es * ((size_t)p.g_dim * p.C + 2 * (size_t)(p.threads / CGQ_WARP) * (CONV_MAX_Y + 1));
+}
+
+#endif

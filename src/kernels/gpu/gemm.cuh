@@ -1,0 +1,185 @@
+/* gemm.cuh: a tiled GEMM with the epilogues the radial MLP needs, forward and reverse, over many edges
+ * at once (rows = edges). Each output element is owned by one thread and summed over k in order, so
+ * results are deterministic. C[m,n] = epi(alpha * sum_k A[m,k] B(k,n)), B(k,n) = B[k*ldb+n] or, transposed,
+ * B[n*ldb+k]; T is the working precision (double or float). Included by mace_gpu.cu after the reference
+ * math (cgq_act_eval). */
+#ifndef CGQ_GPU_GEMM_CUH
+#define CGQ_GPU_GEMM_CUH
+
+enum gemm_epilogue {
+    GEMM_STORE,   /* C = acc */
+    GEMM_ACT_FWD, /* hidden layer: C = z = acc, C[+hz] = cst*act(z) (the fcnet cache layout) */
+    GEMM_ACT_BWD  /* reverse through a hidden layer: C = acc * cst*act'(Z) */
+};
+
+#define GEMM_BM 64
+#define GEMM_BN 64
+#define GEMM_BK 16
+#define GEMM_THREADS 256 /* 16 x 16, each 4 x 4 outputs */
+
+/* the activations in the working precision: float keeps float arithmetic (expf), double is the reference */
+template <class T>
+__device__ inline T act_eval_t(cgq_act act, double cst, T x, T *df) {
+    if (sizeof(T) == sizeof(float) && (act == CGQ_ACT_SILU || act == CGQ_ACT_IDENTITY)) {
+        if (act == CGQ_ACT_IDENTITY) {
+            if (df) *df = (T)cst;
+            return (T)cst * x;
+        }
+        const T sg = x >= 0 ? (T)1 / ((T)1 + expf(-x)) : expf(x) / ((T)1 + expf(x));
+        if (df) *df = (T)cst * sg * ((T)1 + x * ((T)1 - sg));
+        return (T)cst * x * sg;
+    }
+    double d;
+    const double f = cgq_act_eval(act, cst, (double)x, df ? &d : NULL);
+    if (df) *df = (T)d;
+    return (T)f;
+}
+
+template <class T>
+struct gemm_args {
+    int64_t M;
+    int N, K;
+    const T *A;
+    int64_t lda;
+    const T *B;
+    int ldb;
+    T *C;
+    int64_t ldc;
+    T alpha;
+    const T *Z; /* GEMM_ACT_BWD: pre-activations */
+    int64_t ldz;
+    int hz;          /* GEMM_ACT_FWD: offset of the activations after z */
+    cgq_act act;
+    double act_cst;
+};
+
+template <class T, int EPI, bool BT>
+__global__ void __launch_bounds__(GEMM_THREADS) k_gemm(gemm_args<T> g) {
+    __shared__ T As[GEMM_BK][GEMM_BM + 1];
+    __shared__ T Bs[GEMM_BK][GEMM_BN + 1];
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int64_t m0 = (int64_t)blockIdx.x * GEMM_BM;
+    const int n0 = blockIdx.y * GEMM_BN;
+    T acc[4][4] = {{0}};
+    for (int k0 = 0; k0 < g.K; k0 += GEMM_BK) {
+        for (int q = threadIdx.x; q < GEMM_BM * GEMM_BK; q += GEMM_THREADS) {
+            const int mm = q / GEMM_BK, kk = q % GEMM_BK;
+            const int64_t row = m0 + mm;
+            const int col = k0 + kk;
+            As[kk][mm] = (row < g.M && col < g.K) ? g.A[row * g.lda + col] : (T)0;
+        }
+        for (int q = threadIdx.x; q < GEMM_BK * GEMM_BN; q += GEMM_THREADS) {
+            int kk, nn;
+            if (BT) nn = q / GEMM_BK, kk = q % GEMM_BK;
+            else kk = q / GEMM_BN, nn = q % GEMM_BN;
+            const int k = k0 + kk, n = n0 + nn;
+            T v = 0;
+            if (k < g.K && n < g.N) v = BT ? g.B[(int64_t)n * g.ldb + k] : g.B[(int64_t)k * g.ldb + n];
+            Bs[kk][nn] = v;
+        }
+        __syncthreads();
+#pragma unroll 4
+        for (int kk = 0; kk < GEMM_BK; kk++) {
+            T a[4], b[4];
+            for (int i = 0; i < 4; i++) a[i] = As[kk][ty + 16 * i];
+            for (int j = 0; j < 4; j++) b[j] = Bs[kk][tx + 16 * j];
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++) acc[i][j] += a[i] * b[j];
+        }
+        __syncthreads();
+    }
+    for (int i = 0; i < 4; i++) {
+        const int64_t row = m0 + ty + 16 * i;
+        if (row >= g.M) continue;
+        for (int j = 0; j < 4; j++) {
+            const int n = n0 + tx + 16 * j;
+            if (n >= g.N) continue;
+            const T v = g.alpha * acc[i][j];
+            T *c = g.C + row * g.ldc + n;
+            if (EPI == GEMM_STORE) {
+                *c = v;
+            } else if (EPI == GEMM_ACT_FWD) {
+                c[0] = v;
+                c[g.hz] = act_eval_t<T>(g.act, g.act_cst, v, NULL);
+            } else {
+                T d;
+                act_eval_t<T>(g.act, g.act_cst, g.Z[row * g.ldz + n], &d);
+                *c = v * d;
+            }
+        }
+    }
+}
+
+template <class T, int EPI, bool BT>
+static void gemm_launch(const gemm_args<T> &g, cudaStream_t s) {
+    if (g.M == 0 || g.N == 0) return;
+    dim3 grid((unsigned)((g.M + GEMM_BM - 1) / GEMM_BM), (unsigned)((g.N + GEMM_BN - 1) / GEMM_BN));
+    k_gemm<T, EPI, BT><<<grid, GEMM_THREADS, 0, s>>>(g);
+}
+
+/* Widest hidden layer (the reverse pass's temporaries). */
+static int mlp_hidden_width(const cgq_fcnet &fc) {
+    int w = 1;
+    for (int k = 1; k < fc.n_layers; k++) w = fc.h[k] > w ? fc.h[k] : w;
+    return w;
+}
+
+/* The e3nn FullyConnectedNet over rows [0, M) of x (ld ldx): hidden pre-activations and activations into
+ * cache (row stride cgq_fcnet_cache_size), outputs into out (row stride ldo). Same layout as the reference. */
+template <class T>
+static void mlp_forward(const cgq_fcnet &fc, const T *const *W, int64_t M, const T *x, int64_t ldx, T *cache, T *out,
+                        int64_t ldo, cudaStream_t s) {
+    const int cs = cgq_fcnet_cache_size(&fc);
+    const T *in = x;
+    int64_t ldin = ldx;
+    int off = 0;
+    for (int k = 0; k < fc.n_layers; k++) {
+        gemm_args<T> g = {};
+        g.M = M, g.N = fc.h[k + 1], g.K = fc.h[k];
+        g.A = in, g.lda = ldin, g.B = W[k], g.ldb = fc.h[k + 1];
+        g.alpha = (T)(1.0 / sqrt((double)fc.h[k]));
+        g.act = fc.act, g.act_cst = fc.act_cst;
+        if (k == fc.n_layers - 1) {
+            g.C = out, g.ldc = ldo;
+            gemm_launch<T, GEMM_STORE, false>(g, s);
+        } else {
+            g.C = cache + off, g.ldc = cs, g.hz = fc.h[k + 1];
+            gemm_launch<T, GEMM_ACT_FWD, false>(g, s);
+            in = cache + off + fc.h[k + 1], ldin = cs;
+            off += 2 * fc.h[k + 1];
+        }
+    }
+}
+
+/* Reverse of mlp_forward: gx[M, h0] (ld ldgx) from gout [M, h_last] (ld ldg); tmp holds 2 x M x mlp_hidden_width. */
+template <class T>
+static void mlp_backward(const cgq_fcnet &fc, const T *const *W, int64_t M, const T *cache, const T *gout, int64_t ldg,
+                         T *gx, int64_t ldgx, T *tmp, cudaStream_t s) {
+    const int cs = cgq_fcnet_cache_size(&fc), maxw = mlp_hidden_width(fc);
+    int off[CGQ_MAX_FC_LAYERS + 1], o = 0;
+    for (int k = 0; k < fc.n_layers; k++) {
+        off[k] = o;
+        o += 2 * fc.h[k + 1];
+    }
+    const T *g = gout;
+    int64_t ldin = ldg;
+    for (int k = fc.n_layers - 1; k >= 0; k--) {
+        gemm_args<T> a = {};
+        a.M = M, a.N = fc.h[k], a.K = fc.h[k + 1];
+        a.A = g, a.lda = ldin, a.B = W[k], a.ldb = fc.h[k + 1];
+        a.alpha = (T)(1.0 / sqrt((double)fc.h[k]));
+        a.act = fc.act, a.act_cst = fc.act_cst;
+        if (k == 0) {
+            a.C = gx, a.ldc = ldgx;
+            gemm_launch<T, GEMM_STORE, true>(a, s);
+        } else {
+            T *dst = tmp + (size_t)(k % 2) * M * maxw;
+            a.C = dst, a.ldc = maxw;
+            a.Z = cache + off[k - 1], a.ldz = cs; /* pre-activation of the hidden layer feeding layer k */
+            gemm_launch<T, GEMM_ACT_BWD, true>(a, s);
+            g = dst, ldin = maxw;
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,177 @@
+/* node_ops.cuh: the node-side maps of a MACE layer as one GPU thread per (node, output element): e3nn
+ * linears and the species-weighted skip tensor product (one-hot second input), forward and transposed.
+ * Each output element is summed by its own thread in a fixed order (deterministic). The structs are a
+ * device copy of the model whose weight arrays are stored in the working precision T (see wt()). */
+#ifndef CGQ_GPU_NODE_OPS_CUH
+#define CGQ_GPU_NODE_OPS_CUH
+
+/* A model weight array as stored for precision T (the float model copy keeps float arrays in the double*
+ * fields of the structs). */
+template <class T>
+__device__ inline const T *wt(const double *p) {
+    return reinterpret_cast<const T *>(p);
+}
+
+/* Block of `ir` holding flat index j, and j's (channel, component) inside it. */
+__device__ inline int irreps_locate(const cgq_irreps *ir, int j, int *u, int *m) {
+    int k = 0;
+    while (k + 1 < ir->n && ir->b[k + 1].offset <= j) k++;
+    const int d = 2 * ir->b[k].l + 1, r = j - ir->b[k].offset;
+    *u = r / d, *m = r % d;
+    return k;
+}
+
+/* y[n] = alpha * (linear(x[n]) + bias) (+ add[n]) */
+template <class T>
+__global__ void k_linear_fwd(const cgq_linear *lin, int64_t n_nodes, const T *x, int64_t ldx, T *y, int64_t ldy, T alpha,
+                             const T *add, int64_t ldadd) {
+    const int dout = lin->out.dim;
+    const int64_t total = n_nodes * dout;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t n = q / dout;
+        const int j = (int)(q % dout);
+        int w, m;
+        const int bo = irreps_locate(&lin->out, j, &w, &m);
+        const int mo = lin->out.b[bo].mul, d = 2 * lin->out.b[bo].l + 1;
+        const T *xn = x + n * ldx;
+        double acc = 0; /* float products, double sums */
+        for (int k = 0; k < lin->n_ins; k++) {
+            if (lin->ins_out[k] != bo) continue;
+            const cgq_irrep_block *bi = &lin->in.b[lin->ins_in[k]];
+            const T pw = (T)lin->path_weight[k], *W = wt<T>(lin->weight) + lin->w_offset[k] + w;
+            const T *xb = xn + bi->offset + m;
+            for (int u = 0; u < bi->mul; u++) acc += (pw * W[(int64_t)u * mo]) * xb[u * d];
+        }
+        if (lin->bias && lin->out.b[bo].l == 0 && lin->out.b[bo].parity == 1) {
+            int off = 0;
+            for (int k = 0; k < bo; k++)
+                if (lin->out.b[k].l == 0 && lin->out.b[k].parity == 1) off += lin->out.b[k].mul;
+            acc += wt<T>(lin->bias)[off + w];
+        }
+        T v = (T)((double)alpha * acc);
+        if (add) v += add[n * ldadd + j];
+        y[n * ldy + j] = v;
+    }
+}
+
+/* gx[n] (+)= alpha * linear^T(gy[n]) */
+template <class T>
+__global__ void k_linear_bwd(const cgq_linear *lin, int64_t n_nodes, const T *gy, int64_t ldgy, T *gx, int64_t ldgx, T alpha,
+                             int accumulate) {
+    const int din = lin->in.dim;
+    const int64_t total = n_nodes * din;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t n = q / din;
+        const int i = (int)(q % din);
+        int u, m;
+        const int bi = irreps_locate(&lin->in, i, &u, &m);
+        const T *gn = gy + n * ldgy;
+        double acc = 0; /* float products, double sums */
+        for (int k = 0; k < lin->n_ins; k++) {
+            if (lin->ins_in[k] != bi) continue;
+            const cgq_irrep_block *bo = &lin->out.b[lin->ins_out[k]];
+            const int d = 2 * bo->l + 1, mo = bo->mul;
+            const T pw = (T)lin->path_weight[k], *W = wt<T>(lin->weight) + lin->w_offset[k] + (int64_t)u * mo;
+            const T *gb = gn + bo->offset + m;
+            for (int w = 0; w < mo; w++) acc += (pw * W[w]) * gb[w * d];
+        }
+        T *dst = gx + n * ldgx + i;
+        *dst = (T)((accumulate ? (double)*dst : 0.0) + (double)alpha * acc);
+    }
+}
+
+/* The skip tensor product with a one-hot species second input (MACE's skip_tp / first-layer
+ * linear-with-species): a per-species linear, out[w,c] = sum pw W[u,s,w] sum_a C[a,0,c] x1[u,a]. */
+template <class T>
+__global__ void k_skip_fwd(const cgq_tp *tp, int64_t n_nodes, const int32_t *species, const T *x1, int64_t ldx, T *out,
+                           int64_t ldo) {
+    const int dout = tp->out.dim, m2 = tp->in2.b[0].mul;
+    const int64_t total = n_nodes * dout;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t n = q / dout;
+        const int j = (int)(q % dout), s = species[n];
+        int w, c;
+        const int bo = irreps_locate(&tp->out, j, &w, &c);
+        const int mo = tp->out.b[bo].mul, d3 = 2 * tp->out.b[bo].l + 1;
+        double acc = 0; /* float products, double sums */
+        for (int k = 0; k < tp->n_ins; k++) {
+            if (tp->io[k] != bo) continue;
+            const cgq_irrep_block *B1 = &tp->in1.b[tp->i1[k]];
+            const int d1 = 2 * B1->l + 1;
+            const T pw = (T)tp->path_weight[k], *C = wt<T>(tp->w3j[k]);
+            const T *W = wt<T>(tp->weight) + tp->w_offset[k];
+            const T *xb = x1 + n * ldx + B1->offset;
+            for (int u = 0; u < B1->mul; u++) {
+                T t = 0;
+                for (int a = 0; a < d1; a++) t += C[a * d3 + c] * xb[u * d1 + a];
+                acc += (pw * W[((int64_t)u * m2 + s) * mo + w]) * t;
+            }
+        }
+        out[n * ldo + j] = (T)acc;
+    }
+}
+
+/* gx1[n] (+)= skip_tp^T(gout[n]) for the one-hot species input */
+template <class T>
+__global__ void k_skip_bwd(const cgq_tp *tp, int64_t n_nodes, const int32_t *species, const T *gout, int64_t ldg, T *gx1,
+                           int64_t ldgx, int accumulate) {
+    const int din = tp->in1.dim, m2 = tp->in2.b[0].mul;
+    const int64_t total = n_nodes * din;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t n = q / din;
+        const int i = (int)(q % din), s = species[n];
+        int u, a;
+        const int b1 = irreps_locate(&tp->in1, i, &u, &a);
+        double acc = 0; /* float products, double sums */
+        for (int k = 0; k < tp->n_ins; k++) {
+            if (tp->i1[k] != b1) continue;
+            const cgq_irrep_block *BO = &tp->out.b[tp->io[k]];
+            const int d3 = 2 * BO->l + 1, mo = BO->mul;
+            const T pw = (T)tp->path_weight[k], *C = wt<T>(tp->w3j[k]) + a * d3;
+            const T *W = wt<T>(tp->weight) + tp->w_offset[k] + ((int64_t)u * m2 + s) * mo;
+            const T *gb = gout + n * ldg + BO->offset;
+            for (int c = 0; c < d3; c++) {
+                T g = 0;
+                for (int w = 0; w < mo; w++) g += (pw * W[w]) * gb[w * d3 + c];
+                acc += C[c] * g;
+            }
+        }
+        T *dst = gx1 + n * ldgx + i;
+        *dst = (T)((accumulate ? (double)*dst : 0.0) + acc);
+    }
+}
+
+/* MACE's reshape of the target irreps [blocks][C][2l+1] <-> [C][sum (2l+1)] for the product basis */
+template <class T>
+__global__ void k_reshape_cd(const cgq_mace_layer *ly, int64_t n_nodes, const T *src, int64_t lds, T *dst, int64_t ldd,
+                             int to_cd) {
+    const int dT = ly->target.dim, D = ly->coupling_dim;
+    const int64_t total = n_nodes * dT;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t n = q / dT;
+        const int j = (int)(q % dT);
+        int ch, mm;
+        const int k = irreps_locate(&ly->target, j, &ch, &mm);
+        int doff = 0;
+        for (int b = 0; b < k; b++) doff += 2 * ly->target.b[b].l + 1;
+        const int jc = ch * D + doff + mm;
+        if (to_cd) dst[n * ldd + jc] = src[n * lds + j];
+        else dst[n * ldd + j] = src[n * lds + jc];
+    }
+}
+
+/* dst = (D) src, elementwise (precision changes at the edges of the working-precision region) */
+template <class S, class D>
+__global__ void k_convert(int64_t n, const S *src, D *dst) {
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < n; q += (int64_t)gridDim.x * blockDim.x)
+        dst[q] = (D)src[q];
+}
+
+/* dst += (D) src */
+template <class S, class D>
+__global__ void k_add_convert(int64_t n, const S *src, D *dst) {
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < n; q += (int64_t)gridDim.x * blockDim.x)
+        dst[q] += (D)src[q];
+}
+
+#endif
