@@ -95,8 +95,10 @@ int main(int argc, char **argv) {
     }
     qsort(t, reps, sizeof(double), cmp);
     const double med = t[reps / 2];
-    printf("%s %s atoms %lld device %s %s: %.3f ms/step median of %d (min %.3f), %.2f us/atom-step, E=%.10f\n", argv[1],
-           argv[2], (long long)n, argv[6], cgq_evaluator_backend(ev), 1e3 * med, reps, 1e3 * t[0], 1e6 * med / n, e);
+    const double gib = (double)cgq_evaluator_device_bytes(ev) / 1073741824.0;
+    printf("%s %s atoms %lld device %s %s: %.3f ms/step median of %d (min %.3f), %.2f us/atom-step, E=%.10f, "
+           "GPU memory %.2f GiB (%.1f KiB/atom)\n", argv[1], argv[2], (long long)n, argv[6], cgq_evaluator_backend(ev),
+           1e3 * med, reps, 1e3 * t[0], 1e6 * med / n, e, gib, gib * 1048576.0 / (double)n);
     cgq_evaluator_free(ev);
     cgq_model_free(m);
     return 0;

@@ -66,6 +66,9 @@ CGQ_API cgq_status cgq_evaluator_create(const cgq_model *model, const cgq_evalua
 CGQ_API void cgq_evaluator_free(cgq_evaluator *ev);
 /* The backend an evaluator runs on ("cpu float64", "cuda:0 float64"), for logs. */
 CGQ_API const char *cgq_evaluator_backend(const cgq_evaluator *ev);
+/* Bytes of device memory the evaluator holds (model and work buffers; they only grow, so after a call this is
+ * the peak of that size of system). 0 for the CPU backend. */
+CGQ_API size_t cgq_evaluator_device_bytes(const cgq_evaluator *ev);
 
 /* A directed graph with edges sorted by receiver (CSR). Nodes 0..n_local-1 are local (they receive
  * edges and carry energy); nodes n_local..n_nodes-1 are ghosts (copies of nodes owned elsewhere, e.g.

@@ -25,6 +25,29 @@ double rms(const std::vector<double> &v) {
     for (double x : v) s += x * x;
     return std::sqrt(s / std::fmax(1.0, (double)v.size()));
 }
+// Every stored structure of the fixture, as stored and with every coordinate freshly perturbed (seed printed).
+template <class F>
+void for_each_structure(const std::string &file, unsigned seed, F fn) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> nd(0.0, 0.03);
+    for (const Case &c : read_cases(file))
+        for (int variant = 0; variant < 2; variant++) {
+            std::vector<double> pos = c.pos;
+            if (variant)
+                for (double &x : pos) x += nd(rng);
+            fn(c, pos, variant ? "perturbed" : "stored   ");
+        }
+}
+
+// Same input, same bits: 10 repeats of b's evaluation.
+void expect_bitwise_repeats(cgq_evaluator *gpu, const Case &c, const std::vector<double> &pos, const Eval &b) {
+    for (int rep = 0; rep < 10; rep++) {
+        Eval r = evaluate(gpu, c, pos);
+        ASSERT_EQ(r.status, CGQ_STATUS_OK);
+        ASSERT_EQ(std::memcmp(&r.energy, &b.energy, sizeof(double)), 0) << c.name << " repeat " << rep;
+        ASSERT_EQ(std::memcmp(r.forces.data(), b.forces.data(), sizeof(double) * 3 * c.Z.size()), 0) << c.name;
+    }
+}
 }  // namespace
 
 class Gpu : public ::testing::TestWithParam<std::string> {};
@@ -36,36 +59,22 @@ TEST_P(Gpu, MatchesCpuReferenceAndIsDeterministic) {
     if (!gpu) GTEST_SKIP() << "no GPU backend: " << cgq_last_error();
     cgq_evaluator *cpu = make(model.m, CGQ_DEVICE_CPU);
     ASSERT_NE(cpu, nullptr);
-    std::random_device rd;
-    const unsigned seed = rd();
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<double> nd(0.0, 0.03);
-    for (const Case &c : read_cases(GetParam())) {
-        for (int variant = 0; variant < 2; variant++) {
-            std::vector<double> pos = c.pos;
-            if (variant) /* fresh inputs: perturb every coordinate */
-                for (double &x : pos) x += nd(rng);
-            Eval a = evaluate(cpu, c, pos), b = evaluate(gpu, c, pos);
-            ASSERT_EQ(a.status, CGQ_STATUS_OK) << cgq_last_error();
-            ASSERT_EQ(b.status, CGQ_STATUS_OK) << cgq_last_error();
-            const size_t n = c.Z.size();
-            const double dE = std::fabs(a.energy - b.energy) / std::fabs(a.energy);
-            const double dF = max_abs_diff(a.forces.data(), b.forces.data(), 3 * n) / std::fmax(max_abs(a.forces), 1e-3);
-            const double dW = max_abs_diff(a.virial, b.virial, 9) / std::fmax(max_abs(std::vector<double>(a.virial, a.virial + 9)), 1e-3);
-            std::printf("  %-30s %-20s %s seed=%u  dE/E=%.1e  dF/|F|=%.1e  dW/|W|=%.1e\n",
-                        GetParam().substr(GetParam().find_last_of('/') + 1).c_str(), c.name.c_str(),
-                        variant ? "perturbed" : "stored   ", seed, dE, dF, dW);
-            EXPECT_LE(dE, 1e-10) << c.name << " seed " << seed;
-            EXPECT_LE(dF, 1e-10) << c.name << " seed " << seed;
-            EXPECT_LE(dW, 1e-10) << c.name << " seed " << seed;
-            for (int rep = 0; rep < 10; rep++) { /* same input, same bits */
-                Eval r = evaluate(gpu, c, pos);
-                ASSERT_EQ(r.status, CGQ_STATUS_OK);
-                ASSERT_EQ(std::memcmp(&r.energy, &b.energy, sizeof(double)), 0) << c.name << " repeat " << rep;
-                ASSERT_EQ(std::memcmp(r.forces.data(), b.forces.data(), sizeof(double) * 3 * n), 0) << c.name;
-            }
-        }
-    }
+    const unsigned seed = std::random_device{}();
+    for_each_structure(GetParam(), seed, [&](const Case &c, const std::vector<double> &pos, const char *label) {
+        Eval a = evaluate(cpu, c, pos), b = evaluate(gpu, c, pos);
+        ASSERT_EQ(a.status, CGQ_STATUS_OK) << cgq_last_error();
+        ASSERT_EQ(b.status, CGQ_STATUS_OK) << cgq_last_error();
+        const size_t n = c.Z.size();
+        const double dE = std::fabs(a.energy - b.energy) / std::fabs(a.energy);
+        const double dF = max_abs_diff(a.forces.data(), b.forces.data(), 3 * n) / std::fmax(max_abs(a.forces), 1e-3);
+        const double dW = max_abs_diff(a.virial, b.virial, 9) / std::fmax(max_abs(std::vector<double>(a.virial, a.virial + 9)), 1e-3);
+        std::printf("  %-30s %-20s %s seed=%u  dE/E=%.1e  dF/|F|=%.1e  dW/|W|=%.1e\n",
+                    GetParam().substr(GetParam().find_last_of('/') + 1).c_str(), c.name.c_str(), label, seed, dE, dF, dW);
+        EXPECT_LE(dE, 1e-10) << c.name << " seed " << seed;
+        EXPECT_LE(dF, 1e-10) << c.name << " seed " << seed;
+        EXPECT_LE(dW, 1e-10) << c.name << " seed " << seed;
+        expect_bitwise_repeats(gpu, c, pos, b);
+    });
     cgq_evaluator_free(gpu);
     cgq_evaluator_free(cpu);
 }
@@ -90,40 +99,26 @@ TEST_P(Gpu, Float32WithinTolerancesAndDeterministic) {
     EXPECT_NE(std::string(cgq_evaluator_backend(gpu)).find("float32"), std::string::npos);
     cgq_evaluator *cpu = make(model.m, CGQ_DEVICE_CPU);
     ASSERT_NE(cpu, nullptr);
-    std::random_device rd;
-    const unsigned seed = rd();
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<double> nd(0.0, 0.03);
-    for (const Case &c : read_cases(GetParam())) {
-        for (int variant = 0; variant < 2; variant++) {
-            std::vector<double> pos = c.pos;
-            if (variant)
-                for (double &x : pos) x += nd(rng);
-            Eval a = evaluate(cpu, c, pos), b = evaluate(gpu, c, pos);
-            ASSERT_EQ(a.status, CGQ_STATUS_OK) << cgq_last_error();
-            ASSERT_EQ(b.status, CGQ_STATUS_OK) << cgq_last_error();
-            const size_t n = c.Z.size();
-            std::vector<double> dF(3 * n);
-            for (size_t k = 0; k < 3 * n; k++) dF[k] = a.forces[k] - b.forces[k];
-            double scale = std::fabs(a.energy), sites = 0.0;
-            for (size_t i = 0; i < n; i++) sites += std::fabs(a.atomic_energies[i]);
-            scale = std::fmax(scale, sites);
-            const double dE = std::fabs(a.energy - b.energy) / scale;
-            const double fr = rms(dF) / std::fmax(rms(a.forces), 1e-6);
-            std::printf("  fp32 %-30s %-20s %s seed=%u  dE/scale=%.1e  dE/E=%.1e  rms(dF)/rms(F)=%.1e\n",
-                        GetParam().substr(GetParam().find_last_of('/') + 1).c_str(), c.name.c_str(),
-                        variant ? "perturbed" : "stored   ", seed, dE,
-                        std::fabs(a.energy - b.energy) / std::fabs(a.energy), fr);
-            EXPECT_LE(dE, 1e-6) << c.name << " seed " << seed;
-            EXPECT_LE(fr, 1e-4) << c.name << " seed " << seed;
-            for (int rep = 0; rep < 10; rep++) {
-                Eval r = evaluate(gpu, c, pos);
-                ASSERT_EQ(r.status, CGQ_STATUS_OK);
-                ASSERT_EQ(std::memcmp(&r.energy, &b.energy, sizeof(double)), 0) << c.name << " repeat " << rep;
-                ASSERT_EQ(std::memcmp(r.forces.data(), b.forces.data(), sizeof(double) * 3 * n), 0) << c.name;
-            }
-        }
-    }
+    const unsigned seed = std::random_device{}();
+    for_each_structure(GetParam(), seed, [&](const Case &c, const std::vector<double> &pos, const char *label) {
+        Eval a = evaluate(cpu, c, pos), b = evaluate(gpu, c, pos);
+        ASSERT_EQ(a.status, CGQ_STATUS_OK) << cgq_last_error();
+        ASSERT_EQ(b.status, CGQ_STATUS_OK) << cgq_last_error();
+        const size_t n = c.Z.size();
+        std::vector<double> dF(3 * n);
+        for (size_t k = 0; k < 3 * n; k++) dF[k] = a.forces[k] - b.forces[k];
+        double scale = std::fabs(a.energy), sites = 0.0;
+        for (size_t i = 0; i < n; i++) sites += std::fabs(a.atomic_energies[i]);
+        scale = std::fmax(scale, sites);
+        const double dE = std::fabs(a.energy - b.energy) / scale;
+        const double fr = rms(dF) / std::fmax(rms(a.forces), 1e-6);
+        std::printf("  fp32 %-30s %-20s %s seed=%u  dE/scale=%.1e  dE/E=%.1e  rms(dF)/rms(F)=%.1e\n",
+                    GetParam().substr(GetParam().find_last_of('/') + 1).c_str(), c.name.c_str(), label, seed, dE,
+                    std::fabs(a.energy - b.energy) / std::fabs(a.energy), fr);
+        EXPECT_LE(dE, 1e-6) << c.name << " seed " << seed;
+        EXPECT_LE(fr, 1e-4) << c.name << " seed " << seed;
+        expect_bitwise_repeats(gpu, c, pos, b);
+    });
     cgq_evaluator_free(gpu);
     cgq_evaluator_free(cpu);
 }

@@ -94,6 +94,14 @@ cgq_status cgq_evaluator_create(const cgq_model *model, const cgq_evaluator_para
 
 const char *cgq_evaluator_backend(const cgq_evaluator *ev) { return ev ? ev->backend : ""; }
 
+size_t cgq_evaluator_device_bytes(const cgq_evaluator *ev) {
+#ifdef CGQ_HAVE_GPU
+    if (ev && ev->gpu) return cgq_gpu_bytes(ev->gpu);
+#endif
+    (void)ev;
+    return 0;
+}
+
 void cgq_evaluator_free(cgq_evaluator *ev) {
     if (!ev) return;
 #ifdef CGQ_HAVE_GPU

@@ -218,21 +218,26 @@ void PairCGEqui::build_graph(bool fold, int64_t &n_local_nodes, int64_t &n_nodes
     vec.assign(nl->vec, nl->vec + 3 * E);
     sender.resize(E + 1);
     if (fold) {
-        /* one rank: every ghost is an image of a local atom; point edges at the owner node */
+        /* one rank: every ghost is an image of a local atom; point edges at the owner node (owners are
+         * resolved once per ghost node, then each edge is an array lookup) */
         std::unordered_map<tagint, int32_t> node_of_tag;
         node_of_tag.reserve(2 * n_local_nodes + 1);
         for (int64_t k = 0; k < n_local_nodes; k++) node_of_tag[atom->tag[node_atom[k]]] = (int32_t)k;
-        for (int64_t e = 0; e < E; e++) {
-            const int32_t c = nl->sender[e];
+        owner.resize(ncand + 1);
+        for (int64_t c = 0; c < ncand; c++) {
             if (c < n_local_nodes) {
-                sender[e] = c;
+                owner[c] = (int32_t)c;
                 continue;
             }
             auto it = node_of_tag.find(atom->tag[node_atom[c]]);
-            if (it == node_of_tag.end())
+            owner[c] = it == node_of_tag.end() ? -1 : it->second;
+        }
+        for (int64_t e = 0; e < E; e++) {
+            const int32_t c = nl->sender[e];
+            if (owner[c] < 0)
                 error->one(FLERR, std::string("pair_style cgequi: ghost atom " + std::to_string(atom->tag[node_atom[c]]) +
                                       " has no local owner on a single rank"));
-            sender[e] = it->second;
+            sender[e] = owner[c];
         }
         n_nodes = n_local_nodes;
     } else {

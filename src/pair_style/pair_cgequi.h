@@ -48,7 +48,7 @@ class PairCGEqui : public Pair {
 
     /* graph of this step; node k is LAMMPS atom node_atom[k]; atom_node[j] = node of atom j or -1 */
     std::vector<int> node_atom, atom_node;
-    std::vector<int32_t> species, sender;
+    std::vector<int32_t> species, sender, owner; /* owner: local node of each candidate node (fold) */
     std::vector<int64_t> row_ptr;
     std::vector<double> vec, node_energy, edge_grad, positions, node_buf;
     ::cgq_neighbor_list *nl = nullptr;

@@ -72,6 +72,7 @@ struct cgq_gpu {
     size_t smem_optin;
     v2_buffers vb;
     std::vector<void *> allocations;
+    size_t model_bytes = 0;
     double *arena = nullptr;
     size_t arena_cap = 0;
     double *scratch = nullptr;
@@ -93,6 +94,7 @@ static cgq_status upload(cgq_gpu *g, T **field, size_t count) {
     void *d = nullptr;
     CGQ_CHECK_GPU(cudaMalloc(&d, sizeof(T) * count));
     g->allocations.push_back(d);
+    g->model_bytes += sizeof(T) * count;
     CGQ_CHECK_GPU(cudaMemcpy(d, *field, sizeof(T) * count, cudaMemcpyHostToDevice));
     *field = static_cast<T *>(d);
     return CGQ_STATUS_OK;
@@ -361,6 +363,13 @@ static cudaError_t set_smem_limits(int cap) {
         if (e != cudaSuccess) return e;
     }
     return cudaSuccess;
+}
+
+extern "C" size_t cgq_gpu_bytes(const cgq_gpu *g) {
+    if (!g) return 0;
+    size_t n = g->model_bytes + g->arena_cap + g->arena_f_cap + g->scratch_cap + g->graph_cap;
+    for (size_t c : g->vb.caps) n += c;
+    return n;
 }
 
 extern "C" int cgq_gpu_available(void) {

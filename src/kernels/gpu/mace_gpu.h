@@ -18,6 +18,8 @@ int cgq_gpu_device_count(void);
  * readouts, energies and force/virial sums stay in double. UNSUPPORTED for models outside the v2 kernels. */
 cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, cgq_gpu **out);
 void cgq_gpu_free(cgq_gpu *gpu);
+/* Device memory held: model copies and work buffers. */
+size_t cgq_gpu_bytes(const cgq_gpu *gpu);
 /* Same contract as the CPU backend (energy, per-local-node energy, dE/dvec per edge). */
 cgq_status cgq_gpu_evaluate(cgq_gpu *gpu, const cgq_graph *g, const cgq_exchange *xc, double *energy,
                             double *node_energy, double *edge_grad);
