@@ -2,8 +2,8 @@
 """check_water_md.py: short MD of the 192-atom liquid-water box (examples/lammps/water_192.data) with the shipped
 potential potentials/water-mace-small.h5 through pair_style cgequi (CPU, fp64): EQUIL steps of Nose-Hoover NVT at
 300 K, then STEPS of NVE, both at 0.5 fs, thermo every 10 steps.
-usage: check_water_md.py LMP MODEL DATA [--equil 200] [--steps 200] [--max-drift 2e-3] [--max-fluct 1e-4]
-                         [--max-excursion 3e-4]
+usage: check_water_md.py LMP MODEL DATA [--equil 200] [--steps 200] [--max-drift 1e-3] [--max-fluct 2e-4]
+                         [--max-excursion 5e-4]
 Passes when LAMMPS ends cleanly with all 192 atoms, every thermo value is finite, the NVE temperature stays in
 150-600 K, and the NVE total energy (per atom) has a linear-fit drift below MAX_DRIFT eV/atom/ps, a residual
 standard deviation below MAX_FLUCT eV/atom and a largest |E - E0| below MAX_EXCURSION eV/atom. The defaults are
@@ -21,9 +21,9 @@ ap.add_argument("model")
 ap.add_argument("data")
 ap.add_argument("--equil", type=int, default=200)
 ap.add_argument("--steps", type=int, default=200)
-ap.add_argument("--max-drift", type=float, default=2e-3)
-ap.add_argument("--max-fluct", type=float, default=1e-4)
-ap.add_argument("--max-excursion", type=float, default=3e-4)
+ap.add_argument("--max-drift", type=float, default=1e-3)
+ap.add_argument("--max-fluct", type=float, default=2e-4)
+ap.add_argument("--max-excursion", type=float, default=5e-4)
 args = ap.parse_args()
 lmp, model, data = (os.path.abspath(p) for p in (args.lmp, args.model, args.data))
 
