@@ -11,7 +11,7 @@ if command -v nvcc >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then cuda=O
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCGQ_LAMMPS=ON -DCGQ_CUDA=$cuda \
   -DMPI_CXX_COMPILER=/usr/bin/mpicxx.openmpi -DMPI_C_COMPILER=/usr/bin/mpicc.openmpi >/dev/null
 cmake --build build -j"$(nproc)" --target cgequi_cli lmp_cgequi >/dev/null
-build/cgequi check potentials/mace01-solvent.h5
+build/cgequi check potentials/water-mace-small.h5
 if [ "$cuda" = ON ]; then data=water_5184.data; steps=50; else data=water_192.data; steps=100; fi
 cd examples/lammps
 ../../build/lmp_cgequi -in in.water_nvt -var data "$data" -var steps "$steps" -log none -echo none | \
