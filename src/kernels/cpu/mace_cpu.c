@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "graph/sender_index.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/mace_steps.h"
 
 void cgq_arena_free(cgq_arena *a) {
@@ -13,17 +15,6 @@ void cgq_arena_free(cgq_arena *a) {
     a->cap = 0;
 }
 
-/* Runs body(i, scratch) for i in [0, n) over OpenMP threads, each with its own scratch of `doubles`. */
-#define CGQ_PARALLEL_WITH_SCRATCH(n, doubles, oom, body)                                                     \
-    _Pragma("omp parallel") {                                                                                \
-        double *scratch_ = malloc(sizeof(double) * (doubles));                                               \
-        if (!scratch_) oom = 1;                                                                              \
-        _Pragma("omp for schedule(dynamic, 64)") for (int64_t it_ = 0; it_ < (n); it_++) {                   \
-            if (scratch_) body(it_, scratch_);                                                               \
-        }                                                                                                    \
-        free(scratch_);                                                                                      \
-    }                                                                                                        \
-    if (oom) return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory for per-thread scratch")
 
 cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const cgq_exchange *xc, double *energy,
                                  double *node_energy, double *edge_grad, cgq_arena *arena) {
@@ -76,18 +67,7 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const c
     if (node_energy && N) memcpy(node_energy, c.node_out, sizeof(double) * (size_t)N);
     if (!want_grad) return CGQ_STATUS_OK;
 
-    /* edges grouped by sender (stable counting sort) for the transposed message gradient */
-    memset(c.srow, 0, sizeof(int64_t) * (size_t)(NA + 1));
-    for (int64_t e = 0; e < E; e++) c.srow[c.sender[e] + 1]++;
-    for (int64_t i = 0; i < NA; i++) c.srow[i + 1] += c.srow[i];
-    {
-        /* stable: edges in increasing index within each sender row */
-        int64_t *cursor = malloc(sizeof(int64_t) * (size_t)(NA + 1));
-        if (!cursor) return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory");
-        memcpy(cursor, c.srow, sizeof(int64_t) * (size_t)(NA + 1));
-        for (int64_t e = 0; e < E; e++) c.sedge[cursor[c.sender[e]]++] = (int32_t)e;
-        free(cursor);
-    }
+    CGQ_TRY(cgq_sender_index(c.sender, E, NA, c.srow, c.sedge)); /* for the transposed message gradient */
     if (E) memset(c.edge_grad, 0, sizeof(double) * 3 * (size_t)E);
     if (N) memset(c.gh, 0, sizeof(double) * (size_t)N * m->layers[L - 1].product_linear.out.dim);
     for (int t = L - 1; t >= 0; t--) {

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "graph/sender_index.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/radial.h"
@@ -424,17 +426,6 @@ static void step_zbl_backward(const nq_ctx *c, int64_t i) {
     }
 }
 
-/* Runs body(i, scratch) for i in [0, n) over OpenMP threads, each with its own scratch of `doubles`. */
-#define NQ_PARALLEL(n, doubles, oom, body)                                                                   \
-    _Pragma("omp parallel") {                                                                                \
-        double *scratch_ = malloc(sizeof(double) * (doubles));                                               \
-        if (!scratch_) oom = 1;                                                                              \
-        _Pragma("omp for schedule(dynamic, 64)") for (int64_t it_ = 0; it_ < (n); it_++) {                   \
-            if (scratch_) body(it_, scratch_);                                                               \
-        }                                                                                                    \
-        free(scratch_);                                                                                      \
-    }                                                                                                        \
-    if (oom) return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory for per-thread scratch")
 
 cgq_status cgq_nequip_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const cgq_exchange *xc, double *energy,
                                    double *node_energy, double *edge_grad, cgq_arena *arena) {
@@ -476,11 +467,11 @@ cgq_status cgq_nequip_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const
         for (int64_t i = 0; i < n_up; i++) step_up(&c, t, i);
         if (t > 0 && xc) CGQ_TRY(xc->forward(xc->ctx, c.h[t], layer_in_dim(nq, t)));
 #define CONV(i, s) step_conv(&c, t, i, s)
-        NQ_PARALLEL(N, work, oom, CONV);
+        CGQ_PARALLEL_WITH_SCRATCH(N, work, oom, CONV);
 #undef CONV
     }
 #define ENERGY(i, s) step_energy(&c, i, s)
-    NQ_PARALLEL(N, c.nsz, oom, ENERGY);
+    CGQ_PARALLEL_WITH_SCRATCH(N, c.nsz, oom, ENERGY);
 #undef ENERGY
     double total = 0.0;
     for (int64_t i = 0; i < N; i++) total += c.node_out[i]; /* fixed order: deterministic */
@@ -488,20 +479,11 @@ cgq_status cgq_nequip_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const
     if (node_energy && N) memcpy(node_energy, c.node_out, sizeof(double) * (size_t)N);
     if (!want_grad) return CGQ_STATUS_OK;
 
-    memset(c.srow, 0, sizeof(int64_t) * (size_t)(NA + 1));
-    for (int64_t e = 0; e < E; e++) c.srow[c.sender[e] + 1]++;
-    for (int64_t i = 0; i < NA; i++) c.srow[i + 1] += c.srow[i];
-    {
-        int64_t *cursor = malloc(sizeof(int64_t) * (size_t)(NA + 1));
-        if (!cursor) return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory");
-        memcpy(cursor, c.srow, sizeof(int64_t) * (size_t)(NA + 1));
-        for (int64_t e = 0; e < E; e++) c.sedge[cursor[c.sender[e]]++] = (int32_t)e;
-        free(cursor);
-    }
+    CGQ_TRY(cgq_sender_index(c.sender, E, NA, c.srow, c.sedge)); /* for the transposed message gradient */
     if (E) memset(c.edge_grad, 0, sizeof(double) * 3 * (size_t)E);
     if (N) memset(c.gx, 0, sizeof(double) * (size_t)N * c.maxdim);
 #define RO_BWD(i, s) step_readout_backward(&c, i, s)
-    NQ_PARALLEL(N, c.nsz, oom, RO_BWD);
+    CGQ_PARALLEL_WITH_SCRATCH(N, c.nsz, oom, RO_BWD);
 #undef RO_BWD
     if (nq->zbl) {
 #pragma omp parallel for schedule(static)
@@ -509,19 +491,19 @@ cgq_status cgq_nequip_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const
     }
     for (int t = L - 1; t >= 0; t--) {
 #define NODE_BWD(i, s) step_node_backward(&c, t, i, s)
-        NQ_PARALLEL(N, c.nsz, oom, NODE_BWD);
+        CGQ_PARALLEL_WITH_SCRATCH(N, c.nsz, oom, NODE_BWD);
 #undef NODE_BWD
 #define EDGE_BWD(i, s) step_edge_backward(&c, t, i, s)
-        NQ_PARALLEL(N, c.esz, oom, EDGE_BWD);
+        CGQ_PARALLEL_WITH_SCRATCH(N, c.esz, oom, EDGE_BWD);
 #undef EDGE_BWD
         if (t == 0) break; /* the type embedding does not depend on positions */
 #define SEND_BWD(j, s) step_sender_backward(&c, t, j, s)
-        NQ_PARALLEL(NA, c.esz, oom, SEND_BWD);
+        CGQ_PARALLEL_WITH_SCRATCH(NA, c.esz, oom, SEND_BWD);
 #undef SEND_BWD
         /* gradients that landed on ghost senders belong to their owners */
         if (xc) CGQ_TRY(xc->reverse(xc->ctx, c.gh, layer_in_dim(nq, t)));
 #define UP_BWD(j, s) step_up_backward(&c, t, j, s)
-        NQ_PARALLEL(N, c.nsz, oom, UP_BWD);
+        CGQ_PARALLEL_WITH_SCRATCH(N, c.nsz, oom, UP_BWD);
 #undef UP_BWD
         double *swap = c.gx;
         c.gx = c.gx_prev;
