@@ -35,11 +35,7 @@ static cgq_status read_irreps(loader *L, hid_t g, const char *attr, const char *
     return cgq_irreps_parse(buf, what, out);
 }
 
-static cgq_status parse_act(loader *L, hid_t g, const char *prefix, const char *where, cgq_act *act, double *cst) {
-    char name[64], key[80];
-    CGQ_TRY(cgq_h5_attr_string(&L->f, g, prefix, where, name, sizeof name));
-    snprintf(key, sizeof key, "%s_cst", prefix);
-    CGQ_TRY(cgq_h5_attr_double(&L->f, g, key, where, cst));
+cgq_status cgq_act_from_name(const cgq_h5 *f, const char *where, const char *name, cgq_act *act) {
     static const struct { const char *name; cgq_act act; } table[] = {
         {"identity", CGQ_ACT_IDENTITY}, {"silu", CGQ_ACT_SILU}, {"tanh", CGQ_ACT_TANH},
         {"sigmoid", CGQ_ACT_SIGMOID}, {"ssp", CGQ_ACT_SSP}, {"abs", CGQ_ACT_ABS}};
@@ -49,7 +45,15 @@ static cgq_status parse_act(loader *L, hid_t g, const char *prefix, const char *
             return CGQ_STATUS_OK;
         }
     return cgq_fail(CGQ_STATUS_UNSUPPORTED, "%s: %s uses activation '%s' (supported: silu, tanh, sigmoid, ssp, abs)",
-                    L->f.path, where, name);
+                    f->path, where, name);
+}
+
+static cgq_status parse_act(loader *L, hid_t g, const char *prefix, const char *where, cgq_act *act, double *cst) {
+    char name[64], key[80];
+    CGQ_TRY(cgq_h5_attr_string(&L->f, g, prefix, where, name, sizeof name));
+    snprintf(key, sizeof key, "%s_cst", prefix);
+    CGQ_TRY(cgq_h5_attr_double(&L->f, g, key, where, cst));
+    return cgq_act_from_name(&L->f, where, name, act);
 }
 
 /* ---- e3nn Linear --------------------------------------------------------------------------------- */

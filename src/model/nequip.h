@@ -59,6 +59,8 @@ cgq_status cgq_read_linear_group(const cgq_h5 *f, hid_t loc, const char *name, c
 cgq_status cgq_read_tp_group(const cgq_h5 *f, hid_t loc, const char *name, const char *where, cgq_tp *out);
 void cgq_free_linear(cgq_linear *l);
 void cgq_free_tp(cgq_tp *t);
+/* An exported activation name ("silu", ...) as cgq_act; UNSUPPORTED naming file and place otherwise. */
+cgq_status cgq_act_from_name(const cgq_h5 *f, const char *where, const char *name, cgq_act *act);
 
 /* Reads the NequIP groups of an open file into m (root attributes already read). */
 cgq_status cgq_nequip_load(const cgq_h5 *f, hid_t root, cgq_model *m);

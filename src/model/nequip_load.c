@@ -7,19 +7,6 @@
 #include "common/error.h"
 #include "model/nequip.h"
 
-static cgq_status act_of(const cgq_h5 *f, const char *where, const char *name, cgq_act *out) {
-    static const struct { const char *name; cgq_act act; } table[] = {
-        {"identity", CGQ_ACT_IDENTITY}, {"silu", CGQ_ACT_SILU}, {"tanh", CGQ_ACT_TANH},
-        {"sigmoid", CGQ_ACT_SIGMOID}, {"ssp", CGQ_ACT_SSP}, {"abs", CGQ_ACT_ABS}};
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (!strcmp(name, table[i].name)) {
-            *out = table[i].act;
-            return CGQ_STATUS_OK;
-        }
-    return cgq_fail(CGQ_STATUS_UNSUPPORTED, "%s: %s uses activation '%s' (supported: silu, tanh, sigmoid, ssp, abs)",
-                    f->path, where, name);
-}
-
 static cgq_status open_group(const cgq_h5 *f, hid_t loc, const char *name, const char *where, char *path, size_t n,
                              hid_t *g) {
     snprintf(path, n, "%.400s/%.100s", where, name);
@@ -35,7 +22,7 @@ static cgq_status load_mlp_in(const cgq_h5 *f, hid_t g, const char *where, cgq_n
                         (long long)nl, CGQ_MAX_FC_LAYERS);
     mlp->n_layers = (int)nl;
     CGQ_TRY(cgq_h5_attr_string(f, g, "act", where, act, sizeof act));
-    CGQ_TRY(act_of(f, where, act, &mlp->act));
+    CGQ_TRY(cgq_act_from_name(f, where, act, &mlp->act));
     CGQ_TRY(cgq_h5_attr_double(f, g, "act_cst", where, &mlp->act_cst));
     double *alphas = NULL;
     CGQ_TRY(cgq_h5_read_double(f, g, "alphas", where, 1, (int64_t[]){nl}, &alphas, NULL, NULL));
