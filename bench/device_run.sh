@@ -34,6 +34,9 @@ MP=$M/mace_mp0_medium_arch
   $B potentials/mace01-solvent.h5 $W 3 3 3 cuda 10 --check
   $B $MP.h5 $W 1 1 1 cuda 10 --check
   $B $MP.h5 $W 3 3 3 cuda 5
+  $B potentials/water-mace-small.h5 $W 1 1 1 cuda 50 --check --fp32
+  $B potentials/water-mace-small.h5 $W 3 3 3 cuda 30 --check --fp32
+  CGQ_GPU_PROFILE=1 $B potentials/water-mace-small.h5 $W 3 3 3 cuda 3 --fp32
   $B potentials/mace01-solvent.h5 $W 1 1 1 cuda 20 --check --fp32
   $B potentials/mace01-solvent.h5 $W 3 3 3 cuda 10 --check --fp32
   $B $MP.h5 $W 1 1 1 cuda 10 --check --fp32

@@ -1,21 +1,49 @@
 #!/usr/bin/env bash
-# device_water_md.sh LMP MODEL.h5 INPUT_DIR SECONDS: on the GPU machine, the long water runs of potentials/README.md
-# (20 ps NVT for the O-O RDF and 20 ps NVE after 1 ps NVT, 192 atoms, 0.5 fs) in precision fp32, both at once on
-# the one GPU, each stopped after SECONDS if unfinished (restart files are written every 10,000 steps).
-# TAG (default gpu) names the run: its work folder /tmp/water_md_TAG and its files in $OUT.
+# device_water_md.sh LMP SECONDS MODEL.h5...: on the GPU machine, the long water runs of potentials/README.md for
+# each model, all at once on the one GPU (CUDA MPS when it starts, so the small runs overlap): 20 ps NVT with the
+# O-O RDF (one run per velocity seed in SEEDS) and 20 ps NVE after 1 ps NVT, 192 atoms, 0.5 fs, precision fp32.
+# Each run is stopped after SECONDS if unfinished. Logs and RDFs go to $OUT as one tarball; a line per run is
+# printed last: model, run, how far it got, and the summary of tools/water_md_summary.py.
+# env: SEEDS (default 4928459), STEPS (default 40000), RUNS (default "nvt nve")
 set -u
-LMP=$1 MODEL=$(realpath "$2") IN=$(realpath "$3") SECS=${4:-400}
+LMP=$(realpath "$1") SECS=$2
+shift 2
 OUT=${OUT:-device-out}
-TAG=${TAG:-gpu}
-W=/tmp/water_md_$TAG && mkdir -p $W && cp examples/lammps/water_192.data $W/
-for f in in.water_rdf in.water_nve; do
-  sed -e "s#../../potentials/water-mace-small.h5#$MODEL#" -e 's/^pair_style cgequi device ${dev}$/pair_style cgequi device ${dev} precision fp32/' \
-    "$IN/$f" > $W/$f
+SEEDS=${SEEDS:-4928459} STEPS=${STEPS:-40000} RUNS=${RUNS:-nvt nve}
+REPO=$PWD
+W=/tmp/water_md && mkdir -p $W && cp examples/lammps/water_192.data $W/
+nvidia-cuda-mps-control -d >/dev/null 2>&1 && MPS=1 || MPS=0
+echo "MPS: $MPS"
+for model in "$@"; do
+  tag=$(basename "$model" .h5) m=$(realpath "$model")
+  for f in in.water_rdf in.water_nve; do
+    sed -e "s#../../potentials/water-mace-small.h5#$m#" \
+      -e 's/^pair_style cgequi device ${dev}$/pair_style cgequi device ${dev} precision fp32/' \
+      "examples/lammps/$f" > "$W/${tag}_$f"
+  done
+  cd $W
+  for run in $RUNS; do
+    if [ $run = nvt ]; then
+      for seed in $SEEDS; do
+        OMP_NUM_THREADS=2 timeout $SECS $LMP -in ${tag}_in.water_rdf -var dev cuda -var equil 2000 -var steps $STEPS \
+          -var seed $seed -log ${tag}_nvt_$seed.log -screen none &
+      done
+    else
+      OMP_NUM_THREADS=2 timeout $SECS $LMP -in ${tag}_in.water_nve -var dev cuda -var equil 2000 -var steps $STEPS \
+        -var every 100 -log ${tag}_nve.log -screen none &
+    fi
+  done
+  cd $REPO
 done
-cd $W
-OMP_NUM_THREADS=4 timeout $SECS $LMP -in in.water_rdf -var dev cuda -var equil 2000 -var steps 40000 -log water_rdf.log -screen none &
-OMP_NUM_THREADS=4 timeout $SECS $LMP -in in.water_nve -var dev cuda -var equil 2000 -var steps 40000 -var every 100 \
-  -log water_nve.log -screen none &
 wait
-for f in water_rdf.log water_nve.log water_rdf_OO.dat; do [ -f $f ] && gzip -c $f > "$OUT/${TAG}_$f.gz"; done
-grep -E "^Performance|ERROR" water_rdf.log water_nve.log | sed "s/^/$TAG /"
+[ $MPS = 1 ] && echo quit | nvidia-cuda-mps-control
+cd $W
+tar czf "$OUT/water_md_logs.tgz" *.log *.dat 2>/dev/null
+for log in *_nvt_*.log *_nve.log; do
+  [ -f "$log" ] || continue
+  last=$(grep -E "^ +[0-9]+ " "$log" | tail -1 | awk '{print "step", $1, "T", $3}')
+  perf=$(grep -E "^Performance" "$log" | tail -1 | sed 's/.*, //')
+  err=$(grep -m1 -E "ERROR|Lost atoms" "$log")
+  summ=$(python3 "$REPO/tools/water_md_summary.py" "$log" 2>/dev/null | tail -1)
+  echo "$log: $last | $perf | ${err:-no error} | $summ"
+done

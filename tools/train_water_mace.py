@@ -9,7 +9,8 @@ The shipped potentials/water-mace-small.h5 was made with the defaults, on one CP
  float64, seed 1; about 14 min on one core). --no-pair-repulsion drops the ZBL core.
 
 usage: python3 tools/train_water_mace.py [--epochs N] [--workdir DIR] [--out FILE.h5] [--hidden IRREPS]
-           [--max-ell L] [--r-max R] [--radial-mlp LIST] [--seed S] [--no-pair-repulsion]"""
+           [--max-ell L] [--r-max R] [--radial-mlp LIST] [--seed S] [--holdout K] [--device cpu|cuda]
+           [--no-pair-repulsion]"""
 import argparse
 import os
 import subprocess
@@ -32,6 +33,8 @@ def main():
     ap.add_argument("--r-max", default="4.5")
     ap.add_argument("--radial-mlp", default="[32,32]")
     ap.add_argument("--seed", default="1")
+    ap.add_argument("--holdout", type=int, default=9, help="the frame held out for testing (0-9)")
+    ap.add_argument("--device", default="cpu", help="where mace trains: cpu or cuda")
     ap.add_argument("--no-pair-repulsion", action="store_true",
                     help="no ZBL pair repulsion (the repulsive core keeps atoms from collapsing in MD)")
     args = ap.parse_args()
@@ -41,8 +44,8 @@ def main():
         a.info["REF_energy"] = a.get_potential_energy() if a.calc else a.info["energy"]
         a.arrays["REF_forces"] = a.get_forces() if a.calc else a.arrays["forces"]
         a.calc = None
-    ase.io.write(os.path.join(args.workdir, "train.xyz"), frames[:9])
-    ase.io.write(os.path.join(args.workdir, "test.xyz"), frames[9:])
+    ase.io.write(os.path.join(args.workdir, "train.xyz"), [a for i, a in enumerate(frames) if i != args.holdout])
+    ase.io.write(os.path.join(args.workdir, "test.xyz"), [frames[args.holdout]])
     # Every frame has the same composition (64 O, 128 H), so E0s by least squares ("average") are not
     # identifiable per element: only E0(O) + 2 E0(H) is; mace takes the minimum-norm split. That changes no
     # energy of a water system (any H2O stoichiometry), only how the total is split into atomic energies.
@@ -59,7 +62,7 @@ def main():
            "--scheduler_patience", "15", "--ema", "--ema_decay", "0.99",
            "--stage_two", "--start_stage_two", str(start_two), "--stage_two_energy_weight", "1000",
            "--stage_two_forces_weight", "100", "--stage_two_lr", "0.001", "--eval_interval", "5",
-           "--default_dtype", "float64", "--device", "cpu", "--restart_latest"]
+           "--default_dtype", "float64", "--device", args.device, "--restart_latest"]
     if not args.no_pair_repulsion:
         cmd.append("--pair_repulsion")
     print(" ".join(cmd), flush=True)
@@ -78,7 +81,7 @@ def main():
         ref = mace_reference(m, a)
         de = (ref["energy"] - a.info["REF_energy"]) / len(a) * 1000
         df = np.sqrt(np.mean((ref["forces"] - a.arrays["REF_forces"]) ** 2)) * 1000
-        tag = "held-out" if i == 9 else "train/valid"
+        tag = "held-out" if i == args.holdout else "train/valid"
         print(f"frame {i} ({tag}): energy error {de:+.2f} meV/atom, force RMSE {df:.1f} meV/A")
 
 

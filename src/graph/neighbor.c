@@ -439,6 +439,12 @@ static void invert3(const double *m, double *inv) {
 
 cgq_status cgq_neighbor_list_build(cgq_neighbor_list *nl, int64_t n_atoms, const double *positions,
                                    const double cell[9], const int32_t pbc[3], double cutoff) {
+    return cgq_neighbor_list_build_receivers(nl, n_atoms, n_atoms, positions, cell, pbc, cutoff);
+}
+
+cgq_status cgq_neighbor_list_build_receivers(cgq_neighbor_list *nl, int64_t n_atoms, int64_t n_receivers,
+                                             const double *positions, const double cell[9], const int32_t pbc[3],
+                                             double cutoff) {
     static const char *names = "abc";
     if (!nl) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "neighbor list: nl is NULL");
     nl->n_nodes = 0;
@@ -452,6 +458,10 @@ cgq_status cgq_neighbor_list_build(cgq_neighbor_list *nl, int64_t n_atoms, const
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT,
                         "neighbor list: cutoff = %g must be a positive finite distance in A",
                         cutoff);
+    if (n_receivers < 0 || n_receivers > n_atoms)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT,
+                        "neighbor list: n_receivers = %lld is out of range (0 .. %lld)",
+                        (long long)n_receivers, (long long)n_atoms);
     if (n_atoms > 0 && !positions)
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "neighbor list: positions is NULL");
     int periodic[3] = {0, 0, 0};
@@ -661,6 +671,10 @@ cgq_status cgq_neighbor_list_build(cgq_neighbor_list *nl, int64_t n_atoms, const
 #pragma omp for schedule(dynamic, 64)
 #endif
         for (int64_t k = 0; k < n; ++k) {
+            if (c.sorted_id[k] >= n_receivers) { /* a sender only: empty row */
+                row_ptr[c.sorted_id[k] + 1] = 0;
+                continue;
+            }
             int64_t cnt = scan_receiver(&c, k, NULL, &ov);
             row_ptr[c.sorted_id[k] + 1] = cnt;
             if (cnt > my_max) my_max = cnt;
@@ -735,6 +749,7 @@ cgq_status cgq_neighbor_list_build(cgq_neighbor_list *nl, int64_t n_atoms, const
 #pragma omp for schedule(dynamic, 64)
 #endif
         for (int64_t k = 0; k < n; ++k) {
+            if (c.sorted_id[k] >= n_receivers) continue;
             int64_t cnt = scan_receiver(&c, k, buf, &ov);
             int64_t base = nl->row_ptr[c.sorted_id[k]];
             if (use_keys) {

@@ -35,6 +35,11 @@ typedef struct cgq_neighbor_list {
  * messages are 0-based. With OpenMP the result is bitwise identical for any thread count. */
 cgq_status cgq_neighbor_list_build(cgq_neighbor_list *nl, int64_t n_atoms, const double *positions,
                                    const double cell[9], const int32_t pbc[3], double cutoff);
+/* The same with rows only for receivers 0 .. n_receivers-1 (every atom is a sender; later rows are
+ * empty): a domain's local atoms as receivers of its local and ghost atoms. */
+cgq_status cgq_neighbor_list_build_receivers(cgq_neighbor_list *nl, int64_t n_atoms, int64_t n_receivers,
+                                             const double *positions, const double cell[9], const int32_t pbc[3],
+                                             double cutoff);
 void cgq_neighbor_list_free(cgq_neighbor_list *nl);
 
 #endif

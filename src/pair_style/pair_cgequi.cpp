@@ -1,6 +1,7 @@
 /* pair_cgequi.cpp: LAMMPS pair style `cgequi`. Builds a receiver-sorted graph of local atoms from
- * local+ghost positions every step, lets the cgequi C library evaluate it, and turns edge gradients
- * into forces, virial, per-atom energies and per-atom virials.
+ * local+ghost positions every step (from candidate pairs kept between re-neighborings), lets the cgequi
+ * C library evaluate it, and turns edge gradients into forces, virial, per-atom energies and per-atom
+ * virials.
  * One rank: periodic-image ghosts are folded onto their owners (found by tag). Several ranks:
  * ghosts are graph nodes whose features arrive per layer by forward communication; their
  * gradients and forces go back by reverse communication. Both give the same numbers. */
@@ -16,6 +17,7 @@
 #include "error.h"
 #include "force.h"
 #include "memory.h"
+#include "neighbor.h"
 #include "update.h"
 #include "utils.h"
 
@@ -173,8 +175,10 @@ void PairCGEqui::init_style() {
     }
     if (!evaluator && cgq_evaluator_create(model, &params, &evaluator) != CGQ_STATUS_OK)
         fail_all("creating the evaluator");
-    /* The graph is built from positions of local and ghost atoms (cgequi's own cell list), so no LAMMPS
-     * neighbor list is requested: this works the same on every LAMMPS version. */
+    /* The graph is built from positions of local and ghost atoms (cgequi's own cell list, with LAMMPS's
+     * skin), so no LAMMPS neighbor list is requested: this works the same on every LAMMPS version. */
+    cand_skin = neighbor->skin;
+    cand_ncalls = -1; /* a new run: rebuild the candidates */
     if (comm->me == 0) {
         char desc[4096];
         cgq_model_describe(model, desc, sizeof desc);
@@ -191,61 +195,98 @@ void PairCGEqui::init_style() {
 
 double PairCGEqui::init_one(int, int) { return cutoff; }
 
-void PairCGEqui::build_graph(bool fold, int64_t &n_local_nodes, int64_t &n_nodes) {
+/* Nodes and candidate edges (pairs within cutoff + skin, local nodes as receivers), rebuilt only when LAMMPS
+ * has re-neighbored (atoms renumbered, ghosts changed) or an atom has moved more than half the skin since:
+ * between rebuilds every edge within the cutoff is among the candidates (a Verlet list of cgequi's own, so no
+ * LAMMPS neighbor request, which changed form across LAMMPS versions). */
+void PairCGEqui::build_candidates(bool fold) {
     const int nlocal = atom->nlocal, nall = nlocal + atom->nghost;
     const int *type = atom->type;
     double **x = atom->x;
     atom_node.assign(nall, -1);
     node_atom.clear();
-    n_local_nodes = 0;
+    cand_local = 0;
     for (int i = 0; i < nall; i++) { /* local atoms come first in LAMMPS, so local nodes do too */
         if (type_species[type[i]] < 0) continue;
         atom_node[i] = (int)node_atom.size();
         node_atom.push_back(i);
-        if (i < nlocal) n_local_nodes++;
+        if (i < nlocal) cand_local++;
     }
-    /* candidates for the cell list: local nodes first (receivers), then ghosts (senders only) */
     const int64_t ncand = (int64_t)node_atom.size();
-    positions.resize(3 * ncand + 3);
+    cand_pos.resize(3 * ncand + 3);
     for (int64_t k = 0; k < ncand; k++)
-        for (int d = 0; d < 3; d++) positions[3 * k + d] = x[node_atom[k]][d];
+        for (int d = 0; d < 3; d++) cand_pos[3 * k + d] = x[node_atom[k]][d];
     const int32_t nopbc[3] = {0, 0, 0};
     const double nocell[9] = {0};
-    if (cgq_neighbor_list_build(nl, ncand, positions.data(), nocell, nopbc, cutoff) != CGQ_STATUS_OK)
+    if (cgq_neighbor_list_build_receivers(nl, ncand, cand_local, cand_pos.data(), nocell, nopbc,
+                                          cutoff + cand_skin) != CGQ_STATUS_OK)
         fail_one("building the neighbor graph");
-    const int64_t E = nl->row_ptr[n_local_nodes];
-    row_ptr.assign(nl->row_ptr, nl->row_ptr + n_local_nodes + 1);
-    vec.assign(nl->vec, nl->vec + 3 * E);
-    sender.resize(E + 1);
+    owner.resize(ncand + 1);
     if (fold) {
-        /* one rank: every ghost is an image of a local atom; point edges at the owner node (owners are
-         * resolved once per ghost node, then each edge is an array lookup) */
+        /* one rank: every ghost is an image of a local atom; edges point at the owner node */
         std::unordered_map<tagint, int32_t> node_of_tag;
-        node_of_tag.reserve(2 * n_local_nodes + 1);
-        for (int64_t k = 0; k < n_local_nodes; k++) node_of_tag[atom->tag[node_atom[k]]] = (int32_t)k;
-        owner.resize(ncand + 1);
+        node_of_tag.reserve(2 * cand_local + 1);
+        for (int64_t k = 0; k < cand_local; k++) node_of_tag[atom->tag[node_atom[k]]] = (int32_t)k;
         for (int64_t c = 0; c < ncand; c++) {
-            if (c < n_local_nodes) {
+            if (c < cand_local) {
                 owner[c] = (int32_t)c;
                 continue;
             }
             auto it = node_of_tag.find(atom->tag[node_atom[c]]);
             owner[c] = it == node_of_tag.end() ? -1 : it->second;
         }
-        for (int64_t e = 0; e < E; e++) {
+    } else {
+        for (int64_t c = 0; c < ncand; c++) owner[c] = (int32_t)c;
+    }
+    const int64_t n_nodes = fold ? cand_local : ncand;
+    species.resize(n_nodes + 1);
+    for (int64_t k = 0; k < n_nodes; k++) species[k] = type_species[type[node_atom[k]]];
+    cand_ncalls = neighbor->ncalls, cand_nlocal = nlocal, cand_nall = nall, cand_fold = fold;
+}
+
+void PairCGEqui::build_graph(bool fold, int64_t &n_local_nodes, int64_t &n_nodes) {
+    const int nlocal = atom->nlocal, nall = nlocal + atom->nghost;
+    double **x = atom->x;
+    bool rebuild = neighbor->ncalls != cand_ncalls || nlocal != cand_nlocal || nall != cand_nall || fold != cand_fold;
+    if (!rebuild) {
+        const double half_skin2 = 0.25 * cand_skin * cand_skin;
+        for (size_t k = 0; k < node_atom.size() && !rebuild; k++) {
+            const double *p = x[node_atom[k]], *q = &cand_pos[3 * k];
+            const double dx = p[0] - q[0], dy = p[1] - q[1], dz = p[2] - q[2];
+            rebuild = dx * dx + dy * dy + dz * dz > half_skin2;
+        }
+    }
+    if (rebuild) build_candidates(fold);
+    n_local_nodes = cand_local;
+    n_nodes = fold ? cand_local : (int64_t)node_atom.size();
+    /* this step's edges: the candidates within the cutoff, v = x_receiver - x_sender */
+    const int64_t ncand_edges = nl->row_ptr[cand_local];
+    row_ptr.resize(cand_local + 1);
+    sender.resize(ncand_edges + 1);
+    vec.resize(3 * ncand_edges + 3);
+    const double rc2 = cutoff * cutoff;
+    int64_t E = 0;
+    row_ptr[0] = 0;
+    for (int64_t k = 0; k < cand_local; k++) {
+        const double *xi = x[node_atom[k]];
+        for (int64_t e = nl->row_ptr[k]; e < nl->row_ptr[k + 1]; e++) {
             const int32_t c = nl->sender[e];
+            const double *xj = x[node_atom[c]];
+            const double v0 = xi[0] - xj[0], v1 = xi[1] - xj[1], v2 = xi[2] - xj[2];
+            const double r2 = v0 * v0 + v1 * v1 + v2 * v2;
+            if (!(r2 < rc2)) continue;
             if (owner[c] < 0)
                 error->one(FLERR, std::string("pair_style cgequi: ghost atom " + std::to_string(atom->tag[node_atom[c]]) +
                                       " has no local owner on a single rank"));
-            sender[e] = owner[c];
+            if (r2 < 1e-16)
+                error->one(FLERR, "pair_style cgequi: atoms " + std::to_string(atom->tag[node_atom[k]]) + " and " +
+                                      std::to_string(atom->tag[node_atom[c]]) + " overlap (closer than 1e-8 A)");
+            sender[E] = owner[c];
+            vec[3 * E] = v0, vec[3 * E + 1] = v1, vec[3 * E + 2] = v2;
+            E++;
         }
-        n_nodes = n_local_nodes;
-    } else {
-        for (int64_t e = 0; e < E; e++) sender[e] = nl->sender[e];
-        n_nodes = ncand;
+        row_ptr[k + 1] = E;
     }
-    species.resize(n_nodes + 1);
-    for (int64_t k = 0; k < n_nodes; k++) species[k] = type_species[type[node_atom[k]]];
 }
 
 void PairCGEqui::compute(int eflag, int vflag) {

@@ -50,8 +50,15 @@ class PairCGEqui : public Pair {
     std::vector<int> node_atom, atom_node;
     std::vector<int32_t> species, sender, owner; /* owner: local node of each candidate node (fold) */
     std::vector<int64_t> row_ptr;
-    std::vector<double> vec, node_energy, edge_grad, positions, node_buf;
+    std::vector<double> vec, node_energy, edge_grad, node_buf;
+    /* candidate edges within cutoff + skin of the local nodes, and the positions they were built from */
     ::cgq_neighbor_list *nl = nullptr;
+    std::vector<double> cand_pos;
+    double cand_skin = 0.0;
+    int64_t cand_local = 0;
+    bigint cand_ncalls = -1;
+    int cand_nlocal = -1, cand_nall = -1;
+    bool cand_fold = false;
 
     /* communication state for pack/unpack */
     static constexpr int COMM_CHUNK = 32;
@@ -59,6 +66,7 @@ class PairCGEqui : public Pair {
     int comm_width = 0, comm_offset = 0, comm_chunk = 0;
 
     void free_model();
+    void build_candidates(bool fold);
     void build_graph(bool fold, int64_t &n_local_nodes, int64_t &n_nodes);
     [[noreturn]] void fail_all(const std::string &what);
     [[noreturn]] void fail_one(const std::string &what);

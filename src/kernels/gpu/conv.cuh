@@ -1,11 +1,14 @@
 /* conv.cuh: MACE's interaction convolution (uvu tensor product of sender features with the edge's
  * spherical harmonics, weighted per edge and channel by the radial MLP) as one thread block per
- * receiver, one thread per channel. The block walks its CSR row in order, so each sum has a fixed order:
- * deterministic, no atomics. Per edge, the SH-contracted couplings P_k[a][c] = sum_b C_k[a,b,c] Y[b] are
- * built once in shared memory and used by every channel.
+ * receiver. The block is `slots` groups of `cw` threads, one thread per channel; slot s takes edges
+ * s, s + slots, ... of the receiver's CSR row, in order, and the slots' partial sums are added in slot
+ * order: every sum has a fixed order (deterministic, no atomics). Narrow models (16 channels) get 8 slots
+ * so that a block has work for 128 threads; wide ones (128 channels) one slot.
+ * Per edge, the SH-contracted couplings P_k[a][c] = sum_b C_k[a,b,c] Y[b] are built once in shared
+ * memory (one copy per slot) and used by every channel.
  * Forward: M[i] = sum_e sum_k pw_k w[e,k,u] sum_a x_s[u,a] P_k[a][c].
- * Reverse: per edge dE/dw (for the MLP reverse), dE/dY and dE/dcut (block reductions), and the edge's
- * contribution to dE/dx of its sender (summed per sender row afterwards, in order). */
+ * Reverse: per edge dE/dw (for the MLP reverse), dE/dY and dE/dcut (sums over the slot's channels), and
+ * the edge's contribution to dE/dx of its sender (summed per sender row afterwards, in order). */
 #ifndef CGQ_GPU_CONV_CUH
 #define CGQ_GPU_CONV_CUH
 
@@ -33,6 +36,7 @@ struct conv_plan {
     int ok; /* 0: this layer's convolution is not of the supported form (the v1 steps run it) */
     int n_ins, n_out, n_in1;
     int C, threads, acc_dim, p_dim, g_dim, x_dim, nY, dhu, dM;
+    int cw, slots; /* threads per slot (>= C: a divisor or a multiple of the warp), slots per block */
     int64_t wn;
     conv_ins *ins;
     conv_block *outb, *in1b;
@@ -46,10 +50,10 @@ __device__ inline const T *conv_cg(const conv_plan &p) {
     return sizeof(T) == sizeof(float) ? reinterpret_cast<const T *>(p.cg_f) : reinterpret_cast<const T *>(p.cg);
 }
 
-/* P_k[a][c] = sum_b C_k[a,b,c] Y[b] for every instruction, into shared memory */
+/* P_k[a][c] = sum_b C_k[a,b,c] Y[b] for every instruction, into shared memory, by the slot's threads */
 template <class T>
-__device__ inline void conv_build_p(const conv_plan &p, const T *Ys, T *P) {
-    for (int q = threadIdx.x; q < p.p_dim; q += blockDim.x) {
+__device__ inline void conv_build_p(const conv_plan &p, int lane, const T *Ys, T *P) {
+    for (int q = lane; q < p.p_dim; q += p.cw) {
         const conv_ins &k = p.ins[p.p_ins[q]];
         const int a = p.p_a[q], c = p.p_c[q];
         const T *C = conv_cg<T>(p) + k.c_off + a * k.d2 * k.d3 + c;
@@ -65,18 +69,23 @@ template <class T>
 __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
                            const T *w, int64_t e0, const T *cut, T *M) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    double *acc = reinterpret_cast<double *>(smem_raw); /* message sums in double in both precisions */
-    T *P = reinterpret_cast<T *>(acc + (size_t)p.acc_dim * p.C), *Ys = P + p.p_dim;
-    const int64_t i = i0 + blockIdx.x;
-    const int u = threadIdx.x;
-    for (int j = threadIdx.x; j < p.acc_dim * p.C; j += blockDim.x) acc[j] = 0;
-    for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++) {
-        __syncthreads(); /* previous edge's P is no longer read */
-        for (int b = threadIdx.x; b < p.nY; b += blockDim.x) Ys[b] = Y[e * p.nY + b];
+    const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots, stride = p.acc_dim * p.C;
+    double *acc = reinterpret_cast<double *>(smem_raw); /* message sums in double in both precisions, per slot */
+    T *P = reinterpret_cast<T *>(acc + (size_t)stride * S) + (size_t)slot * (p.p_dim + CONV_MAX_Y);
+    T *Ys = P + p.p_dim;
+    double *my = acc + (size_t)slot * stride;
+    const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
+    for (int j = threadIdx.x; j < stride * S; j += blockDim.x) acc[j] = 0;
+    for (int64_t base = r0; base < r1; base += S) {
+        const int64_t e = base + slot;
+        const bool has = e < r1;
+        __syncthreads(); /* the previous edge's P is no longer read */
+        if (has)
+            for (int b = u; b < p.nY; b += p.cw) Ys[b] = Y[e * p.nY + b];
         __syncthreads();
-        conv_build_p<T>(p, Ys, P);
+        if (has) conv_build_p<T>(p, u, Ys, P);
         __syncthreads();
-        if (u >= p.C) continue;
+        if (!has || u >= p.C) continue;
         const T *x = hu + (int64_t)sender[e] * p.dhu, *we = w + (e - e0) * p.wn;
         const T cs = cut ? cut[e] : (T)1;
         for (int q = 0; q < p.n_ins; q++) {
@@ -88,26 +97,29 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
             for (int c = 0; c < k.d3; c++) {
                 T t = 0;
                 for (int a = 0; a < k.d1; a++) t += xa[a] * Pk[a * k.d3 + c];
-                acc[(k.acc_off + c) * p.C + u] += (double)(s * t);
+                my[(k.acc_off + c) * p.C + u] += (double)(s * t);
             }
         }
     }
     __syncthreads();
-    if (u >= p.C) return;
     T *Mi = M + i * p.dM;
-    for (int b = 0; b < p.n_out; b++) {
+    for (int j = threadIdx.x; j < stride; j += blockDim.x) { /* slots in order */
+        const int idx = j / p.C, v = j % p.C;
+        double m = 0;
+        for (int q = 0; q < S; q++) m += acc[(size_t)q * stride + j];
+        int b = 0;
+        while (idx >= p.outb[b].acc_off + p.outb[b].d) b++;
         const conv_block &ob = p.outb[b];
-        for (int c = 0; c < ob.d; c++) Mi[ob.off + u * ob.d + c] = (T)acc[(ob.acc_off + c) * p.C + u];
+        Mi[ob.off + v * ob.d + (idx - ob.acc_off)] = (T)m;
     }
 }
 
-/* Deterministic sum over the block's threads of v (fixed shuffle pattern, then warps in order); the result
- * is valid in thread 0. red: one slot per warp. */
+/* Sum of v over each group of `width` consecutive lanes (a power of two <= the warp) in a fixed shuffle
+ * pattern; the group's first lane writes it to *red_slot. */
 template <class T>
-__device__ inline T block_sum_to_red(T v, T *red_slot_of_warp) {
-    for (int off = CGQ_WARP / 2; off > 0; off /= 2) v += CGQ_SHFL_DOWN(v, off);
-    if (threadIdx.x % CGQ_WARP == 0) *red_slot_of_warp = v;
-    return v;
+__device__ inline void group_sum_to_red(T v, int width, T *red_slot) {
+    for (int off = width / 2; off > 0; off /= 2) v += CGQ_SHFL_DOWN_W(v, off, width);
+    if (threadIdx.x % width == 0) *red_slot = v;
 }
 
 /* Reverse of k_conv_fwd for receivers [i0, i0 + gridDim.x), given gM = dE/dM. Writes per edge: gw (dE/d raw
@@ -120,14 +132,14 @@ template <class T>
 __global__ void k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
                            const T *w, int64_t e0, const T *cut, const T *gM, T *gw, T *gY, T *gcut, T *gx1e) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int nwarps = blockDim.x / CGQ_WARP, nred = p.nY + 1;
-    T *red = reinterpret_cast<T *>(smem_raw), *G = red + 2 * (size_t)nwarps * (CONV_MAX_Y + 1);
-    const int64_t i = i0 + blockIdx.x;
-    const int u = threadIdx.x, warp = threadIdx.x / CGQ_WARP;
+    const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots, nred = p.nY + 1;
+    const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP, groups = p.cw / width, nbuf = S * groups;
+    T *red = reinterpret_cast<T *>(smem_raw), *G = red + 2 * (size_t)nbuf * (CONV_MAX_Y + 1);
+    const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
     const bool active = u < p.C;
-    if (active) {
+    if (active) { /* the slots share G; slot s folds instructions s, s + S, ... */
         const T *g = gM + i * p.dM;
-        for (int q = 0; q < p.n_ins; q++) {
+        for (int q = slot; q < p.n_ins; q += S) {
             const conv_ins &k = p.ins[q];
             T gc[CONV_MAX_D];
             for (int c = 0; c < k.d3; c++) gc[c] = g[k.out_off + u * k.d3 + c];
@@ -140,12 +152,14 @@ __global__ void k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
                 }
         }
     }
+    __syncthreads();
     int parity = 0;
-    for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++, parity ^= 1) {
+    for (int64_t base = r0; base < r1; base += S, parity ^= 1) {
+        const int64_t e = base + slot;
         T gy[CONV_MAX_Y + 1];
         for (int b = 0; b < nred; b++) gy[b] = 0; /* gy[nY]: dE/dcut */
-        const T *Ye = Y + e * p.nY;
-        if (active) {
+        if (active && e < r1) {
+            const T *Ye = Y + e * p.nY;
             const T *x = hu + (int64_t)sender[e] * p.dhu, *we = w + (e - e0) * p.wn;
             T *gwe = gw + (e - e0) * p.wn;
             const T cs = cut ? cut[e] : (T)1;
@@ -181,15 +195,20 @@ __global__ void k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
                 for (int a = 0; a < xb.d; a++) gxe[xb.off + u * xb.d + a] = gx[xb.acc_off + a];
             }
         }
-        /* sums over the channels: shuffles within warps, then warps in order (double-buffered by edge) */
-        T *rb = red + (size_t)parity * nwarps * (CONV_MAX_Y + 1);
-        for (int b = 0; b < nred; b++) block_sum_to_red(gy[b], rb + warp * (CONV_MAX_Y + 1) + b);
+        /* sums over each slot's channels: shuffles within groups of lanes, then the groups in order
+         * (double-buffered by edge step, so one barrier per step) */
+        T *rb = red + (size_t)parity * nbuf * (CONV_MAX_Y + 1);
+        const int grp = threadIdx.x / width; /* = slot * groups + group within the slot */
+        for (int b = 0; b < nred; b++) group_sum_to_red(gy[b], width, rb + grp * (CONV_MAX_Y + 1) + b);
         __syncthreads();
-        if (u < nred) {
+        for (int j = threadIdx.x; j < S * nred; j += blockDim.x) {
+            const int s2 = j / nred, b = j % nred;
+            const int64_t e2 = base + s2;
+            if (e2 >= r1) continue;
             T acc = 0;
-            for (int q = 0; q < nwarps; q++) acc += rb[q * (CONV_MAX_Y + 1) + u];
-            if (u < p.nY) gY[e * p.nY + u] = acc;
-            else if (gcut) gcut[e] = cut ? acc : 0.0;
+            for (int q = 0; q < groups; q++) acc += rb[(s2 * groups + q) * (CONV_MAX_Y + 1) + b];
+            if (b < p.nY) gY[e2 * p.nY + b] = acc;
+            else if (gcut) gcut[e2] = cut ? acc : 0.0;
         }
     }
 }
@@ -261,10 +280,11 @@ __global__ void k_density_edge_bwd(int64_t e0, int64_t e1, const int32_t *erecv,
 
 /* shared memory of the kernels for element size `es` (the double size is the larger, used to plan) */
 static size_t conv_fwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
-    return sizeof(double) * (size_t)p.acc_dim * p.C + es * (p.p_dim + CONV_MAX_Y);
+    return (sizeof(double) * (size_t)p.acc_dim * p.C + es * (p.p_dim + CONV_MAX_Y)) * p.slots;
 }
 static size_t conv_bwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
-    return es * ((size_t)p.g_dim * p.C + 2 * (size_t)(p.threads / CGQ_WARP) * (CONV_MAX_Y + 1));
+    const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP;
+    return es * ((size_t)p.g_dim * p.C + 2 * (size_t)(p.threads / width) * (CONV_MAX_Y + 1));
 }
 
 #endif

@@ -17,6 +17,7 @@
 
 extern "C" {
 #include "common/error.h"
+#include "graph/sender_index.h"
 }
 #include "kernels/gpu/mace_gpu.h"
 
@@ -79,9 +80,9 @@ struct cgq_gpu {
     size_t scratch_cap = 0;
     void *graph_buf = nullptr; /* species, row_ptr, sender, vec, srow, sedge, erecv */
     size_t graph_cap = 0;
+    void *graph_stage = nullptr; /* pinned host copy of graph_buf (without erecv): one transfer per call */
+    size_t stage_cap = 0;
     std::vector<double> host_rows; /* staging for exchanges and node energies */
-    std::vector<int64_t> srow;
-    std::vector<int32_t> sedge, erecv;
 };
 
 /* ---- model upload ------------------------------------------------------------------------------- */
@@ -331,8 +332,19 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
     p->n_ins = tp->n_ins, p->n_out = tp->out.n, p->n_in1 = tp->in1.n;
     p->C = C, p->acc_dim = acc, p->p_dim = (int)p_ins.size(), p->g_dim = g_dim, p->x_dim = x_dim;
     p->nY = (m->lmax_sh + 1) * (m->lmax_sh + 1), p->dhu = tp->in1.dim, p->dM = tp->out.dim, p->wn = tp->weight_numel;
-    p->threads = CGQ_WARP;
-    while (p->threads < C) p->threads *= 2;
+    /* a slot's threads: a power of two up to the warp (so shuffles stay within it), else whole warps;
+     * slots fill a block of 128 threads where shared memory allows (more edges of the row at once) */
+    if (C <= CGQ_WARP) {
+        p->cw = 1;
+        while (p->cw < C) p->cw *= 2;
+    } else {
+        p->cw = (C + CGQ_WARP - 1) / CGQ_WARP * CGQ_WARP;
+    }
+    const int min_slots = p->cw < CGQ_WARP ? CGQ_WARP / p->cw : 1; /* a block is whole warps */
+    p->slots = std::max(min_slots, 128 / p->cw);
+    p->threads = p->cw * p->slots;
+    while (p->slots > min_slots && (conv_bwd_smem(*p) > g->smem_optin || conv_fwd_smem(*p) > g->smem_optin))
+        p->slots /= 2, p->threads = p->cw * p->slots;
     if (conv_bwd_smem(*p) > g->smem_optin || conv_fwd_smem(*p) > g->smem_optin) return CGQ_STATUS_OK; /* too wide: v1 */
     conv_ins *di = ins.data();
     conv_block *dob = outb.data(), *dib = in1b.data();
@@ -388,6 +400,7 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFree(g->arena);
     cudaFree(g->scratch);
     cudaFree(g->graph_buf);
+    cudaFreeHost(g->graph_stage);
     v2_buffers &b = g->vb;
     for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in, b.dens}) cudaFree(p);
     cudaFree(g->arena_f);
@@ -528,45 +541,46 @@ static cgq_status exchange_rows(cgq_gpu *g, double *dev, int64_t rows, int width
     return CGQ_STATUS_OK;
 }
 
-/* Uploads the graph (and the sender-sorted edge index for the reverse pass) and points c at it. */
+/* erecv[e] = the receiver of edge e, one thread per receiver row */
+__global__ void k_edge_receivers(int64_t n, const int64_t *row_ptr, int32_t *erecv) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++) erecv[e] = (int32_t)i;
+}
+
+/* Uploads the graph and the sender-sorted edge index (for the reverse pass) and points c at it: the host
+ * arrays are packed into a pinned buffer laid out like the device one and sent in one transfer. */
 static cgq_status upload_graph(cgq_gpu *g, const cgq_graph *gr, mace_ctx *c) {
     const int64_t N = c->N, NA = c->NA, E = c->E;
-    g->srow.assign((size_t)NA + 1, 0);
-    g->sedge.resize((size_t)E + 1);
-    g->erecv.resize((size_t)E + 1);
-    for (int64_t e = 0; e < E; e++) g->srow[gr->sender[e] + 1]++;
-    for (int64_t i = 0; i < NA; i++) g->srow[i + 1] += g->srow[i];
-    {
-        std::vector<int64_t> cursor(g->srow);
-        for (int64_t e = 0; e < E; e++) g->sedge[cursor[gr->sender[e]]++] = (int32_t)e;
-    }
-    for (int64_t i = 0; i < N; i++)
-        for (int64_t e = gr->row_ptr[i]; e < gr->row_ptr[i + 1]; e++) g->erecv[e] = (int32_t)i;
-    const size_t b_species = sizeof(int32_t) * (NA + 1), b_row = sizeof(int64_t) * (N + 1);
-    const size_t b_sender = sizeof(int32_t) * (E + 1), b_vec = sizeof(double) * (3 * E + 1);
-    const size_t b_srow = sizeof(int64_t) * (NA + 1), b_e = sizeof(int32_t) * (E + 1);
     auto up8 = [](size_t b) { return (b + 7) / 8 * 8; };
-    const size_t graph_bytes = up8(b_species) + up8(b_row) + up8(b_sender) + up8(b_vec) + up8(b_srow) + 2 * up8(b_e);
+    const size_t o_row = up8(sizeof(int32_t) * (NA + 1)), o_sender = o_row + up8(sizeof(int64_t) * (N + 1));
+    const size_t o_vec = o_sender + up8(sizeof(int32_t) * (E + 1)), o_srow = o_vec + up8(sizeof(double) * (3 * E + 1));
+    const size_t o_sedge = o_srow + up8(sizeof(int64_t) * (NA + 1)), o_erecv = o_sedge + up8(sizeof(int32_t) * (E + 1));
+    const size_t graph_bytes = o_erecv + up8(sizeof(int32_t) * (E + 1));
     CGQ_TRY(grow(&g->graph_buf, &g->graph_cap, graph_bytes));
-    char *p = static_cast<char *>(g->graph_buf);
-    int32_t *d_species = (int32_t *)p; p += up8(b_species);
-    int64_t *d_row = (int64_t *)p; p += up8(b_row);
-    int32_t *d_sender = (int32_t *)p; p += up8(b_sender);
-    double *d_vec = (double *)p; p += up8(b_vec);
-    int64_t *d_srow = (int64_t *)p; p += up8(b_srow);
-    int32_t *d_sedge = (int32_t *)p; p += up8(b_e);
-    int32_t *d_erecv = (int32_t *)p;
-    if (NA) CGQ_CHECK_GPU(cudaMemcpy(d_species, gr->species, sizeof(int32_t) * NA, cudaMemcpyHostToDevice));
-    if (N) CGQ_CHECK_GPU(cudaMemcpy(d_row, gr->row_ptr, sizeof(int64_t) * (N + 1), cudaMemcpyHostToDevice));
-    if (E) {
-        CGQ_CHECK_GPU(cudaMemcpy(d_sender, gr->sender, sizeof(int32_t) * E, cudaMemcpyHostToDevice));
-        CGQ_CHECK_GPU(cudaMemcpy(d_vec, gr->vec, sizeof(double) * 3 * E, cudaMemcpyHostToDevice));
-        CGQ_CHECK_GPU(cudaMemcpy(d_sedge, g->sedge.data(), sizeof(int32_t) * E, cudaMemcpyHostToDevice));
-        CGQ_CHECK_GPU(cudaMemcpy(d_erecv, g->erecv.data(), sizeof(int32_t) * E, cudaMemcpyHostToDevice));
+    if (o_erecv > g->stage_cap) {
+        cudaFreeHost(g->graph_stage);
+        g->graph_stage = nullptr, g->stage_cap = 0;
+        const size_t want = o_erecv + o_erecv / 16 + 256;
+        if (cudaHostAlloc(&g->graph_stage, want, cudaHostAllocDefault) != cudaSuccess) {
+            cudaGetLastError();
+            return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of pinned host memory for the graph (%.1f MB); use fewer "
+                            "atoms per GPU (more MPI ranks / GPUs)", 1e-6 * (double)want);
+        }
+        g->stage_cap = want;
     }
-    CGQ_CHECK_GPU(cudaMemcpy(d_srow, g->srow.data(), sizeof(int64_t) * (NA + 1), cudaMemcpyHostToDevice));
-    c->species = d_species, c->row_ptr = d_row, c->sender = d_sender, c->vec = d_vec;
-    c->srow = d_srow, c->sedge = d_sedge, c->erecv = d_erecv;
+    char *h = static_cast<char *>(g->graph_stage), *d = static_cast<char *>(g->graph_buf);
+    memcpy(h, gr->species, sizeof(int32_t) * NA);
+    memcpy(h + o_row, gr->row_ptr, sizeof(int64_t) * (N + 1));
+    memcpy(h + o_sender, gr->sender, sizeof(int32_t) * E);
+    memcpy(h + o_vec, gr->vec, sizeof(double) * 3 * E);
+    CGQ_TRY(cgq_sender_index(gr->sender, E, NA, reinterpret_cast<int64_t *>(h + o_srow),
+                             reinterpret_cast<int32_t *>(h + o_sedge)));
+    CGQ_CHECK_GPU(cudaMemcpyAsync(d, h, o_erecv, cudaMemcpyHostToDevice));
+    c->species = (int32_t *)d, c->row_ptr = (int64_t *)(d + o_row), c->sender = (int32_t *)(d + o_sender);
+    c->vec = (double *)(d + o_vec), c->srow = (int64_t *)(d + o_srow), c->sedge = (int32_t *)(d + o_sedge);
+    c->erecv = (int32_t *)(d + o_erecv);
+    if (N) k_edge_receivers<<<blocks_for(N), CGQ_GPU_THREADS>>>(N, c->row_ptr, c->erecv);
+    CGQ_CHECK_GPU(cudaGetLastError());
     return CGQ_STATUS_OK;
 }
 
@@ -758,7 +772,9 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
         return f32 ? reinterpret_cast<T *>(g->arena_f) + (q - g->arena) : reinterpret_cast<T *>(q);
     };
     CGQ_TRY(grow((void **)&g->scratch, &g->scratch_cap, sizeof(double) * (c.esz + c.nsz) * CGQ_GPU_MAX_PARALLEL));
+    prof.mark("setup");
     CGQ_TRY(upload_graph(g, gr, &c));
+    prof.mark("graph_upload");
 
     /* per-edge buffers of one chunk of receivers: MLP outputs and activations (+ their gradients) */
     int64_t wn = 1, cs = 1, maxw = 1, dhu = 1, dT = 1, dcs = 0;
@@ -822,7 +838,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     T *node_tmp = reinterpret_cast<T *>(b.node_tmp);
     c.m = g->dev_model; /* the double steps (geometry, embedding, readouts, edge tail) */
     const int TH = CGQ_GPU_THREADS;
-    prof.mark("setup_graph_upload");
+    prof.mark("setup");
     if (E) k_edge_geometry<<<blocks_for(E), TH>>>(c);
     if (NA) k_embed<<<blocks_for(NA), TH>>>(c);
     CGQ_LAUNCH_CHECK();

@@ -16,6 +16,9 @@
 #define cudaDeviceProp hipDeviceProp_t
 #define cudaMalloc hipMalloc
 #define cudaFree hipFree
+#define cudaHostAlloc hipHostMalloc
+#define cudaHostAllocDefault hipHostMallocDefault
+#define cudaFreeHost hipHostFree
 #define cudaMemcpy hipMemcpy
 #define cudaMemcpyAsync hipMemcpyAsync
 #define cudaMemset hipMemset
@@ -33,11 +36,11 @@
 #define cudaFuncSetAttribute hipFuncSetAttribute
 #define cudaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
 #define CGQ_WARP 64 /* wavefront */
-#define CGQ_SHFL_DOWN(v, d) __shfl_down(v, d)
+#define CGQ_SHFL_DOWN_W(v, d, w) __shfl_down(v, d, w) /* within groups of w lanes */
 #else
 #include <cuda_runtime.h>
 #define CGQ_WARP 32
-#define CGQ_SHFL_DOWN(v, d) __shfl_down_sync(0xffffffffu, v, d)
+#define CGQ_SHFL_DOWN_W(v, d, w) __shfl_down_sync(0xffffffffu, v, d, w)
 #endif
 
 #endif
