@@ -4,7 +4,7 @@
 # O-O RDF (one run per velocity seed in SEEDS) and 20 ps NVE after 1 ps NVT, 192 atoms, 0.5 fs, precision fp32.
 # Each run is stopped after SECONDS if unfinished. Logs and RDFs go to $OUT as one tarball; a line per run is
 # printed last: model, run, how far it got, and the summary of tools/water_md_summary.py.
-# env: SEEDS (default 4928459), STEPS (default 40000), RUNS (default "nvt nve")
+# env: SEEDS (default 4928459), STEPS (default 40000), RUNS (default "nvt nve"), OMP (threads per run, default 1)
 set -u
 LMP=$(realpath "$1") SECS=$2
 shift 2
@@ -25,11 +25,11 @@ for model in "$@"; do
   for run in $RUNS; do
     if [ $run = nvt ]; then
       for seed in $SEEDS; do
-        OMP_NUM_THREADS=2 timeout $SECS $LMP -in ${tag}_in.water_rdf -var dev cuda -var equil 2000 -var steps $STEPS \
+        OMP_NUM_THREADS=${OMP:-1} timeout $SECS $LMP -in ${tag}_in.water_rdf -var dev cuda -var equil 2000 -var steps $STEPS \
           -var seed $seed -log ${tag}_nvt_$seed.log -screen none &
       done
     else
-      OMP_NUM_THREADS=2 timeout $SECS $LMP -in ${tag}_in.water_nve -var dev cuda -var equil 2000 -var steps $STEPS \
+      OMP_NUM_THREADS=${OMP:-1} timeout $SECS $LMP -in ${tag}_in.water_nve -var dev cuda -var equil 2000 -var steps $STEPS \
         -var every 100 -log ${tag}_nve.log -screen none &
     fi
   done

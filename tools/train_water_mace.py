@@ -9,7 +9,8 @@ The shipped potentials/water-mace-small.h5 was made with the defaults, on one CP
  float64, seed 1; about 14 min on one core). --no-pair-repulsion drops the ZBL core.
 
 usage: python3 tools/train_water_mace.py [--epochs N] [--workdir DIR] [--out FILE.h5] [--hidden IRREPS]
-           [--max-ell L] [--r-max R] [--radial-mlp LIST] [--seed S] [--holdout K] [--device cpu|cuda]
+           [--max-ell L] [--r-max R] [--radial-mlp LIST] [--num-interactions N] [--correlation NU] [--seed S]
+           [--holdout K] [--device cpu|cuda]
            [--no-pair-repulsion]"""
 import argparse
 import os
@@ -33,13 +34,16 @@ def main():
     ap.add_argument("--r-max", default="4.5")
     ap.add_argument("--radial-mlp", default="[32,32]")
     ap.add_argument("--seed", default="1")
+    ap.add_argument("--num-interactions", default="2")
+    ap.add_argument("--correlation", default="2")
     ap.add_argument("--holdout", type=int, default=9, help="the frame held out for testing (0-9)")
     ap.add_argument("--device", default="cpu", help="where mace trains: cpu or cuda")
+    ap.add_argument("--data", default=DATA, help="the water frames (default ../shared/data/water_train.xyz)")
     ap.add_argument("--no-pair-repulsion", action="store_true",
                     help="no ZBL pair repulsion (the repulsive core keeps atoms from collapsing in MD)")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
-    frames = ase.io.read(DATA, index=":")
+    frames = ase.io.read(args.data, index=":")
     for a in frames:  # mace reads REF_* keys; ase would turn plain energy/forces into a calculator
         a.info["REF_energy"] = a.get_potential_energy() if a.calc else a.info["energy"]
         a.arrays["REF_forces"] = a.get_forces() if a.calc else a.arrays["forces"]
@@ -56,7 +60,7 @@ def main():
            "--energy_key", "REF_energy", "--forces_key", "REF_forces", "--E0s", "average",
            "--model", "MACE", "--interaction_first", "RealAgnosticResidualInteractionBlock",
            "--hidden_irreps", args.hidden, "--r_max", args.r_max, "--max_ell", args.max_ell,
-           "--num_radial_basis", "8", "--correlation", "2", "--num_interactions", "2", "--MLP_irreps", "16x0e",
+           "--num_radial_basis", "8", "--correlation", args.correlation, "--num_interactions", args.num_interactions, "--MLP_irreps", "16x0e",
            "--radial_MLP", args.radial_mlp, "--batch_size", "1", "--valid_batch_size", "1",
            "--max_num_epochs", str(args.epochs), "--lr", "0.01", "--forces_weight", "100", "--energy_weight", "10",
            "--scheduler_patience", "15", "--ema", "--ema_decay", "0.99",
@@ -75,7 +79,8 @@ def main():
     sys.path.insert(0, os.path.join(REPO, "tools"))
     from cgequi_tools.reference import mace_reference
     torch.set_default_dtype(torch.float64)
-    m = torch.load(model, map_location="cpu", weights_only=False).double()
+    from cgequi_tools.mace_export import torch_load_cpu
+    m = torch_load_cpu(model).double()
     print("parameters:", sum(p.numel() for p in m.parameters()))
     for i, a in enumerate(frames):
         ref = mace_reference(m, a)

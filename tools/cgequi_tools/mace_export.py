@@ -16,9 +16,20 @@ INTERACTIONS = {
 }
 
 
-def load_mace(path):
+def torch_load_cpu(path):
+    """torch.load onto the CPU, also for a model trained on a GPU: e3nn pickles its compiled modules as
+    TorchScript archives and re-loads them with torch.jit.load, which ignores map_location."""
     import torch
-    model = torch.load(path, map_location="cpu", weights_only=False)
+    jit_load = torch.jit.load
+    torch.jit.load = lambda f, map_location=None, **kw: jit_load(f, map_location="cpu", **kw)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    finally:
+        torch.jit.load = jit_load
+
+
+def load_mace(path):
+    model = torch_load_cpu(path)
     if isinstance(model, dict):
         raise ExportError(f"{path} holds a state_dict, not a pickled MACE model; "
                           "export the whole model (mace's run_train writes one as NAME.model)")
