@@ -10,10 +10,11 @@ The shipped potentials/water-mace-small.h5 was made with the defaults, on one CP
 
 usage: python3 tools/train_water_mace.py [--epochs N] [--workdir DIR] [--out FILE.h5] [--hidden IRREPS]
            [--max-ell L] [--r-max R] [--radial-mlp LIST] [--num-interactions N] [--correlation NU] [--seed S]
-           [--holdout K] [--device cpu|cuda]
+           [--holdout K] [--device cpu|cuda] [--data FILE] [--mace-args "..."]
            [--no-pair-repulsion]"""
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 
@@ -38,6 +39,7 @@ def main():
     ap.add_argument("--correlation", default="2")
     ap.add_argument("--holdout", type=int, default=9, help="the frame held out for testing (0-9)")
     ap.add_argument("--device", default="cpu", help="where mace trains: cpu or cuda")
+    ap.add_argument("--mace-args", default="", help="more mace_run_train options (later ones win), e.g. '--weight_decay 5e-5'")
     ap.add_argument("--data", default=DATA, help="the water frames (default ../shared/data/water_train.xyz)")
     ap.add_argument("--no-pair-repulsion", action="store_true",
                     help="no ZBL pair repulsion (the repulsive core keeps atoms from collapsing in MD)")
@@ -69,6 +71,7 @@ def main():
            "--default_dtype", "float64", "--device", args.device, "--restart_latest"]
     if not args.no_pair_repulsion:
         cmd.append("--pair_repulsion")
+    cmd += shlex.split(args.mace_args)
     print(" ".join(cmd), flush=True)
     subprocess.run(cmd, cwd=args.workdir, check=True)
     model = os.path.join(args.workdir, "water_mace_small_stagetwo.model")  # the final (stage two) weights

@@ -415,9 +415,6 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
     if (gpu_id < 0 || gpu_id >= n)
         return cgq_fail(CGQ_STATUS_DEVICE_ERROR, "gpu_id %d does not exist: %d GPU(s) visible", gpu_id, n);
     CGQ_CHECK_GPU(cudaSetDevice(gpu_id));
-#if !defined(__HIPCC__) /* HIP sizes the stack from the kernels */
-    CGQ_CHECK_GPU(cudaDeviceSetLimit(cudaLimitStackSize, 8192)); /* per-thread local arrays of the steps */
-#endif
     cgq_gpu *g = new cgq_gpu();
     g->host_model = m;
     int optin = 0;
@@ -514,6 +511,9 @@ static int blocks_for(int64_t n) {
     const int64_t maxb = CGQ_GPU_MAX_PARALLEL / CGQ_GPU_THREADS;
     return (int)(b < 1 ? 1 : (b > maxb ? maxb : b));
 }
+
+/* threads that blocks_for(n) launches: the per-thread scratch the steps over n items need */
+static size_t scratch_threads(int64_t n) { return (size_t)blocks_for(n) * CGQ_GPU_THREADS; }
 
 #define CGQ_LAUNCH_CHECK() CGQ_CHECK_GPU(cudaGetLastError())
 
@@ -620,7 +620,8 @@ static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     CGQ_TRY(grow((void **)&g->arena, &g->arena_cap, sizeof(double) * (need + 1)));
     mace_layout(&c, g->arena, want_grad, cache_edges, edge_parallel);
     const size_t per_thread = c.esz + c.nsz;
-    CGQ_TRY(grow((void **)&g->scratch, &g->scratch_cap, sizeof(double) * per_thread * CGQ_GPU_MAX_PARALLEL));
+    CGQ_TRY(grow((void **)&g->scratch, &g->scratch_cap,
+                 sizeof(double) * per_thread * scratch_threads(std::max(std::max(c.E, c.N), c.NA))));
     CGQ_TRY(upload_graph(g, gr, &c));
     c.m = g->dev_model;
     const int T = CGQ_GPU_THREADS;
@@ -771,7 +772,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
         if (!q) return nullptr;
         return f32 ? reinterpret_cast<T *>(g->arena_f) + (q - g->arena) : reinterpret_cast<T *>(q);
     };
-    CGQ_TRY(grow((void **)&g->scratch, &g->scratch_cap, sizeof(double) * (c.esz + c.nsz) * CGQ_GPU_MAX_PARALLEL));
+    CGQ_TRY(grow((void **)&g->scratch, &g->scratch_cap, sizeof(double) * (c.esz + c.nsz) * scratch_threads(N)));
     prof.mark("setup");
     CGQ_TRY(upload_graph(g, gr, &c));
     prof.mark("graph_upload");
