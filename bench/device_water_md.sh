@@ -4,7 +4,8 @@
 # O-O RDF (one run per velocity seed in SEEDS) and 20 ps NVE after 1 ps NVT, 192 atoms, 0.5 fs, precision fp32.
 # Each run is stopped after SECONDS if unfinished. Logs and RDFs go to $OUT as one tarball; a line per run is
 # printed last: model, run, how far it got, and the summary of tools/water_md_summary.py.
-# env: SEEDS (default 4928459), STEPS (default 40000), RUNS (default "nvt nve"), OMP (threads per run, default 1)
+# env: SEEDS (default 4928459), STEPS (default 40000), RUNS (default "nvt nve"), OMP (threads per run, default 1),
+# NVT_VARS (more -var options for the NVT runs, e.g. "-var thermostat langevin -var tdamp 0.1"), TAG (added to log names)
 set -u
 LMP=$(realpath "$1") SECS=$2
 shift 2
@@ -26,11 +27,11 @@ for model in "$@"; do
     if [ $run = nvt ]; then
       for seed in $SEEDS; do
         OMP_NUM_THREADS=${OMP:-1} timeout $SECS $LMP -in ${tag}_in.water_rdf -var dev cuda -var equil 2000 -var steps $STEPS \
-          -var seed $seed -log ${tag}_nvt_$seed.log -screen none &
+          -var seed $seed ${NVT_VARS:-} -var out ${tag}${TAG:-}_rdf_$seed -log ${tag}${TAG:-}_nvt_$seed.log -screen none &
       done
     else
       OMP_NUM_THREADS=${OMP:-1} timeout $SECS $LMP -in ${tag}_in.water_nve -var dev cuda -var equil 2000 -var steps $STEPS \
-        -var every 100 -log ${tag}_nve.log -screen none &
+        -var every 100 -log ${tag}${TAG:-}_nve.log -screen none &
     fi
   done
   cd $REPO

@@ -16,8 +16,8 @@ nvidia-cuda-mps-control -d >/dev/null 2>&1 && MPS=1 || MPS=0
 echo "MPS: $MPS"
 for spec in "$@"; do
   name=${spec%%:*} args=${spec#*:}
-  timeout $SECS python3 tools/train_water_mace.py $args --device cuda --data .device/data/water_train.xyz \
-    --workdir /tmp/train/$name --out /tmp/cand/$name.h5 > /tmp/cand/$name.log 2>&1 &
+  eval "timeout $SECS python3 tools/train_water_mace.py $args --device cuda --data .device/data/water_train.xyz \
+    --workdir /tmp/train/$name --out /tmp/cand/$name.h5" > /tmp/cand/$name.log 2>&1 & # eval: ARGS may quote
 done
 wait
 [ $MPS = 1 ] && echo quit | nvidia-cuda-mps-control
