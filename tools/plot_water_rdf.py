@@ -70,7 +70,7 @@ def main():
     ax.set_xlabel("r (Å)")
     ax.set_ylabel("g$_{OO}$(r)")
     ax.set_title("Liquid water, 64 H$_2$O (192 atoms), O–O RDF")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(args.output, dpi=120)
     i, j = np.argmax(g), np.argmax(gd)

@@ -241,6 +241,8 @@ void PairCGEqui::build_candidates(bool fold) {
     const int64_t n_nodes = fold ? cand_local : ncand;
     species.resize(n_nodes + 1);
     for (int64_t k = 0; k < n_nodes; k++) species[k] = type_species[type[node_atom[k]]];
+    cand_tag.resize(ncand + 1);
+    for (int64_t k = 0; k < ncand; k++) cand_tag[k] = atom->tag[node_atom[k]];
     cand_ncalls = neighbor->ncalls, cand_nlocal = nlocal, cand_nall = nall, cand_fold = fold;
 }
 
@@ -248,45 +250,68 @@ void PairCGEqui::build_graph(bool fold, int64_t &n_local_nodes, int64_t &n_nodes
     const int nlocal = atom->nlocal, nall = nlocal + atom->nghost;
     double **x = atom->x;
     bool rebuild = neighbor->ncalls != cand_ncalls || nlocal != cand_nlocal || nall != cand_nall || fold != cand_fold;
-    if (!rebuild) {
+    if (!rebuild) { /* the same atoms at the same indices (LAMMPS sorts and migrates only when it re-neighbors,
+                       * but a run with "pre no" may re-neighbor without a new count), none moved > skin/2 */
         const double half_skin2 = 0.25 * cand_skin * cand_skin;
-        for (size_t k = 0; k < node_atom.size() && !rebuild; k++) {
+        const int64_t nc = (int64_t)node_atom.size();
+        int moved = 0;
+#if defined(_OPENMP)
+#pragma omp parallel for reduction(| : moved) if (nc > 4096)
+#endif
+        for (int64_t k = 0; k < nc; k++) {
             const double *p = x[node_atom[k]], *q = &cand_pos[3 * k];
             const double dx = p[0] - q[0], dy = p[1] - q[1], dz = p[2] - q[2];
-            rebuild = dx * dx + dy * dy + dz * dz > half_skin2;
+            moved |= (dx * dx + dy * dy + dz * dz > half_skin2) || atom->tag[node_atom[k]] != cand_tag[k];
         }
+        rebuild = moved != 0;
     }
     if (rebuild) build_candidates(fold);
     n_local_nodes = cand_local;
     n_nodes = fold ? cand_local : (int64_t)node_atom.size();
-    /* this step's edges: the candidates within the cutoff, v = x_receiver - x_sender */
-    const int64_t ncand_edges = nl->row_ptr[cand_local];
-    row_ptr.resize(cand_local + 1);
-    sender.resize(ncand_edges + 1);
-    vec.resize(3 * ncand_edges + 3);
+    /* this step's edges: the candidates within the cutoff, v = x_receiver - x_sender; rows counted, then
+     * filled, in parallel (each row in candidate order, so the graph does not depend on the thread count) */
     const double rc2 = cutoff * cutoff;
-    int64_t E = 0;
+    auto within = [&](int64_t k, int64_t e, double *v) {
+        const double *xi = x[node_atom[k]], *xj = x[node_atom[nl->sender[e]]];
+        v[0] = xi[0] - xj[0], v[1] = xi[1] - xj[1], v[2] = xi[2] - xj[2];
+        return v[0] * v[0] + v[1] * v[1] + v[2] * v[2] < rc2;
+    };
+    row_ptr.resize(cand_local + 1);
     row_ptr[0] = 0;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (cand_local > 1024)
+#endif
     for (int64_t k = 0; k < cand_local; k++) {
-        const double *xi = x[node_atom[k]];
-        for (int64_t e = nl->row_ptr[k]; e < nl->row_ptr[k + 1]; e++) {
-            const int32_t c = nl->sender[e];
-            const double *xj = x[node_atom[c]];
-            const double v0 = xi[0] - xj[0], v1 = xi[1] - xj[1], v2 = xi[2] - xj[2];
-            const double r2 = v0 * v0 + v1 * v1 + v2 * v2;
-            if (!(r2 < rc2)) continue;
-            if (owner[c] < 0)
-                error->one(FLERR, std::string("pair_style cgequi: ghost atom " + std::to_string(atom->tag[node_atom[c]]) +
-                                      " has no local owner on a single rank"));
-            if (r2 < 1e-16)
-                error->one(FLERR, "pair_style cgequi: atoms " + std::to_string(atom->tag[node_atom[k]]) + " and " +
-                                      std::to_string(atom->tag[node_atom[c]]) + " overlap (closer than 1e-8 A)");
-            sender[E] = owner[c];
-            vec[3 * E] = v0, vec[3 * E + 1] = v1, vec[3 * E + 2] = v2;
-            E++;
-        }
-        row_ptr[k + 1] = E;
+        int64_t n = 0;
+        double v[3];
+        for (int64_t e = nl->row_ptr[k]; e < nl->row_ptr[k + 1]; e++) n += within(k, e, v);
+        row_ptr[k + 1] = n;
     }
+    for (int64_t k = 0; k < cand_local; k++) row_ptr[k + 1] += row_ptr[k];
+    const int64_t E = row_ptr[cand_local];
+    sender.resize(E + 1);
+    vec.resize(3 * E + 3);
+    int64_t bad_owner = -1, overlap = -1; /* candidate indices for the messages below */
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) reduction(max : bad_owner, overlap) if (cand_local > 1024)
+#endif
+    for (int64_t k = 0; k < cand_local; k++) {
+        int64_t out = row_ptr[k];
+        for (int64_t e = nl->row_ptr[k]; e < nl->row_ptr[k + 1]; e++) {
+            double *v = &vec[3 * out];
+            if (!within(k, e, v)) continue;
+            const int32_t c = nl->sender[e];
+            if (owner[c] < 0) bad_owner = c;
+            if (v[0] * v[0] + v[1] * v[1] + v[2] * v[2] < 1e-16) overlap = k;
+            sender[out++] = owner[c];
+        }
+    }
+    if (bad_owner >= 0)
+        error->one(FLERR, std::string("pair_style cgequi: ghost atom " + std::to_string(atom->tag[node_atom[bad_owner]]) +
+                              " has no local owner on a single rank"));
+    if (overlap >= 0)
+        error->one(FLERR, "pair_style cgequi: atom " + std::to_string(atom->tag[node_atom[overlap]]) +
+                              " overlaps another (closer than 1e-8 A); remove duplicate atoms");
 }
 
 void PairCGEqui::compute(int eflag, int vflag) {

@@ -54,6 +54,7 @@ class PairCGEqui : public Pair {
     /* candidate edges within cutoff + skin of the local nodes, and the positions they were built from */
     ::cgq_neighbor_list *nl = nullptr;
     std::vector<double> cand_pos;
+    std::vector<tagint> cand_tag;
     double cand_skin = 0.0;
     int64_t cand_local = 0;
     bigint cand_ncalls = -1;
