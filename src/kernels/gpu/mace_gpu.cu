@@ -747,6 +747,22 @@ static cgq_status exchange_rows_t(cgq_gpu *g, T *dev, double *staging, int64_t r
     return CGQ_STATUS_OK;
 }
 
+/* The node linears: tiled GEMMs where the linear allows (lin_gemm_ok), else one thread per element. hl: host
+ * model's linear; sl: the same in the working-precision shadow (device weights); dl: its device struct. */
+template <class T>
+static void node_linear_fwd(const cgq_linear *hl, const cgq_linear *sl, const cgq_linear *dl, int64_t n, const T *x,
+                            int64_t ldx, T *y, int64_t ldy, T alpha, const T *add, int64_t ldadd) {
+    if (lin_gemm_ok(hl)) lin_gemm_fwd<T>(hl, reinterpret_cast<const T *>(sl->weight), n, x, ldx, y, ldy, alpha, add, ldadd);
+    else if (n) k_linear_fwd<T><<<blocks_for(n * hl->out.dim), CGQ_GPU_THREADS>>>(dl, n, x, ldx, y, ldy, alpha, add, ldadd);
+}
+
+template <class T>
+static void node_linear_bwd(const cgq_linear *hl, const cgq_linear *sl, const cgq_linear *dl, int64_t n, const T *gy,
+                            int64_t ldgy, T *gx, int64_t ldgx, T alpha, int accumulate) {
+    if (lin_gemm_ok(hl)) lin_gemm_bwd<T>(hl, reinterpret_cast<const T *>(sl->weight), n, gy, ldgy, gx, ldgx, alpha, accumulate);
+    else if (n) k_linear_bwd<T><<<blocks_for(n * hl->in.dim), CGQ_GPU_THREADS>>>(dl, n, gy, ldgy, gx, ldgx, alpha, accumulate);
+}
+
 /* v2 in working precision T (double, or float with double geometry, readouts, energies and force sums):
  * the layer arrays live in an arena of T laid out like the double arena (same element offsets). */
 template <class T>
@@ -862,6 +878,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     for (int t = 0; t < L; t++) {
         const cgq_mace_layer *ly = &hm->layers[t];
         cgq_mace_layer *dly = &dm->layers[t];
+        const cgq_mace_layer *sly = &sm->layers[t]; /* device weights in T */
         const conv_plan &p = g->plans[t];
         const mace_layer_state &s = c.ls[t];
         T *hu = R(s.hu), *M = R(s.M), *Mlin = R(s.Mlin), *Apre = R(s.Apre), *A = R(s.A), *B = R(s.B), *sc = R(s.sc);
@@ -871,7 +888,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
         const int dH = ly->product_linear.out.dim, dsc = ly->skip_tp.out.dim;
         const T *hin = t ? R(c.ls[t - 1].h) : R(c.emb);
         const int64_t n_up = t == 0 ? NA : N;
-        if (n_up) k_linear_fwd<T><<<blocks_for(n_up * dhu_t), TH>>>(&dly->linear_up, n_up, hin, din, hu, dhu_t, (T)1, nullptr, 0);
+        node_linear_fwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, n_up, hin, din, hu, dhu_t, (T)1, nullptr, 0);
         if (ly->residual && N) k_skip_fwd<T><<<blocks_for(N * dsc), TH>>>(&dly->skip_tp, N, c.species, hin, din, sc, dsc);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
@@ -896,8 +913,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
             }
         }
         if (!N) continue;
-        k_linear_fwd<T><<<blocks_for(N * dTt), TH>>>(&dly->linear, N, M, dM, Mlin, dTt,
-                                                     (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), nullptr, 0);
+        node_linear_fwd<T>(&ly->linear, &sly->linear, &dly->linear, N, M, dM, Mlin, dTt,
+                           (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), nullptr, 0);
         if (ly->density) k_density_scale<T><<<blocks_for(N * dTt), TH>>>(N, dTt, R(s.rho), Mlin);
         if (!ly->residual) k_skip_fwd<T><<<blocks_for(N * dTt), TH>>>(&dly->skip_tp, N, c.species, Mlin, dTt, Apre, dTt);
         else CGQ_CHECK_GPU(cudaMemcpyAsync(Apre, Mlin, sizeof(T) * N * dTt, cudaMemcpyDeviceToDevice));
@@ -907,8 +924,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
         k_symcon_fwd<T><<<(unsigned)N, sp.threads, sp.smem_fwd>>>(
             f32 ? sp.parts_f : sp.parts, sp.n_parts, ly->channels, ly->coupling_dim, ly->agnostic, c.species, A, CD, B, dB);
         prof.mark("symcon");
-        k_linear_fwd<T><<<blocks_for(N * dH), TH>>>(&dly->product_linear, N, B, dB, h, dH, (T)1,
-                                                    (ly->use_sc && ly->residual) ? sc : nullptr, dsc);
+        node_linear_fwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, B, dB, h, dH, (T)1,
+                           (ly->use_sc && ly->residual) ? sc : nullptr, dsc);
         if (f32) k_convert<T, double><<<blocks_for(N * dH), TH>>>(N * dH, h, s.h); /* the readouts run in double */
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
@@ -927,11 +944,12 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     for (int t = L - 1; t >= 0; t--) {
         const cgq_mace_layer *ly = &hm->layers[t];
         cgq_mace_layer *dly = &dm->layers[t];
+        const cgq_mace_layer *sly = &sm->layers[t]; /* device weights in T */
         const conv_plan &p = g->plans[t];
         const mace_layer_state &s = c.ls[t];
         T *hu = R(s.hu), *A = R(s.A);
         const int din = mace_layer_in_dim(hm, t), dhu_t = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim;
-        const int dTt = ly->target.dim, dH = ly->product_linear.out.dim, dB = ly->product_out.dim;
+        const int dTt = ly->target.dim, dH = ly->product_linear.out.dim;
         if (N) {
             mace_ctx cr = c;
             if (f32) CGQ_CHECK_GPU(cudaMemsetAsync(gh_readout, 0, sizeof(double) * N * dH));
@@ -941,7 +959,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
             if (ly->use_sc && ly->residual)
                 k_skip_bwd<T><<<blocks_for(N * din), TH>>>(&dly->skip_tp, N, c.species, gh, dH, gh_prev, din, 0);
             else CGQ_CHECK_GPU(cudaMemsetAsync(gh_prev, 0, sizeof(T) * N * din));
-            k_linear_bwd<T><<<blocks_for(N * dB), TH>>>(&dly->product_linear, N, gh, dH, gBn, maxb, (T)1, 0);
+            node_linear_bwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, gh, dH, gBn, maxb, (T)1, 0);
             prof.mark("node_bwd");
             const symcon_plan &sp = g->symcon[t];
             k_symcon_bwd<T><<<(unsigned)N, sp.threads, sp.smem_bwd>>>(
@@ -954,8 +972,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
             T *gsrc = ly->residual ? gApre : gMl;
             if (ly->density)
                 k_density_scale_bwd<T><<<blocks_for(N), TH>>>(N, dTt, R(s.rho), R(s.Mlin), gsrc, R(c.grho));
-            k_linear_bwd<T><<<blocks_for(N * dM), TH>>>(&dly->linear, N, gsrc, dTt, gM, dM,
-                                                        (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), 0);
+            node_linear_bwd<T>(&ly->linear, &sly->linear, &dly->linear, N, gsrc, dTt, gM, dM,
+                               (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), 0);
             CGQ_LAUNCH_CHECK();
             prof.mark("node_bwd");
         }
@@ -989,7 +1007,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
         CGQ_LAUNCH_CHECK();
         prof.mark("sender_sum");
         if (xc) CGQ_TRY(exchange_rows_t<T>(g, ghu, c.ghu, NA, dhu_t, xc, true));
-        if (N) k_linear_bwd<T><<<blocks_for(N * din), TH>>>(&dly->linear_up, N, ghu, dhu_t, gh_prev, din, (T)1, 1);
+        node_linear_bwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, N, ghu, dhu_t, gh_prev, din, (T)1, 1);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_bwd");
         T *swap = gh;

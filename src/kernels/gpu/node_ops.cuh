@@ -80,6 +80,155 @@ __global__ void k_linear_bwd(const cgq_linear *lin, int64_t n_nodes, const T *gy
     }
 }
 
+/* ---- e3nn linears as tiled GEMMs ----------------------------------------------------------------------
+ * One output block (mul_out x (2l+1)) of y = alpha * linear(x) is a GEMM over rows r = (node, m):
+ *   y[n, w, m] = alpha sum_k pw_k sum_u x[n, in_k + u*d + m] W_k[u, w]
+ * with K running over the instructions into that block (in order) and their input channels u (in order), so
+ * every output is summed in the same order as k_linear_fwd (bitwise the same numbers). The transposed map
+ * (dE/dx from dE/dy) is the same GEMM with W read transposed. Products in T, sums in double. */
+#define LG_MAX_SEGS 8
+#define LG_BM 64
+#define LG_BN 64
+#define LG_BK 16
+
+template <class T>
+struct lin_gemm {
+    int64_t n_nodes;
+    int d;                /* 2l+1 of the block */
+    const T *A;           /* rows of the source (x, or dE/dy for the transpose) */
+    int64_t lda;
+    T *C;                 /* rows of the destination */
+    int64_t ldc;
+    int c_off, N;         /* destination block: offset and multiplicity */
+    double alpha;
+    const T *add;         /* forward: y += add (same block offsets), or NULL */
+    int64_t ldadd;
+    int accumulate;       /* transpose: C += result */
+    const T *W;
+    int n_segs;
+    int a_off[LG_MAX_SEGS], K[LG_MAX_SEGS], ld[LG_MAX_SEGS];
+    int64_t w_off[LG_MAX_SEGS];
+    double pw[LG_MAX_SEGS];
+};
+
+/* BT false: B(k, n) = pw W[w_off + k*ld + n] (forward); true: B(k, n) = pw W[w_off + n*ld + k] (transpose) */
+template <class T, bool BT>
+__global__ void __launch_bounds__(256) k_lin_gemm(lin_gemm<T> g) {
+    __shared__ T As[LG_BK][LG_BM + 1];
+    __shared__ T Bs[LG_BK][LG_BN + 1];
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int64_t rows = g.n_nodes * g.d, r0 = (int64_t)blockIdx.x * LG_BM;
+    const int n0 = blockIdx.y * LG_BN;
+    double acc[4][4] = {{0}};
+    for (int s = 0; s < g.n_segs; s++) {
+        const T pw = (T)g.pw[s];
+        for (int k0 = 0; k0 < g.K[s]; k0 += LG_BK) {
+            for (int q = threadIdx.x; q < LG_BM * LG_BK; q += 256) {
+                const int mm = q / LG_BK, kk = q % LG_BK;
+                const int64_t r = r0 + mm;
+                const int k = k0 + kk;
+                T v = 0;
+                if (r < rows && k < g.K[s]) v = g.A[(r / g.d) * g.lda + g.a_off[s] + (int64_t)k * g.d + r % g.d];
+                As[kk][mm] = v;
+            }
+            for (int q = threadIdx.x; q < LG_BK * LG_BN; q += 256) {
+                int kk, nn;
+                if (BT) nn = q / LG_BK, kk = q % LG_BK;
+                else kk = q / LG_BN, nn = q % LG_BN;
+                const int k = k0 + kk, n = n0 + nn;
+                T v = 0;
+                if (k < g.K[s] && n < g.N)
+                    v = pw * (BT ? g.W[g.w_off[s] + (int64_t)n * g.ld[s] + k] : g.W[g.w_off[s] + (int64_t)k * g.ld[s] + n]);
+                Bs[kk][nn] = v;
+            }
+            __syncthreads();
+            for (int kk = 0; kk < LG_BK; kk++) {
+                T a[4], b[4];
+                for (int i = 0; i < 4; i++) a[i] = As[kk][ty + 16 * i];
+                for (int j = 0; j < 4; j++) b[j] = Bs[kk][tx + 16 * j];
+                for (int i = 0; i < 4; i++)
+                    for (int j = 0; j < 4; j++) acc[i][j] += a[i] * b[j];
+            }
+            __syncthreads();
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        const int64_t r = r0 + ty + 16 * i;
+        if (r >= rows) continue;
+        const int64_t node = r / g.d;
+        const int m = (int)(r % g.d);
+        for (int j = 0; j < 4; j++) {
+            const int n = n0 + tx + 16 * j;
+            if (n >= g.N) continue;
+            const int64_t col = g.c_off + (int64_t)n * g.d + m;
+            T *c = g.C + node * g.ldc + col;
+            if (BT) {
+                *c = (T)((g.accumulate ? (double)*c : 0.0) + g.alpha * acc[i][j]);
+            } else {
+                T v = (T)(g.alpha * acc[i][j]);
+                if (g.add) v += g.add[node * g.ldadd + col];
+                *c = v;
+            }
+        }
+    }
+}
+
+/* A linear with more instructions into one block than a launch holds, or with a bias, takes the
+ * thread-per-element kernels. */
+static bool lin_gemm_ok(const cgq_linear *hl) {
+    if (hl->bias) return false;
+    for (int side = 0; side < 2; side++) {
+        const cgq_irreps &ir = side ? hl->in : hl->out;
+        for (int b = 0; b < ir.n; b++) {
+            int n = 0;
+            for (int k = 0; k < hl->n_ins; k++) n += (side ? hl->ins_in[k] : hl->ins_out[k]) == b;
+            if (n > LG_MAX_SEGS) return false;
+        }
+    }
+    return true;
+}
+
+/* y[n] = alpha * linear(x[n]) (+ add[n]); hl: the host copy (irreps, instructions), W: its weights on the GPU */
+template <class T>
+static void lin_gemm_fwd(const cgq_linear *hl, const T *W, int64_t n_nodes, const T *x, int64_t ldx, T *y, int64_t ldy,
+                         T alpha, const T *add, int64_t ldadd) {
+    for (int j = 0; j < hl->out.n && n_nodes; j++) {
+        const cgq_irrep_block &ob = hl->out.b[j];
+        lin_gemm<T> g{};
+        g.n_nodes = n_nodes, g.d = 2 * ob.l + 1, g.A = x, g.lda = ldx, g.C = y, g.ldc = ldy, g.c_off = ob.offset;
+        g.N = ob.mul, g.alpha = (double)alpha, g.add = add, g.ldadd = ldadd, g.W = W;
+        for (int k = 0; k < hl->n_ins; k++) {
+            if (hl->ins_out[k] != j) continue;
+            const int s = g.n_segs++;
+            g.a_off[s] = hl->in.b[hl->ins_in[k]].offset, g.K[s] = hl->in.b[hl->ins_in[k]].mul;
+            g.ld[s] = ob.mul, g.w_off[s] = hl->w_offset[k], g.pw[s] = hl->path_weight[k];
+        }
+        const dim3 grid((unsigned)((n_nodes * g.d + LG_BM - 1) / LG_BM), (unsigned)((g.N + LG_BN - 1) / LG_BN));
+        k_lin_gemm<T, false><<<grid, 256>>>(g);
+    }
+}
+
+/* gx[n] (+)= alpha * linear^T(gy[n]) */
+template <class T>
+static void lin_gemm_bwd(const cgq_linear *hl, const T *W, int64_t n_nodes, const T *gy, int64_t ldgy, T *gx, int64_t ldgx,
+                         T alpha, int accumulate) {
+    for (int i = 0; i < hl->in.n && n_nodes; i++) {
+        const cgq_irrep_block &ib = hl->in.b[i];
+        lin_gemm<T> g{};
+        g.n_nodes = n_nodes, g.d = 2 * ib.l + 1, g.A = gy, g.lda = ldgy, g.C = gx, g.ldc = ldgx, g.c_off = ib.offset;
+        g.N = ib.mul, g.alpha = (double)alpha, g.accumulate = accumulate, g.W = W;
+        for (int k = 0; k < hl->n_ins; k++) {
+            if (hl->ins_in[k] != i) continue;
+            const cgq_irrep_block &ob = hl->out.b[hl->ins_out[k]];
+            const int s = g.n_segs++;
+            g.a_off[s] = ob.offset, g.K[s] = ob.mul, g.ld[s] = ob.mul, g.w_off[s] = hl->w_offset[k];
+            g.pw[s] = hl->path_weight[k];
+        }
+        const dim3 grid((unsigned)((n_nodes * g.d + LG_BM - 1) / LG_BM), (unsigned)((g.N + LG_BN - 1) / LG_BN));
+        k_lin_gemm<T, true><<<grid, 256>>>(g);
+    }
+}
+
 /* The skip tensor product with a one-hot species second input (MACE's skip_tp / first-layer
  * linear-with-species): a per-species linear, out[w,c] = sum pw W[u,s,w] sum_a C[a,0,c] x1[u,a]. */
 template <class T>
