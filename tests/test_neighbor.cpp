@@ -357,6 +357,35 @@ TEST(Neighbor, LargeClusterAndWire) {
     expect_matches_brute_force(s, 5.5);
 }
 
+TEST(Neighbor, ReceiversOnlyKeepTheFirstRows) {
+    // A domain's local atoms (the first n) as receivers of local and ghost atoms: the rows of the full
+    // build for those receivers, empty rows after them; n_receivers out of range is refused.
+    std::mt19937_64 rng(11);
+    std::uniform_real_distribution<double> u(0.0, 14.0);
+    std::vector<double> pos;
+    for (int i = 0; i < 3 * 400; ++i) pos.push_back(u(rng));
+    const int32_t nopbc[3] = {0, 0, 0};
+    cgq_neighbor_list full = {}, part = {};
+    ASSERT_EQ(cgq_neighbor_list_build(&full, 400, pos.data(), nullptr, nopbc, 4.5), CGQ_STATUS_OK);
+    for (int64_t nr : {0, 1, 150, 400}) {
+        SCOPED_TRACE("receivers " + std::to_string(nr));
+        ASSERT_EQ(cgq_neighbor_list_build_receivers(&part, 400, nr, pos.data(), nullptr, nopbc, 4.5), CGQ_STATUS_OK);
+        ASSERT_EQ(part.n_nodes, 400);
+        ASSERT_EQ(part.n_edges, full.row_ptr[nr]);
+        for (int64_t i = 0; i <= 400; ++i) ASSERT_EQ(part.row_ptr[i], full.row_ptr[std::min<int64_t>(i, nr)]);
+        for (int64_t e = 0; e < part.n_edges; ++e) {
+            ASSERT_EQ(part.sender[e], full.sender[e]);
+            for (int k = 0; k < 3; ++k) ASSERT_EQ(part.vec[3 * e + k], full.vec[3 * e + k]);
+        }
+    }
+    EXPECT_EQ(cgq_neighbor_list_build_receivers(&part, 400, 401, pos.data(), nullptr, nopbc, 4.5),
+              CGQ_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(cgq_neighbor_list_build_receivers(&part, 400, -1, pos.data(), nullptr, nopbc, 4.5),
+              CGQ_STATUS_INVALID_ARGUMENT);
+    cgq_neighbor_list_free(&full);
+    cgq_neighbor_list_free(&part);
+}
+
 TEST(Neighbor, ReuseAndSymmetry) {
     std::mt19937_64 rng(11);
     cgq_neighbor_list nl;
