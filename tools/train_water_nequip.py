@@ -5,7 +5,7 @@ nequip (`nequip-train`, then `nequip-package`), export the packaged model with t
 potentials/water-nequip-small.h5 (the checkpoint is exported too, to /tmp, and must give the same file
 content), and report held-out errors computed by nequip itself.
 
-usage: /work/venv-nequip/bin/python tools/train_water_nequip.py [--epochs N] [--workdir DIR]
+usage: /work/venv-nequip/bin/python tools/train_water_nequip.py [--epochs N] [--workdir DIR] [--no-zbl] [--out FILE.h5]
 (needs nequip >= 0.7 in that python; runs on the CPU in float64, about 10-20 minutes on 2 cores)
 """
 import argparse
@@ -112,7 +112,7 @@ training_module:
     avg_num_neighbors: ${{training_data_stats:num_neighbors_mean}}
     per_type_energy_scales: ${{training_data_stats:per_type_forces_rms}}
     per_type_energy_shifts: ${{training_data_stats:per_atom_energy_mean}}
-
+{pair_potential}
 global_options:
   allow_tf32: false
 """
@@ -123,6 +123,9 @@ def main():
     ap.add_argument("--epochs", type=int, default=300)
     ap.add_argument("--workdir", default="/tmp/cgequi_train_water_nequip")
     ap.add_argument("--export-only", action="store_true", help="skip training: package and export the workdir's checkpoint")
+    ap.add_argument("--no-zbl", action="store_true",
+                    help="without nequip's ZBL pair potential (the repulsive core prior the shipped model has)")
+    ap.add_argument("--out", default=os.path.join(REPO, "potentials", "water-nequip-small.h5"))
     args = ap.parse_args()
     work = os.path.abspath(args.workdir)
     os.makedirs(work, exist_ok=True)
@@ -131,7 +134,9 @@ def main():
     ase.io.write(os.path.join(work, "val.xyz"), frames[8:9])
     ase.io.write(os.path.join(work, "test.xyz"), frames[9:])
     with open(os.path.join(work, "water.yaml"), "w") as f:
-        f.write(CONFIG.format(work=work, epochs=args.epochs))
+        zbl = ("    pair_potential:\n      _target_: nequip.nn.pair_potential.ZBL\n      units: metal\n"
+               "      chemical_species: ${chemical_symbols}\n") if not args.no_zbl else ""
+        f.write(CONFIG.format(work=work, epochs=args.epochs, pair_potential=zbl))
     bindir = os.path.dirname(sys.executable)
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
     cmd = [os.path.join(bindir, "nequip-train"), "-cp", work, "-cn", "water.yaml",
@@ -144,7 +149,7 @@ def main():
         ckpt = sorted(glob.glob(os.path.join(work, "*.ckpt")))[-1]
     pkg = os.path.join(work, "water_nequip_small.nequip.zip")
     subprocess.run([os.path.join(bindir, "nequip-package"), "build", ckpt, pkg], cwd=work, check=True, env=env)
-    out = os.path.join(REPO, "potentials", "water-nequip-small.h5")
+    out = args.out
     export = [sys.executable, os.path.join(REPO, "tools", "cgequi-export")]
     subprocess.run(export + [pkg, "-o", out], check=True)
     subprocess.run(export + [ckpt, "-o", os.path.join(work, "from_ckpt.h5")], check=True)
