@@ -35,11 +35,16 @@ static int run(cgq_evaluator *ev, cgq_system *s, double *f, double *energy) {
 
 int main(int argc, char **argv) {
     if (argc < 8) {
-        fprintf(stderr, "usage: bench_eval MODEL.h5 STRUCTURE.xyz NX NY NZ cpu|cuda REPEATS [--check]\n");
+        fprintf(stderr, "usage: bench_eval MODEL.h5 STRUCTURE.xyz NX NY NZ cpu|cuda REPEATS [--check] [--fp32]\n");
         return 2;
     }
     const int nx = atoi(argv[3]), ny = atoi(argv[4]), nz = atoi(argv[5]), reps = atoi(argv[7]);
-    const int check = argc > 8 && !strcmp(argv[8], "--check");
+    int check = 0, fp32 = 0; /* options after the positional arguments, in any order */
+    for (int i = 8; i < argc; i++) {
+        if (!strcmp(argv[i], "--check")) check = 1;
+        else if (!strcmp(argv[i], "--fp32")) fp32 = 1;
+        else return fprintf(stderr, "bench_eval: unknown option '%s' (--check, --fp32)\n", argv[i]), 2;
+    }
     cgq_model *m;
     if (cgq_model_load(argv[1], &m)) return fprintf(stderr, "%s\n", cgq_last_error()), 1;
     FILE *fp = fopen(argv[2], "r");
@@ -64,9 +69,7 @@ int main(int argc, char **argv) {
     for (int d = 0; d < 3; d++) s.cell[d] = nx * fr.cell[d], s.cell[3 + d] = ny * fr.cell[3 + d], s.cell[6 + d] = nz * fr.cell[6 + d];
     cgq_evaluator_params p = cgq_evaluator_default_params();
     p.device = strcmp(argv[6], "cuda") ? CGQ_DEVICE_CPU : CGQ_DEVICE_CUDA;
-    p.precision = CGQ_PRECISION_FP64;
-    for (int i = 8; i < argc; i++)
-        if (!strcmp(argv[i], "--fp32")) p.precision = CGQ_PRECISION_FP32;
+    p.precision = fp32 ? CGQ_PRECISION_FP32 : CGQ_PRECISION_FP64;
     cgq_evaluator *ev;
     if (cgq_evaluator_create(m, &p, &ev)) return fprintf(stderr, "%s\n", cgq_last_error()), 1;
     double e = 0, e2 = 0;

@@ -18,7 +18,8 @@
 
 struct conv_ins {
     int d1, d2, d3;
-    int x_off, xa_off; /* in1 block: e3nn offset; per-channel offset */
+    int l12;           /* l1 * 4 + l2: selects the kernels' unrolled instruction body */
+    int x_off, xa_off; /* in1 block: e3nn offset; per-channel offset (= l1^2, see build_conv_plan) */
     int y_off;         /* SH block offset */
     int acc_off;       /* output block: per-channel offset */
     int out_off;       /* output block: e3nn offset */
@@ -37,6 +38,7 @@ struct conv_plan {
     int n_ins, n_out, n_in1;
     int C, threads, acc_dim, p_dim, g_dim, x_dim, nY, dhu, dM;
     int cw, slots; /* threads per slot (>= C: a divisor or a multiple of the warp), slots per block */
+    int slots_bwd, threads_bwd; /* the reverse's (more slots: they share G, see build_conv_plan) */
     int64_t wn;
     conv_ins *ins;
     conv_block *outb, *in1b;
@@ -63,6 +65,34 @@ __device__ inline void conv_build_p(const conv_plan &p, int lane, const T *Ys, T
     }
 }
 
+/* The sender's features of channel u as xv[l^2 + a] (the in1 blocks are l = 0, 1, ..., in order; checked by
+ * build_conv_plan), in registers: every index below is a compile-time constant after unrolling. */
+template <class T>
+__device__ __forceinline__ void conv_load_x(const conv_plan &p, const T *x, int u, T (&xv)[CONV_MAX_XDIM]) {
+#pragma unroll
+    for (int l = 0; l < 4; l++)
+#pragma unroll
+        for (int a = 0; a < 2 * l + 1; a++)
+            xv[l * l + a] = l < p.n_in1 ? x[p.in1b[l].off + u * (2 * l + 1) + a] : (T)0;
+}
+
+#define CONV_L12_CASES(F) \
+    F(0, 0) F(0, 1) F(0, 2) F(0, 3) F(1, 0) F(1, 1) F(1, 2) F(1, 3) F(2, 0) F(2, 1) F(2, 2) F(2, 3) F(3, 0) F(3, 1) F(3, 2) F(3, 3)
+
+/* One instruction's messages for one edge and channel: my[(acc_off + c) C] += s sum_a x[a] P_k[a][c]. */
+template <class T, int L1>
+__device__ __forceinline__ void conv_fwd_ins(const conv_ins &k, int C, const T (&xv)[CONV_MAX_XDIM], const T *P, T s,
+                                             double *my) {
+    constexpr int D1 = 2 * L1 + 1, XO = L1 * L1;
+    const T *Pk = P + k.p_off;
+    for (int c = 0; c < k.d3; c++) {
+        T t = 0;
+#pragma unroll
+        for (int a = 0; a < D1; a++) t += xv[XO + a] * Pk[a * k.d3 + c];
+        my[(k.acc_off + c) * C] += (double)(s * t);
+    }
+}
+
 /* Receivers [i0, i0 + gridDim.x); w holds the raw MLP outputs of edges from e0 (row stride wn); cut is
  * non-NULL when the model multiplies the weights by the cutoff (apply_cutoff off). */
 template <class T>
@@ -73,7 +103,7 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
     double *acc = reinterpret_cast<double *>(smem_raw); /* message sums in double in both precisions, per slot */
     T *P = reinterpret_cast<T *>(acc + (size_t)stride * S) + (size_t)slot * (p.p_dim + CONV_MAX_Y);
     T *Ys = P + p.p_dim;
-    double *my = acc + (size_t)slot * stride;
+    double *my = acc + (size_t)slot * stride + u;
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
     for (int j = threadIdx.x; j < stride * S; j += blockDim.x) acc[j] = 0;
     for (int64_t base = r0; base < r1; base += S) {
@@ -86,18 +116,18 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
         if (has) conv_build_p<T>(p, u, Ys, P);
         __syncthreads();
         if (!has || u >= p.C) continue;
-        const T *x = hu + (int64_t)sender[e] * p.dhu, *we = w + (e - e0) * p.wn;
+        T xv[CONV_MAX_XDIM];
+        conv_load_x<T>(p, hu + (int64_t)sender[e] * p.dhu, u, xv);
+        const T *we = w + (e - e0) * p.wn;
         const T cs = cut ? cut[e] : (T)1;
         for (int q = 0; q < p.n_ins; q++) {
             const conv_ins &k = p.ins[q];
-            T xa[CONV_MAX_D];
-            for (int a = 0; a < k.d1; a++) xa[a] = x[k.x_off + u * k.d1 + a];
             const T s = (T)k.pw * (cut ? we[k.w_off + u] * cs : we[k.w_off + u]);
-            const T *Pk = P + k.p_off;
-            for (int c = 0; c < k.d3; c++) {
-                T t = 0;
-                for (int a = 0; a < k.d1; a++) t += xa[a] * Pk[a * k.d3 + c];
-                my[(k.acc_off + c) * p.C + u] += (double)(s * t);
+            switch (k.l12 >> 2) {
+            case 0: conv_fwd_ins<T, 0>(k, p.C, xv, P, s, my); break;
+            case 1: conv_fwd_ins<T, 1>(k, p.C, xv, P, s, my); break;
+            case 2: conv_fwd_ins<T, 2>(k, p.C, xv, P, s, my); break;
+            default: conv_fwd_ins<T, 3>(k, p.C, xv, P, s, my); break;
             }
         }
     }
@@ -122,17 +152,45 @@ __device__ inline void group_sum_to_red(T v, int width, T *red_slot) {
     if (threadIdx.x % width == 0) *red_slot = v;
 }
 
+/* One instruction's reverse for one edge and channel (G_k in shared memory, column u), with t[a] = sum_b Y[b] G[a][b]:
+ * gy[b] += pw w sum_a x[a] G[a][b], gx[a] += pw w t[a]; returns sum_a x[a] t[a]. */
+template <class T, int L1, int L2>
+__device__ __forceinline__ T conv_bwd_ins(int C, const T (&xv)[CONV_MAX_XDIM], const T (&yv)[CONV_MAX_Y], const T *Gk, T pww,
+                                          T (&gx)[CONV_MAX_XDIM], T (&gy)[CONV_MAX_Y + 1]) {
+    constexpr int D1 = 2 * L1 + 1, D2 = 2 * L2 + 1, XO = L1 * L1, YO = L2 * L2;
+    T s = 0;
+#pragma unroll
+    for (int a = 0; a < D1; a++) {
+        const T xa = xv[XO + a];
+        T t = 0;
+#pragma unroll
+        for (int b = 0; b < D2; b++) {
+            const T Gab = Gk[(size_t)(a * D2 + b) * C];
+            t += yv[YO + b] * Gab;
+            gy[YO + b] += pww * xa * Gab;
+        }
+        s += xa * t;
+        gx[XO + a] += pww * t;
+    }
+    return s;
+}
+
 /* Reverse of k_conv_fwd for receivers [i0, i0 + gridDim.x), given gM = dE/dM. Writes per edge: gw (dE/d raw
  * MLP output, row stride wn, from e0), gY (dE/dY, stride nY), gcut (dE/dcut through the weights, when cut),
  * gx1e (this edge's dE/dx of its sender, stride dhu).
  * gM[i] is fixed along the row, so each channel first folds it into G_k[a][b] = sum_c C_k[a,b,c] gM[u,c];
  * then per edge and instruction, with t[a] = sum_b Y[b] G[a][b]:
  *   dE/dw = pw sum_a x[a] t[a],  dE/dx[a] = pw w t[a],  dE/dY[b] = pw w sum_a x[a] G[a][b]. */
+/* The most threads of a reverse block; the compiler keeps the registers within it. A thread holds its edge's x,
+ * Y, dE/dx and dE/dY in registers: 65 values, which fit 128 registers (512 threads) in float, not in double. */
 template <class T>
-__global__ void k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
+constexpr int conv_bwd_max_threads() { return sizeof(T) == sizeof(float) ? 512 : 256; }
+
+template <class T>
+__global__ void __launch_bounds__(conv_bwd_max_threads<T>()) k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
                            const T *w, int64_t e0, const T *cut, const T *gM, T *gw, T *gY, T *gcut, T *gx1e) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots, nred = p.nY + 1;
+    const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots_bwd, nred = p.nY + 1;
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP, groups = p.cw / width, nbuf = S * groups;
     T *red = reinterpret_cast<T *>(smem_raw), *G = red + 2 * (size_t)nbuf * (CONV_MAX_Y + 1);
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
@@ -156,50 +214,53 @@ __global__ void k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
     int parity = 0;
     for (int64_t base = r0; base < r1; base += S, parity ^= 1) {
         const int64_t e = base + slot;
-        T gy[CONV_MAX_Y + 1];
-        for (int b = 0; b < nred; b++) gy[b] = 0; /* gy[nY]: dE/dcut */
+        T gy[CONV_MAX_Y + 1]; /* gy[CONV_MAX_Y]: dE/dcut */
+#pragma unroll
+        for (int b = 0; b <= CONV_MAX_Y; b++) gy[b] = 0;
         if (active && e < r1) {
-            const T *Ye = Y + e * p.nY;
-            const T *x = hu + (int64_t)sender[e] * p.dhu, *we = w + (e - e0) * p.wn;
+            T xv[CONV_MAX_XDIM], yv[CONV_MAX_Y], gx[CONV_MAX_XDIM];
+            conv_load_x<T>(p, hu + (int64_t)sender[e] * p.dhu, u, xv);
+#pragma unroll
+            for (int b = 0; b < CONV_MAX_Y; b++) yv[b] = b < p.nY ? Y[e * p.nY + b] : (T)0;
+#pragma unroll
+            for (int a = 0; a < CONV_MAX_XDIM; a++) gx[a] = 0;
+            const T *we = w + (e - e0) * p.wn;
             T *gwe = gw + (e - e0) * p.wn;
             const T cs = cut ? cut[e] : (T)1;
-            T gx[CONV_MAX_XDIM];
-            for (int a = 0; a < p.x_dim; a++) gx[a] = 0;
             for (int q = 0; q < p.n_ins; q++) {
                 const conv_ins &k = p.ins[q];
                 const T wraw = we[k.w_off + u], wk = cut ? wraw * cs : wraw, pww = (T)k.pw * wk;
                 const T *Gk = G + (size_t)k.g_off * p.C + u;
                 T s = 0;
-                for (int a = 0; a < k.d1; a++) {
-                    const T xa = x[k.x_off + u * k.d1 + a];
-                    T t = 0;
-                    for (int b = 0; b < k.d2; b++) {
-                        const T Gab = Gk[(size_t)(a * k.d2 + b) * p.C];
-                        t += Ye[k.y_off + b] * Gab;
-                        gy[k.y_off + b] += pww * xa * Gab;
-                    }
-                    s += xa * t;
-                    gx[k.xa_off + a] += pww * t;
+                switch (k.l12) {
+#define CONV_BWD_CASE(L1, L2) \
+    case L1 * 4 + L2: s = conv_bwd_ins<T, L1, L2>(p.C, xv, yv, Gk, pww, gx, gy); break;
+                    CONV_L12_CASES(CONV_BWD_CASE)
+#undef CONV_BWD_CASE
                 }
                 const T gwk = (T)k.pw * s; /* dE/dw */
                 if (cut) {
-                    gy[p.nY] += gwk * wraw;
+                    gy[CONV_MAX_Y] += gwk * wraw;
                     gwe[k.w_off + u] = gwk * cs;
                 } else {
                     gwe[k.w_off + u] = gwk;
                 }
             }
             T *gxe = gx1e + e * p.dhu;
-            for (int b = 0; b < p.n_in1; b++) {
-                const conv_block &xb = p.in1b[b];
-                for (int a = 0; a < xb.d; a++) gxe[xb.off + u * xb.d + a] = gx[xb.acc_off + a];
-            }
+#pragma unroll
+            for (int l = 0; l < 4; l++)
+#pragma unroll
+                for (int a = 0; a < 2 * l + 1; a++)
+                    if (l < p.n_in1) gxe[p.in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
         }
         /* sums over each slot's channels: shuffles within groups of lanes, then the groups in order
          * (double-buffered by edge step, so one barrier per step) */
         T *rb = red + (size_t)parity * nbuf * (CONV_MAX_Y + 1);
         const int grp = threadIdx.x / width; /* = slot * groups + group within the slot */
-        for (int b = 0; b < nred; b++) group_sum_to_red(gy[b], width, rb + grp * (CONV_MAX_Y + 1) + b);
+#pragma unroll
+        for (int b = 0; b <= CONV_MAX_Y; b++) /* the Y components, then dE/dcut */
+            if (b < p.nY || b == CONV_MAX_Y)
+                group_sum_to_red(gy[b], width, rb + grp * (CONV_MAX_Y + 1) + (b < p.nY ? b : p.nY));
         __syncthreads();
         for (int j = threadIdx.x; j < S * nred; j += blockDim.x) {
             const int s2 = j / nred, b = j % nred;
@@ -284,7 +345,7 @@ static size_t conv_fwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
 }
 static size_t conv_bwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP;
-    return es * ((size_t)p.g_dim * p.C + 2 * (size_t)(p.threads / width) * (CONV_MAX_Y + 1));
+    return es * ((size_t)p.g_dim * p.C + 2 * (size_t)(p.threads_bwd / width) * (CONV_MAX_Y + 1));
 }
 
 #endif

@@ -53,6 +53,25 @@ struct gemm_args {
     double act_cst;
 };
 
+/* One shared-memory tile of a 256-thread block's 64 x 64 output: thread (tx, ty) owns rows ty + 16 i and
+   columns tx + 16 j, i, j < 4. Products in T, sums in Acc, k in order (the result does not depend on the
+   launch). As/Bs are padded by one column against bank conflicts. Shared with the node linears (node_ops.cuh).
+   A 128 x 128 tile with 8 x 8 per thread was slower for the radial MLP on H100 (MP-0 fp32 MLP forward 17.6 vs
+   14.8 ms, reverse 12.0 vs 7.7 ms; bench/RESULTS.md, session 4). */
+template <typename T, typename Acc>
+__device__ __forceinline__ void gemm_tile_fma(const T (&As)[GEMM_BK][GEMM_BM + 1], const T (&Bs)[GEMM_BK][GEMM_BN + 1],
+                                              Acc (&acc)[4][4], int tx, int ty)
+{
+#pragma unroll 4
+    for (int kk = 0; kk < GEMM_BK; kk++) {
+        T a[4], b[4];
+        for (int i = 0; i < 4; i++) a[i] = As[kk][ty + 16 * i];
+        for (int j = 0; j < 4; j++) b[j] = Bs[kk][tx + 16 * j];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++) acc[i][j] += a[i] * b[j];
+    }
+}
+
 template <class T, int EPI, bool BT>
 __global__ void __launch_bounds__(GEMM_THREADS) k_gemm(gemm_args<T> g) {
     __shared__ T As[GEMM_BK][GEMM_BM + 1];
@@ -78,14 +97,7 @@ __global__ void __launch_bounds__(GEMM_THREADS) k_gemm(gemm_args<T> g) {
             Bs[kk][nn] = v;
         }
         __syncthreads();
-#pragma unroll 4
-        for (int kk = 0; kk < GEMM_BK; kk++) {
-            T a[4], b[4];
-            for (int i = 0; i < 4; i++) a[i] = As[kk][ty + 16 * i];
-            for (int j = 0; j < 4; j++) b[j] = Bs[kk][tx + 16 * j];
-            for (int i = 0; i < 4; i++)
-                for (int j = 0; j < 4; j++) acc[i][j] += a[i] * b[j];
-        }
+        gemm_tile_fma(As, Bs, acc, tx, ty);
         __syncthreads();
     }
     for (int i = 0; i < 4; i++) {

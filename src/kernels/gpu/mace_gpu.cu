@@ -289,10 +289,8 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     sp->parts = dp, sp->parts_f = dpf, sp->n_parts = (int)parts.size();
     sp->threads = CGQ_WARP;
     while (sp->threads < ly->channels) sp->threads *= 2;
-    /* sized for double operands; the float kernels use less (operands in float, sums in double) */
-    sp->smem_fwd = sizeof(double) * ((size_t)(ly->coupling_dim + 7) * sp->threads + 1);
-    sp->smem_bwd = sizeof(double) * ((size_t)(2 * ly->coupling_dim + 7) * sp->threads + 1);
-    sp->ok = sp->threads <= 1024 && sp->smem_bwd <= g->smem_optin;
+    /* checked for double operands, the larger */
+    sp->ok = sp->threads <= 1024 && symcon_bwd_smem(ly->coupling_dim, sp->threads, sizeof(double)) <= g->smem_optin;
     return CGQ_STATUS_OK;
 }
 
@@ -303,7 +301,12 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
     const int C = tp->in1.b[0].mul;
     bool ok = tp->external_weights && m->lmax_sh <= CGQ_MAX_SH_L && skip_tp_is_species_linear(m, &ly->skip_tp);
     int x_dim = 0;
-    for (int b = 0; b < tp->in1.n; b++) ok = ok && tp->in1.b[b].mul == C, x_dim += 2 * tp->in1.b[b].l + 1;
+    /* the kernels unroll each instruction for its (l1, l2) and index the sender's features as l1^2 + a and the SH
+     * as l2^2 + b: in1 must be l = 0, 1, ... in order (MACE's hidden irreps, e.g. 128x0e+128x1o), in2 the SH */
+    ok = ok && tp->in1.n <= 4;
+    for (int b = 0; b < tp->in1.n; b++)
+        ok = ok && tp->in1.b[b].mul == C && tp->in1.b[b].l == b, x_dim += 2 * tp->in1.b[b].l + 1;
+    for (int k = 0; k < tp->n_ins; k++) ok = ok && tp->in2.b[tp->i2[k]].offset == tp->in2.b[tp->i2[k]].l * tp->in2.b[tp->i2[k]].l;
     for (int b = 0; b < tp->out.n; b++) ok = ok && tp->out.b[b].mul == C;
     for (int k = 0; k < tp->n_ins; k++)
         ok = ok && tp->mode[k] == CGQ_TP_UVU && tp->in2.b[tp->i2[k]].mul == 1 && tp->has_weight[k];
@@ -319,7 +322,7 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
     for (int k = 0; k < tp->n_ins; k++) {
         conv_ins &q = ins[k];
         const cgq_irrep_block *B1 = &tp->in1.b[tp->i1[k]], *B2 = &tp->in2.b[tp->i2[k]];
-        q.d1 = 2 * B1->l + 1, q.d2 = 2 * B2->l + 1, q.d3 = outb[tp->io[k]].d;
+        q.d1 = 2 * B1->l + 1, q.d2 = 2 * B2->l + 1, q.d3 = outb[tp->io[k]].d, q.l12 = B1->l * 4 + B2->l;
         q.x_off = B1->offset, q.xa_off = in1b[tp->i1[k]].acc_off, q.y_off = B2->offset;
         q.acc_off = outb[tp->io[k]].acc_off, q.out_off = outb[tp->io[k]].off;
         q.g_off = g_dim, g_dim += q.d1 * q.d2;
@@ -343,9 +346,26 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
     const int min_slots = p->cw < CGQ_WARP ? CGQ_WARP / p->cw : 1; /* a block is whole warps */
     p->slots = std::max(min_slots, 128 / p->cw);
     p->threads = p->cw * p->slots;
+    p->slots_bwd = p->slots, p->threads_bwd = p->threads;
     while (p->slots > min_slots && (conv_bwd_smem(*p) > g->smem_optin || conv_fwd_smem(*p) > g->smem_optin))
-        p->slots /= 2, p->threads = p->cw * p->slots;
+        p->slots /= 2, p->threads = p->cw * p->slots, p->slots_bwd = p->slots, p->threads_bwd = p->threads;
     if (conv_bwd_smem(*p) > g->smem_optin || conv_fwd_smem(*p) > g->smem_optin) return CGQ_STATUS_OK; /* too wide: v1 */
+    /* The reverse keeps G (g_dim x C: 77 KB in float for MACE-MP-0's 128 channels, 154 KB in double) in shared
+     * memory for the whole block, so few blocks fit on an SM (the per-block limit is about the SM's memory):
+     * with one slot of 128 threads that is 4 warps per SM in double, 8 in float, too few to hide latency. Its
+     * slots are independent (every output is per edge), so it takes more of them until 512 threads can be
+     * resident per SM. Measured on H100 (MP-0 fp32, 5,184 atoms, every layer alike): 128 threads 109.5 ms/step,
+     * 256: 105.8, 512: 107.2; the 16-channel water model's reverse is fastest at 128 (0.75 vs 0.88 ms). */
+    const size_t es = g->fp32 ? sizeof(float) : sizeof(double);
+    const int max_bwd = g->fp32 ? conv_bwd_max_threads<float>() : conv_bwd_max_threads<double>();
+    for (;;) {
+        const size_t per_sm = g->smem_optin / std::max<size_t>(conv_bwd_smem(*p, es), 1);
+        if (per_sm * (size_t)p->threads_bwd >= 512 || 2 * p->threads_bwd > max_bwd) break;
+        conv_plan q = *p;
+        q.slots_bwd *= 2, q.threads_bwd *= 2;
+        if (conv_bwd_smem(q) > g->smem_optin) break;
+        p->slots_bwd = q.slots_bwd, p->threads_bwd = q.threads_bwd;
+    }
     conv_ins *di = ins.data();
     conv_block *dob = outb.data(), *dib = in1b.data();
     double *dcg = cg.data();
@@ -421,6 +441,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, gpu_id) != cudaSuccess || optin <= 0)
         optin = 48 * 1024;
     g->smem_optin = (size_t)optin;
+    g->fp32 = fp32; /* the plans size their blocks for it */
     cgq_status st = upload_model(g, m);
     g->v2 = 1;
     for (int t = 0; t < m->n_layers && st == CGQ_STATUS_OK; t++) {
@@ -440,7 +461,6 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
         st = cgq_fail(CGQ_STATUS_UNSUPPORTED, "precision fp32 on the GPU covers MACE interaction blocks with uvu "
                       "convolutions, l <= 3 features and a coupling width <= 16; this model runs in fp64 only (use "
                       "precision fp64)");
-    g->fp32 = fp32;
     if (st == CGQ_STATUS_OK && fp32) st = upload_model_f32(g);
     if (st != CGQ_STATUS_OK) {
         cgq_gpu_free(g);
@@ -569,10 +589,11 @@ static cgq_status upload_graph(cgq_gpu *g, const cgq_graph *gr, mace_ctx *c) {
         g->stage_cap = want;
     }
     char *h = static_cast<char *>(g->graph_stage), *d = static_cast<char *>(g->graph_buf);
-    memcpy(h, gr->species, sizeof(int32_t) * NA);
+    /* an empty domain (no atoms or no edges) may come with NULL arrays: copy only what exists */
+    if (NA) memcpy(h, gr->species, sizeof(int32_t) * NA);
     memcpy(h + o_row, gr->row_ptr, sizeof(int64_t) * (N + 1));
-    memcpy(h + o_sender, gr->sender, sizeof(int32_t) * E);
-    memcpy(h + o_vec, gr->vec, sizeof(double) * 3 * E);
+    if (E) memcpy(h + o_sender, gr->sender, sizeof(int32_t) * E);
+    if (E) memcpy(h + o_vec, gr->vec, sizeof(double) * 3 * E);
     CGQ_TRY(cgq_sender_index(gr->sender, E, NA, reinterpret_cast<int64_t *>(h + o_srow),
                              reinterpret_cast<int32_t *>(h + o_sedge)));
     CGQ_CHECK_GPU(cudaMemcpyAsync(d, h, o_erecv, cudaMemcpyHostToDevice));
@@ -855,7 +876,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     T *node_tmp = reinterpret_cast<T *>(b.node_tmp);
     c.m = g->dev_model; /* the double steps (geometry, embedding, readouts, edge tail) */
     const int TH = CGQ_GPU_THREADS;
-    prof.mark("setup");
+    prof.mark("buffers");
     if (E) k_edge_geometry<<<blocks_for(E), TH>>>(c);
     if (NA) k_embed<<<blocks_for(NA), TH>>>(c);
     CGQ_LAUNCH_CHECK();
@@ -921,7 +942,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
         k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(dly, N, Apre, dTt, A, CD, 1);
         prof.mark("node_fwd");
         const symcon_plan &sp = g->symcon[t];
-        k_symcon_fwd<T><<<(unsigned)N, sp.threads, sp.smem_fwd>>>(
+        k_symcon_fwd<T><<<(unsigned)N, sp.threads, symcon_fwd_smem(ly->coupling_dim, sp.threads, sizeof(T))>>>(
             f32 ? sp.parts_f : sp.parts, sp.n_parts, ly->channels, ly->coupling_dim, ly->agnostic, c.species, A, CD, B, dB);
         prof.mark("symcon");
         node_linear_fwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, B, dB, h, dH, (T)1,
@@ -962,7 +983,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
             node_linear_bwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, gh, dH, gBn, maxb, (T)1, 0);
             prof.mark("node_bwd");
             const symcon_plan &sp = g->symcon[t];
-            k_symcon_bwd<T><<<(unsigned)N, sp.threads, sp.smem_bwd>>>(
+            k_symcon_bwd<T><<<(unsigned)N, sp.threads, symcon_bwd_smem(ly->coupling_dim, sp.threads, sizeof(T))>>>(
                 f32 ? sp.parts_f : sp.parts, sp.n_parts, ly->channels, ly->coupling_dim, ly->agnostic, c.species, A,
                 ly->channels * ly->coupling_dim, gBn, maxb, gAn, maxcd);
             prof.mark("symcon_bwd");
@@ -983,7 +1004,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
             T *const *W = reinterpret_cast<T *const *>(fc.W);
             if (!keep) mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act_of[t], w_of[t], p.wn, 0);
             prof.mark("mlp_fwd");
-            k_conv_bwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_bwd_smem(p, sizeof(T))>>>(
+            k_conv_bwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
                 p, ch.i0, c.row_ptr, c.sender, Y, hu, w_of[t], ch.e0, cut_w, gM, gw, gY, gcut, gx1e);
             prof.mark("conv_bwd");
             mlp_backward<T>(fc, W, ne, act_of[t], gw, p.wn, gef, nb, gtmp, 0);

@@ -5,6 +5,8 @@
 #ifndef CGQ_GPU_NODE_OPS_CUH
 #define CGQ_GPU_NODE_OPS_CUH
 
+#include "kernels/gpu/gemm.cuh" /* the 64 x 64 tile of the node linears */
+
 /* A model weight array as stored for precision T (the float model copy keeps float arrays in the double*
  * fields of the structs). */
 template <class T>
@@ -87,9 +89,6 @@ __global__ void k_linear_bwd(const cgq_linear *lin, int64_t n_nodes, const T *gy
  * every output is summed in the same order as k_linear_fwd (bitwise the same numbers). The transposed map
  * (dE/dx from dE/dy) is the same GEMM with W read transposed. Products in T, sums in double. */
 #define LG_MAX_SEGS 8
-#define LG_BM 64
-#define LG_BN 64
-#define LG_BK 16
 
 template <class T>
 struct lin_gemm {
@@ -114,27 +113,27 @@ struct lin_gemm {
 /* BT false: B(k, n) = pw W[w_off + k*ld + n] (forward); true: B(k, n) = pw W[w_off + n*ld + k] (transpose) */
 template <class T, bool BT>
 __global__ void __launch_bounds__(256) k_lin_gemm(lin_gemm<T> g) {
-    __shared__ T As[LG_BK][LG_BM + 1];
-    __shared__ T Bs[LG_BK][LG_BN + 1];
+    __shared__ T As[GEMM_BK][GEMM_BM + 1];
+    __shared__ T Bs[GEMM_BK][GEMM_BN + 1];
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-    const int64_t rows = g.n_nodes * g.d, r0 = (int64_t)blockIdx.x * LG_BM;
-    const int n0 = blockIdx.y * LG_BN;
+    const int64_t rows = g.n_nodes * g.d, r0 = (int64_t)blockIdx.x * GEMM_BM;
+    const int n0 = blockIdx.y * GEMM_BN;
     double acc[4][4] = {{0}};
     for (int s = 0; s < g.n_segs; s++) {
         const T pw = (T)g.pw[s];
-        for (int k0 = 0; k0 < g.K[s]; k0 += LG_BK) {
-            for (int q = threadIdx.x; q < LG_BM * LG_BK; q += 256) {
-                const int mm = q / LG_BK, kk = q % LG_BK;
+        for (int k0 = 0; k0 < g.K[s]; k0 += GEMM_BK) {
+            for (int q = threadIdx.x; q < GEMM_BM * GEMM_BK; q += 256) {
+                const int mm = q / GEMM_BK, kk = q % GEMM_BK;
                 const int64_t r = r0 + mm;
                 const int k = k0 + kk;
                 T v = 0;
                 if (r < rows && k < g.K[s]) v = g.A[(r / g.d) * g.lda + g.a_off[s] + (int64_t)k * g.d + r % g.d];
                 As[kk][mm] = v;
             }
-            for (int q = threadIdx.x; q < LG_BK * LG_BN; q += 256) {
+            for (int q = threadIdx.x; q < GEMM_BK * GEMM_BN; q += 256) {
                 int kk, nn;
-                if (BT) nn = q / LG_BK, kk = q % LG_BK;
-                else kk = q / LG_BN, nn = q % LG_BN;
+                if (BT) nn = q / GEMM_BK, kk = q % GEMM_BK;
+                else kk = q / GEMM_BN, nn = q % GEMM_BN;
                 const int k = k0 + kk, n = n0 + nn;
                 T v = 0;
                 if (k < g.K[s] && n < g.N)
@@ -142,13 +141,7 @@ __global__ void __launch_bounds__(256) k_lin_gemm(lin_gemm<T> g) {
                 Bs[kk][nn] = v;
             }
             __syncthreads();
-            for (int kk = 0; kk < LG_BK; kk++) {
-                T a[4], b[4];
-                for (int i = 0; i < 4; i++) a[i] = As[kk][ty + 16 * i];
-                for (int j = 0; j < 4; j++) b[j] = Bs[kk][tx + 16 * j];
-                for (int i = 0; i < 4; i++)
-                    for (int j = 0; j < 4; j++) acc[i][j] += a[i] * b[j];
-            }
+            gemm_tile_fma(As, Bs, acc, tx, ty);
             __syncthreads();
         }
     }
@@ -203,7 +196,7 @@ static void lin_gemm_fwd(const cgq_linear *hl, const T *W, int64_t n_nodes, cons
             g.a_off[s] = hl->in.b[hl->ins_in[k]].offset, g.K[s] = hl->in.b[hl->ins_in[k]].mul;
             g.ld[s] = ob.mul, g.w_off[s] = hl->w_offset[k], g.pw[s] = hl->path_weight[k];
         }
-        const dim3 grid((unsigned)((n_nodes * g.d + LG_BM - 1) / LG_BM), (unsigned)((g.N + LG_BN - 1) / LG_BN));
+        const dim3 grid((unsigned)((n_nodes * g.d + GEMM_BM - 1) / GEMM_BM), (unsigned)((g.N + GEMM_BN - 1) / GEMM_BN));
         k_lin_gemm<T, false><<<grid, 256>>>(g);
     }
 }
@@ -224,7 +217,7 @@ static void lin_gemm_bwd(const cgq_linear *hl, const T *W, int64_t n_nodes, cons
             g.a_off[s] = ob.offset, g.K[s] = ob.mul, g.ld[s] = ob.mul, g.w_off[s] = hl->w_offset[k];
             g.pw[s] = hl->path_weight[k];
         }
-        const dim3 grid((unsigned)((n_nodes * g.d + LG_BM - 1) / LG_BM), (unsigned)((g.N + LG_BN - 1) / LG_BN));
+        const dim3 grid((unsigned)((n_nodes * g.d + GEMM_BM - 1) / GEMM_BM), (unsigned)((g.N + GEMM_BN - 1) / GEMM_BN));
         k_lin_gemm<T, true><<<grid, 256>>>(g);
     }
 }

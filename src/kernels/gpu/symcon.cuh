@@ -93,7 +93,14 @@ __global__ void k_symcon_bwd(const symcon_part *parts, int n_parts, int C, int D
 struct symcon_plan {
     int ok, n_parts, threads;
     symcon_part *parts, *parts_f; /* device; parts_f: the float copies of the values and weights */
-    size_t smem_fwd, smem_bwd;
 };
+
+/* shared memory of the kernels for coupling width D, nt threads and operands of `es` bytes (sums in double) */
+static inline size_t symcon_fwd_smem(int D, int nt, size_t es) {
+    return ((size_t)D * nt * es + 7) / 8 * 8 + sizeof(double) * 7 * (size_t)nt;
+}
+static inline size_t symcon_bwd_smem(int D, int nt, size_t es) {
+    return ((size_t)(D + 7) * nt * es + 7) / 8 * 8 + sizeof(double) * (size_t)D * nt;
+}
 
 #endif
