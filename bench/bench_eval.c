@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "cgequi.h"
-#include "io/xyz.h"
+#include "replicate.h"
 
 static double now(void) {
     struct timespec ts;
@@ -47,26 +47,10 @@ int main(int argc, char **argv) {
     }
     cgq_model *m;
     if (cgq_model_load(argv[1], &m)) return fprintf(stderr, "%s\n", cgq_last_error()), 1;
-    FILE *fp = fopen(argv[2], "r");
-    cgq_frame fr = {0};
-    int eof = 0;
-    int64_t line = 0;
-    if (!fp || cgq_xyz_read_frame(fp, argv[2], &line, &fr, &eof) || eof) return fprintf(stderr, "bad structure\n"), 1;
-    fclose(fp);
-    const int64_t n0 = fr.n_atoms, n = n0 * nx * ny * nz;
-    double *pos = malloc(sizeof(double) * 3 * n), *f = malloc(sizeof(double) * 3 * n), *f2 = malloc(sizeof(double) * 3 * n);
-    int32_t *z = malloc(sizeof(int32_t) * n);
-    int64_t k = 0;
-    for (int a = 0; a < nx; a++)
-        for (int b = 0; b < ny; b++)
-            for (int c = 0; c < nz; c++)
-                for (int64_t i = 0; i < n0; i++, k++) {
-                    z[k] = fr.atomic_numbers[i];
-                    for (int d = 0; d < 3; d++)
-                        pos[3 * k + d] = fr.positions[3 * i + d] + a * fr.cell[d] + b * fr.cell[3 + d] + c * fr.cell[6 + d];
-                }
-    cgq_system s = {n, pos, z, {0}, {fr.pbc[0], fr.pbc[1], fr.pbc[2]}};
-    for (int d = 0; d < 3; d++) s.cell[d] = nx * fr.cell[d], s.cell[3 + d] = ny * fr.cell[3 + d], s.cell[6 + d] = nz * fr.cell[6 + d];
+    cgq_system s;
+    if (bench_replicated_system(argv[2], nx, ny, nz, &s)) return 1;
+    const int64_t n = s.n_atoms;
+    double *f = malloc(sizeof(double) * 3 * n), *f2 = malloc(sizeof(double) * 3 * n);
     cgq_evaluator_params p = cgq_evaluator_default_params();
     p.device = strcmp(argv[6], "cuda") ? CGQ_DEVICE_CPU : CGQ_DEVICE_CUDA;
     p.precision = fp32 ? CGQ_PRECISION_FP32 : CGQ_PRECISION_FP64;
@@ -104,5 +88,8 @@ int main(int argc, char **argv) {
            1e3 * med, reps, 1e3 * t[0], 1e6 * med / n, e, gib, gib * 1048576.0 / (double)n);
     cgq_evaluator_free(ev);
     cgq_model_free(m);
+    bench_system_free(&s);
+    free(f);
+    free(f2);
     return 0;
 }

@@ -350,12 +350,13 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
     while (p->slots > min_slots && (conv_bwd_smem(*p) > g->smem_optin || conv_fwd_smem(*p) > g->smem_optin))
         p->slots /= 2, p->threads = p->cw * p->slots, p->slots_bwd = p->slots, p->threads_bwd = p->threads;
     if (conv_bwd_smem(*p) > g->smem_optin || conv_fwd_smem(*p) > g->smem_optin) return CGQ_STATUS_OK; /* too wide: v1 */
-    /* The reverse keeps G (g_dim x C: 77 KB in float for MACE-MP-0's 128 channels, 154 KB in double) in shared
-     * memory for the whole block, so few blocks fit on an SM (the per-block limit is about the SM's memory):
-     * with one slot of 128 threads that is 4 warps per SM in double, 8 in float, too few to hide latency. Its
-     * slots are independent (every output is per edge), so it takes more of them until 512 threads can be
-     * resident per SM. Measured on H100 (MP-0 fp32, 5,184 atoms, every layer alike): 128 threads 109.5 ms/step,
-     * 256: 105.8, 512: 107.2; the 16-channel water model's reverse is fastest at 128 (0.75 vs 0.88 ms). */
+    /* The reverse keeps G (g_dim x C) in shared memory for the whole block; for wide models few blocks then
+     * fit on an SM (the per-block limit is about the SM's memory). Its slots are independent (every output is
+     * per edge), so it takes more of them until 512 threads can be resident per SM by shared memory (the
+     * float reverse's 127 registers allow 512 anyway). Picks (conv_workbench, H100): MACE-MP-0 fp32 128
+     * threads in both layers (G of layer 1 lets 4 blocks fit), fp64 layer 1 256; the water model 128.
+     * Measured with every layer forced to one size (MP-0 fp32, 5,184 atoms): 128 threads 109.5 ms/step,
+     * 256: 105.8, 512: 107.2 (within run-to-run spread); the water model's reverse 0.75 / 0.88 / 1.22 ms. */
     const size_t es = g->fp32 ? sizeof(float) : sizeof(double);
     const int max_bwd = g->fp32 ? conv_bwd_max_threads<float>() : conv_bwd_max_threads<double>();
     for (;;) {
