@@ -1,10 +1,19 @@
-/* gemm.cuh: a tiled GEMM with the epilogues the radial MLP needs, forward and reverse, over many edges
- * at once (rows = edges). Each output element is owned by one thread and summed over k in order, so
+/* gemm.cuh: the radial MLP's products over many edges at once (rows = edges), forward and reverse, with the
+ * epilogues it needs: through cuBLAS in CUDA builds (SGEMM/DGEMM, then the epilogue as its own pass: the MLP of
+ * MACE-MP-0 ran at ~8 TFLOP/s in the tiled kernel below), and through the tiled kernel in HIP builds.
+ * In the tiled kernel each output element is owned by one thread and summed over k in order, so
  * results are deterministic. C[m,n] = epi(alpha * sum_k A[m,k] B(k,n)), B(k,n) = B[k*ldb+n] or, transposed,
  * B[n*ldb+k]; T is the working precision (double or float). Included by mace_gpu.cu after the reference
  * math (cgq_act_eval). */
 #ifndef CGQ_GPU_GEMM_CUH
 #define CGQ_GPU_GEMM_CUH
+
+#if defined(__HIPCC__)
+typedef void *cgq_blas; /* no vendor BLAS in the HIP build: the tiled kernel runs every product */
+#else
+#include <cublas_v2.h>
+typedef cublasHandle_t cgq_blas;
+#endif
 
 enum gemm_epilogue {
     GEMM_STORE,   /* C = acc */
@@ -122,11 +131,61 @@ __global__ void __launch_bounds__(GEMM_THREADS) k_gemm(gemm_args<T> g) {
     }
 }
 
+/* The epilogues as a pass of their own after a vendor-BLAS product (one thread per element of the M x N output). */
+template <class T, int EPI>
+__global__ void k_gemm_epilogue(gemm_args<T> g) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= g.M * g.N) return;
+    const int64_t row = i / g.N;
+    const int n = (int)(i % g.N);
+    T *c = g.C + row * g.ldc + n;
+    if (EPI == GEMM_ACT_FWD) {
+        c[g.hz] = act_eval_t<T>(g.act, g.act_cst, c[0], NULL);
+    } else {
+        T d;
+        act_eval_t<T>(g.act, g.act_cst, g.Z[row * g.ldz + n], &d);
+        *c *= d;
+    }
+}
+
+#if !defined(__HIPCC__)
+/* Row-major C = alpha A B(k,n) as the column-major product C^T = B^T A^T. cuBLAS gives the same bits on every run
+ * on GPUs of one architecture and SM count (its documented reproducibility). The handle's default math mode keeps
+ * float products in float (no TF32); pedantic mode made the MLP 1.5x slower (MACE-MP-0, H100). */
+static cublasStatus_t blas_gemm(cgq_blas h, cublasOperation_t tb, int m, int n, int k, const float *alpha,
+                                const float *B, int ldb, const float *A, int lda, float *C, int ldc) {
+    const float zero = 0;
+    return cublasSgemm(h, tb, CUBLAS_OP_N, m, n, k, alpha, B, ldb, A, lda, &zero, C, ldc);
+}
+static cublasStatus_t blas_gemm(cgq_blas h, cublasOperation_t tb, int m, int n, int k, const double *alpha,
+                                const double *B, int ldb, const double *A, int lda, double *C, int ldc) {
+    const double zero = 0;
+    return cublasDgemm(h, tb, CUBLAS_OP_N, m, n, k, alpha, B, ldb, A, lda, &zero, C, ldc);
+}
+#endif
+
+/* C = epi(alpha A B): through the vendor BLAS where the build has one (blas != NULL), else the tiled kernel.
+ * Returns 0, or nonzero when the BLAS call failed. */
 template <class T, int EPI, bool BT>
-static void gemm_launch(const gemm_args<T> &g, cudaStream_t s) {
-    if (g.M == 0 || g.N == 0) return;
+static int gemm_launch(const gemm_args<T> &g, cgq_blas blas, cudaStream_t s) {
+    if (g.M == 0 || g.N == 0) return 0;
+#if !defined(__HIPCC__)
+    if (blas) {
+        if (g.M > INT32_MAX || g.lda > INT32_MAX || g.ldc > INT32_MAX) return 1;
+        const T alpha = g.alpha;
+        if (blas_gemm(blas, BT ? CUBLAS_OP_T : CUBLAS_OP_N, g.N, (int)g.M, g.K, &alpha, g.B, g.ldb, g.A, (int)g.lda, g.C,
+                      (int)g.ldc) != CUBLAS_STATUS_SUCCESS)
+            return 1;
+        if (EPI != GEMM_STORE) {
+            const int64_t n = g.M * g.N;
+            k_gemm_epilogue<T, EPI><<<(unsigned)((n + 255) / 256), 256, 0, s>>>(g);
+        }
+        return 0;
+    }
+#endif
     dim3 grid((unsigned)((g.M + GEMM_BM - 1) / GEMM_BM), (unsigned)((g.N + GEMM_BN - 1) / GEMM_BN));
     k_gemm<T, EPI, BT><<<grid, GEMM_THREADS, 0, s>>>(g);
+    return 0;
 }
 
 /* Widest hidden layer (the reverse pass's temporaries). */
@@ -139,8 +198,9 @@ static int mlp_hidden_width(const cgq_fcnet &fc) {
 /* The e3nn FullyConnectedNet over rows [0, M) of x (ld ldx): hidden pre-activations and activations into
  * cache (row stride cgq_fcnet_cache_size), outputs into out (row stride ldo). Same layout as the reference. */
 template <class T>
-static void mlp_forward(const cgq_fcnet &fc, const T *const *W, int64_t M, const T *x, int64_t ldx, T *cache, T *out,
-                        int64_t ldo, cudaStream_t s) {
+static int mlp_forward(const cgq_fcnet &fc, const T *const *W, int64_t M, const T *x, int64_t ldx, T *cache, T *out,
+                       int64_t ldo, cgq_blas blas, cudaStream_t s) {
+    int err = 0;
     const int cs = cgq_fcnet_cache_size(&fc);
     const T *in = x;
     int64_t ldin = ldx;
@@ -153,20 +213,22 @@ static void mlp_forward(const cgq_fcnet &fc, const T *const *W, int64_t M, const
         g.act = fc.act, g.act_cst = fc.act_cst;
         if (k == fc.n_layers - 1) {
             g.C = out, g.ldc = ldo;
-            gemm_launch<T, GEMM_STORE, false>(g, s);
+            err |= gemm_launch<T, GEMM_STORE, false>(g, blas, s);
         } else {
             g.C = cache + off, g.ldc = cs, g.hz = fc.h[k + 1];
-            gemm_launch<T, GEMM_ACT_FWD, false>(g, s);
+            err |= gemm_launch<T, GEMM_ACT_FWD, false>(g, blas, s);
             in = cache + off + fc.h[k + 1], ldin = cs;
             off += 2 * fc.h[k + 1];
         }
     }
+    return err;
 }
 
 /* Reverse of mlp_forward: gx[M, h0] (ld ldgx) from gout [M, h_last] (ld ldg); tmp holds 2 x M x mlp_hidden_width. */
 template <class T>
-static void mlp_backward(const cgq_fcnet &fc, const T *const *W, int64_t M, const T *cache, const T *gout, int64_t ldg,
-                         T *gx, int64_t ldgx, T *tmp, cudaStream_t s) {
+static int mlp_backward(const cgq_fcnet &fc, const T *const *W, int64_t M, const T *cache, const T *gout, int64_t ldg,
+                        T *gx, int64_t ldgx, T *tmp, cgq_blas blas, cudaStream_t s) {
+    int err = 0;
     const int cs = cgq_fcnet_cache_size(&fc), maxw = mlp_hidden_width(fc);
     int off[CGQ_MAX_FC_LAYERS + 1], o = 0;
     for (int k = 0; k < fc.n_layers; k++) {
@@ -183,15 +245,16 @@ static void mlp_backward(const cgq_fcnet &fc, const T *const *W, int64_t M, cons
         a.act = fc.act, a.act_cst = fc.act_cst;
         if (k == 0) {
             a.C = gx, a.ldc = ldgx;
-            gemm_launch<T, GEMM_STORE, true>(a, s);
+            err |= gemm_launch<T, GEMM_STORE, true>(a, blas, s);
         } else {
             T *dst = tmp + (size_t)(k % 2) * M * maxw;
             a.C = dst, a.ldc = maxw;
             a.Z = cache + off[k - 1], a.ldz = cs; /* pre-activation of the hidden layer feeding layer k */
-            gemm_launch<T, GEMM_ACT_BWD, true>(a, s);
+            err |= gemm_launch<T, GEMM_ACT_BWD, true>(a, blas, s);
             g = dst, ldin = maxw;
         }
     }
+    return err;
 }
 
 #endif

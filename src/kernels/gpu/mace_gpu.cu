@@ -70,6 +70,7 @@ struct cgq_gpu {
     conv_plan plans[CGQ_MAX_LAYERS];
     symcon_plan symcon[CGQ_MAX_LAYERS];
     int v2; /* every layer has the forms the v2 kernels cover (else the v1 steps run the model) */
+    cgq_blas blas = nullptr; /* the radial MLP's products (gemm.cuh); none in HIP builds */
     size_t smem_optin;
     v2_buffers vb;
     std::vector<void *> allocations;
@@ -250,48 +251,115 @@ static bool skip_tp_is_species_linear(const cgq_model *m, const cgq_tp *tp) {
     return true;
 }
 
-/* The layer's U nonzeros packed for k_symcon_fwd / k_symcon_bwd, parts ordered nu = 1.. per output block. */
+/* The layer's product basis as monomials (symcon.cuh): nonzeros of every U_nu with the same output component m and
+ * the same sorted A indices are folded into one monomial whose coefficient, per element and channel, is the sum of
+ * u W_nu[e,k,c] over them (in double, in the file's nonzero order). Monomials are ordered by (block, m, indices). */
 static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
-    const cgq_mace_layer *ly = &g->host_model->layers[t];
-    const cgq_mace_layer *dl = &g->shadow.layers[t]; /* device pointers of W and the values */
-    std::vector<cgq_contraction> dcs((size_t)ly->n_contractions);
-    CGQ_CHECK_GPU(cudaMemcpy(dcs.data(), dl->contractions, sizeof(cgq_contraction) * dcs.size(), cudaMemcpyDeviceToHost));
+    const cgq_model *hm = g->host_model;
+    const cgq_mace_layer *ly = &hm->layers[t];
     memset(sp, 0, sizeof *sp);
-    std::vector<symcon_part> parts, parts_f;
+    const int C = ly->channels, D = ly->coupling_dim, E = ly->agnostic ? 1 : hm->n_species;
+    if (D > SYMCON_MAX_D || ly->n_contractions > SYMCON_MAX_BLOCKS) return CGQ_STATUS_OK;
+    int nf = 1;
+    for (int j = 0; j < ly->n_contractions; j++) {
+        if (ly->contractions[j].l_out > 3) return CGQ_STATUS_OK;
+        nf = std::max(nf, ly->contractions[j].correlation);
+    }
+    if (nf > CGQ_MAX_CORRELATION || SYMCON_IDX_BITS * nf > 31) return CGQ_STATUS_OK;
+    auto monomial_code = [&](const int32_t *idx, int nu) {
+        int s[CGQ_MAX_CORRELATION];
+        for (int p = 0; p < nf; p++) s[p] = p < nu ? idx[p] : D;
+        std::sort(s, s + nf);
+        int32_t code = 0;
+        for (int p = 0; p < nf; p++) code |= s[p] << (SYMCON_IDX_BITS * p);
+        return code;
+    };
+    /* pass 1: the monomials of each block, sorted by (m, code) */
+    std::vector<std::map<std::pair<int, int32_t>, int>> index((size_t)ly->n_contractions);
+    symcon_args &a = sp->args;
+    std::vector<int32_t> codes;
     for (int j = 0; j < ly->n_contractions; j++) {
         const cgq_contraction *ct = &ly->contractions[j];
-        if (ct->l_out > 3 || ly->coupling_dim > SYMCON_MAX_D) return CGQ_STATUS_OK;
-        for (int nu = 1; nu <= ct->correlation; nu++) {
-            if (ct->K[nu] >= (1 << 12) || nu > 4) return CGQ_STATUS_OK;
-            std::vector<int32_t> code((size_t)ct->nnz[nu] + 1);
-            for (int64_t q = 0; q < ct->nnz[nu]; q++) {
-                int32_t c = ct->u_m[nu][q] | (ct->u_k[nu][q] << 19);
-                for (int p = 0; p < nu; p++) c |= ct->u_idx[nu][q * nu + p] << (3 + 4 * p);
-                code[(size_t)q] = c;
-            }
-            int32_t *dcode = code.data();
-            CGQ_TRY(upload(g, &dcode, code.size()));
-            symcon_part pt;
-            pt.nu = nu, pt.K = ct->K[nu], pt.dm = 2 * ct->l_out + 1, pt.out_off = ly->product_out.b[j].offset;
-            pt.nnz = ct->nnz[nu], pt.code = dcode, pt.val = dcs[(size_t)j].u_val[nu], pt.W = dcs[(size_t)j].W[nu];
-            parts.push_back(pt);
-            double *vf, *wf;
-            CGQ_TRY(upload_as_float(g, &vf, ct->u_val[nu], (size_t)ct->nnz[nu]));
-            const int E = ly->agnostic ? 1 : g->host_model->n_species;
-            CGQ_TRY(upload_as_float(g, &wf, ct->W[nu], (size_t)E * ct->K[nu] * ly->channels));
-            pt.val = vf, pt.W = wf;
-            parts_f.push_back(pt);
+        auto &ix = index[(size_t)j];
+        for (int nu = 1; nu <= ct->correlation; nu++)
+            for (int64_t q = 0; q < ct->nnz[nu]; q++)
+                ix.emplace(std::make_pair(ct->u_m[nu][q], monomial_code(ct->u_idx[nu] + q * nu, nu)), 0);
+        symcon_block &bk = a.blk[j];
+        bk.dm = 2 * ct->l_out + 1, bk.out_off = ly->product_out.b[j].offset;
+        for (int m = 0; m <= bk.dm; m++) bk.mstart[m] = (int)codes.size(); /* components without monomials stay empty */
+        for (auto &kv : ix) {
+            kv.second = (int)codes.size();
+            codes.push_back(kv.first.second);
+            for (int m = kv.first.first + 1; m <= bk.dm; m++) bk.mstart[m] = (int)codes.size();
         }
     }
-    symcon_part *dp = parts.data(), *dpf = parts_f.data();
-    CGQ_TRY(upload(g, &dp, parts.size()));
-    CGQ_TRY(upload(g, &dpf, parts_f.size()));
-    sp->parts = dp, sp->parts_f = dpf, sp->n_parts = (int)parts.size();
+    a.n_blocks = ly->n_contractions, a.n_mono = (int)codes.size(), a.C = C, a.D = D, a.agnostic = ly->agnostic;
+    /* pass 2: coefficients [E][n_mono][C] */
+    std::vector<double> coef((size_t)E * a.n_mono * C, 0.0);
+    for (int j = 0; j < ly->n_contractions; j++) {
+        const cgq_contraction *ct = &ly->contractions[j];
+        for (int nu = 1; nu <= ct->correlation; nu++)
+            for (int64_t q = 0; q < ct->nnz[nu]; q++) {
+                const int mono = index[(size_t)j].at(std::make_pair(ct->u_m[nu][q], monomial_code(ct->u_idx[nu] + q * nu, nu)));
+                const double u = ct->u_val[nu][q];
+                for (int e = 0; e < E; e++) {
+                    const double *w = ct->W[nu] + ((size_t)e * ct->K[nu] + ct->u_k[nu][q]) * C;
+                    double *dst = coef.data() + ((size_t)e * a.n_mono + mono) * C;
+                    for (int c = 0; c < C; c++) dst[c] += u * w[c];
+                }
+            }
+    }
+    int32_t *dcode = codes.data();
+    CGQ_TRY(upload(g, &dcode, codes.size()));
+    a.code = dcode;
+    if (g->fp32) {
+        std::vector<float> cf(coef.begin(), coef.end());
+        float *d = cf.data();
+        CGQ_TRY(upload(g, &d, cf.size()));
+        sp->coef_f = d;
+    } else {
+        double *d = coef.data();
+        CGQ_TRY(upload(g, &d, coef.size()));
+        sp->coef = d;
+    }
+    sp->nf = nf;
     sp->threads = CGQ_WARP;
-    while (sp->threads < ly->channels) sp->threads *= 2;
+    while (sp->threads < C) sp->threads *= 2;
     /* checked for double operands, the larger */
-    sp->ok = sp->threads <= 1024 && symcon_bwd_smem(ly->coupling_dim, sp->threads, sizeof(double)) <= g->smem_optin;
+    sp->ok = a.n_mono > 0 && sp->threads <= 1024 && symcon_bwd_smem(D, sp->threads, sizeof(double)) <= g->smem_optin;
     return CGQ_STATUS_OK;
+}
+
+template <class T> static const T *symcon_coef(const symcon_plan &sp);
+template <> const double *symcon_coef<double>(const symcon_plan &sp) { return sp.coef; }
+template <> const float *symcon_coef<float>(const symcon_plan &sp) { return sp.coef_f; }
+
+/* B = the product basis of A for N nodes (one block per node) */
+template <class T>
+static void symcon_forward(const symcon_plan &sp, int64_t N, const int32_t *species, const T *A, int64_t lda, T *B,
+                           int64_t ldb) {
+    const size_t smem = symcon_fwd_smem(sp.args.D, sp.threads, sizeof(T));
+    const T *cf = symcon_coef<T>(sp);
+    switch (sp.nf) {
+    case 1: k_symcon_fwd<T, 1><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, B, ldb); break;
+    case 2: k_symcon_fwd<T, 2><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, B, ldb); break;
+    case 3: k_symcon_fwd<T, 3><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, B, ldb); break;
+    default: k_symcon_fwd<T, 4><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, B, ldb); break;
+    }
+}
+
+/* gA = dE/dA from gB (overwrites) */
+template <class T>
+static void symcon_backward(const symcon_plan &sp, int64_t N, const int32_t *species, const T *A, int64_t lda,
+                            const T *gB, int64_t ldgb, T *gA, int64_t ldga) {
+    const size_t smem = symcon_bwd_smem(sp.args.D, sp.threads, sizeof(T));
+    const T *cf = symcon_coef<T>(sp);
+    switch (sp.nf) {
+    case 1: k_symcon_bwd<T, 1><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, gB, ldgb, gA, ldga); break;
+    case 2: k_symcon_bwd<T, 2><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, gB, ldgb, gA, ldga); break;
+    case 3: k_symcon_bwd<T, 3><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, gB, ldgb, gA, ldga); break;
+    default: k_symcon_bwd<T, 4><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, gB, ldgb, gA, ldga); break;
+    }
 }
 
 static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_plan *p) {
@@ -389,8 +457,11 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
 
 template <class T>
 static cudaError_t set_smem_limits(int cap) {
-    const void *kernels[] = {(const void *)k_conv_fwd<T>, (const void *)k_conv_bwd<T>, (const void *)k_symcon_fwd<T>,
-                             (const void *)k_symcon_bwd<T>};
+    const void *kernels[] = {(const void *)k_conv_fwd<T>,       (const void *)k_conv_bwd<T>,
+                             (const void *)k_symcon_fwd<T, 1>, (const void *)k_symcon_fwd<T, 2>,
+                             (const void *)k_symcon_fwd<T, 3>, (const void *)k_symcon_fwd<T, 4>,
+                             (const void *)k_symcon_bwd<T, 1>, (const void *)k_symcon_bwd<T, 2>,
+                             (const void *)k_symcon_bwd<T, 3>, (const void *)k_symcon_bwd<T, 4>};
     for (const void *k : kernels) {
         cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, cap);
         if (e != cudaSuccess) return e;
@@ -425,6 +496,9 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     v2_buffers &b = g->vb;
     for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in, b.dens}) cudaFree(p);
     cudaFree(g->arena_f);
+#if !defined(__HIPCC__)
+    if (g->blas) cublasDestroy(g->blas);
+#endif
     delete g;
 }
 
@@ -444,6 +518,14 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
     g->smem_optin = (size_t)optin;
     g->fp32 = fp32; /* the plans size their blocks for it */
     cgq_status st = upload_model(g, m);
+#if !defined(__HIPCC__)
+    if (st == CGQ_STATUS_OK) {
+        if (cublasCreate(&g->blas) != CUBLAS_STATUS_SUCCESS ||
+            cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS)
+            st = cgq_fail(CGQ_STATUS_DEVICE_ERROR, "cuBLAS could not be initialised on GPU %d (out of GPU memory, "
+                          "or a CUDA driver older than the toolkit cgequi was built with)", gpu_id);
+    }
+#endif
     g->v2 = 1;
     for (int t = 0; t < m->n_layers && st == CGQ_STATUS_OK; t++) {
         st = build_conv_plan(g, m, t, &g->plans[t]);
@@ -769,6 +851,11 @@ static cgq_status exchange_rows_t(cgq_gpu *g, T *dev, double *staging, int64_t r
     return CGQ_STATUS_OK;
 }
 
+static cgq_status mlp_check(int err) {
+    return err ? cgq_fail(CGQ_STATUS_DEVICE_ERROR, "a cuBLAS product of the radial MLP failed (more than 2^31 rows in "
+                          "one edge chunk, or a GPU error)") : CGQ_STATUS_OK;
+}
+
 /* The node linears: tiled GEMMs where the linear allows (lin_gemm_ok), else one thread per element. hl: host
  * model's linear; sl: the same in the working-precision shadow (device weights); dl: its device struct. */
 template <class T>
@@ -917,8 +1004,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
         if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, hu, s.hu, NA, dhu_t, xc, false));
         for (const edge_chunk &ch : chunks) {
             const cgq_fcnet &fc = sm->layers[t].radial_mlp;
-            mlp_forward<T>(fc, reinterpret_cast<T *const *>(fc.W), ch.e1 - ch.e0, ef + ch.e0 * nb, nb, act_of[t], w_of[t],
-                           p.wn, 0);
+            CGQ_TRY(mlp_check(mlp_forward<T>(fc, reinterpret_cast<T *const *>(fc.W), ch.e1 - ch.e0, ef + ch.e0 * nb, nb,
+                                             act_of[t], w_of[t], p.wn, g->blas, 0)));
             prof.mark("mlp_fwd");
             k_conv_fwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
                 p, ch.i0, c.row_ptr, c.sender, Y, hu, w_of[t], ch.e0, cut_w, M);
@@ -926,8 +1013,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
             prof.mark("conv_fwd");
             if (ly->density) {
                 const cgq_fcnet &df = sm->layers[t].density_fn;
-                mlp_forward<T>(df, reinterpret_cast<T *const *>(df.W), ch.e1 - ch.e0, ef + ch.e0 * nb, nb, dens_act, dens_d,
-                               1, 0);
+                CGQ_TRY(mlp_check(mlp_forward<T>(df, reinterpret_cast<T *const *>(df.W), ch.e1 - ch.e0, ef + ch.e0 * nb, nb,
+                                                 dens_act, dens_d, 1, g->blas, 0)));
                 k_density_rho<T><<<blocks_for(ch.i1 - ch.i0), TH>>>(ch.i0, ch.i1 - ch.i0, c.row_ptr, dens_d, ch.e0, cut_w,
                                                                     R(s.rho));
                 CGQ_LAUNCH_CHECK();
@@ -943,8 +1030,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
         k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(dly, N, Apre, dTt, A, CD, 1);
         prof.mark("node_fwd");
         const symcon_plan &sp = g->symcon[t];
-        k_symcon_fwd<T><<<(unsigned)N, sp.threads, symcon_fwd_smem(ly->coupling_dim, sp.threads, sizeof(T))>>>(
-            f32 ? sp.parts_f : sp.parts, sp.n_parts, ly->channels, ly->coupling_dim, ly->agnostic, c.species, A, CD, B, dB);
+        symcon_forward<T>(sp, N, c.species, A, CD, B, dB);
         prof.mark("symcon");
         node_linear_fwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, B, dB, h, dH, (T)1,
                            (ly->use_sc && ly->residual) ? sc : nullptr, dsc);
@@ -984,9 +1070,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
             node_linear_bwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, gh, dH, gBn, maxb, (T)1, 0);
             prof.mark("node_bwd");
             const symcon_plan &sp = g->symcon[t];
-            k_symcon_bwd<T><<<(unsigned)N, sp.threads, symcon_bwd_smem(ly->coupling_dim, sp.threads, sizeof(T))>>>(
-                f32 ? sp.parts_f : sp.parts, sp.n_parts, ly->channels, ly->coupling_dim, ly->agnostic, c.species, A,
-                ly->channels * ly->coupling_dim, gBn, maxb, gAn, maxcd);
+            symcon_backward<T>(sp, N, c.species, A, ly->channels * ly->coupling_dim, gBn, maxb, gAn, maxcd);
             prof.mark("symcon_bwd");
             T *gApre = node_tmp, *gMl = node_tmp + N * dTt;
             k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(dly, N, gAn, maxcd, gApre, dTt, 0);
@@ -1003,19 +1087,19 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
             const int64_t ne = ch.e1 - ch.e0;
             const cgq_fcnet &fc = sm->layers[t].radial_mlp;
             T *const *W = reinterpret_cast<T *const *>(fc.W);
-            if (!keep) mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act_of[t], w_of[t], p.wn, 0);
+            if (!keep) CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act_of[t], w_of[t], p.wn, g->blas, 0)));
             prof.mark("mlp_fwd");
             k_conv_bwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
                 p, ch.i0, c.row_ptr, c.sender, Y, hu, w_of[t], ch.e0, cut_w, gM, gw, gY, gcut, gx1e);
             prof.mark("conv_bwd");
-            mlp_backward<T>(fc, W, ne, act_of[t], gw, p.wn, gef, nb, gtmp, 0);
+            CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, act_of[t], gw, p.wn, gef, nb, gtmp, g->blas, 0)));
             prof.mark("mlp_bwd");
             if (ly->density && ne) {
                 const cgq_fcnet &df = sm->layers[t].density_fn;
                 T *const *DW = reinterpret_cast<T *const *>(df.W);
-                mlp_forward<T>(df, DW, ne, ef + ch.e0 * nb, nb, dens_act, dens_d, 1, 0);
+                CGQ_TRY(mlp_check(mlp_forward<T>(df, DW, ne, ef + ch.e0 * nb, nb, dens_act, dens_d, 1, g->blas, 0)));
                 k_density_edge_bwd<T><<<blocks_for(ne), TH>>>(ch.e0, ch.e1, c.erecv, dens_d, R(c.grho), cut_w, dens_gd, gcut);
-                mlp_backward<T>(df, DW, ne, dens_act, dens_gd, 1, dens_gef, nb, gtmp, 0);
+                CGQ_TRY(mlp_check(mlp_backward<T>(df, DW, ne, dens_act, dens_gd, 1, dens_gef, nb, gtmp, g->blas, 0)));
                 k_add_convert<T, T><<<blocks_for(ne * nb), TH>>>(ne * nb, dens_gef, gef);
                 CGQ_LAUNCH_CHECK();
                 prof.mark("density");
@@ -1046,4 +1130,47 @@ extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cg
     if (!g->v2) return evaluate_v1(g, gr, xc, energy, node_energy, edge_grad);
     return g->fp32 ? evaluate_v2<float>(g, gr, xc, energy, node_energy, edge_grad)
                    : evaluate_v2<double>(g, gr, xc, energy, node_energy, edge_grad);
+}
+
+/* ---- kernel test entry: the product basis alone on caller-given inputs ------------------------------- */
+template <class T>
+static cgq_status product_basis_t(cgq_gpu *g, int layer, int64_t n, const int32_t *species, const double *A,
+                                  const double *gB, double *B, double *gA) {
+    const cgq_mace_layer *ly = &g->host_model->layers[layer];
+    const symcon_plan &sp = g->symcon[layer];
+    const int64_t CD = (int64_t)ly->channels * ly->coupling_dim, dB = ly->product_out.dim;
+    std::vector<T> hA(A, A + n * CD), hgB(gB, gB + n * dB), hB((size_t)(n * dB)), hgA((size_t)(n * CD));
+    T *dA = nullptr, *dgB = nullptr, *dB_ = nullptr, *dgA = nullptr;
+    int32_t *dsp = nullptr;
+    cgq_status st = CGQ_STATUS_OK;
+    auto run = [&]() -> cgq_status {
+        CGQ_CHECK_GPU(cudaMalloc(&dA, sizeof(T) * n * CD));
+        CGQ_CHECK_GPU(cudaMalloc(&dgA, sizeof(T) * n * CD));
+        CGQ_CHECK_GPU(cudaMalloc(&dgB, sizeof(T) * n * dB));
+        CGQ_CHECK_GPU(cudaMalloc(&dB_, sizeof(T) * n * dB));
+        CGQ_CHECK_GPU(cudaMalloc(&dsp, sizeof(int32_t) * n));
+        CGQ_CHECK_GPU(cudaMemcpy(dA, hA.data(), sizeof(T) * n * CD, cudaMemcpyHostToDevice));
+        CGQ_CHECK_GPU(cudaMemcpy(dgB, hgB.data(), sizeof(T) * n * dB, cudaMemcpyHostToDevice));
+        CGQ_CHECK_GPU(cudaMemcpy(dsp, species, sizeof(int32_t) * n, cudaMemcpyHostToDevice));
+        symcon_forward<T>(sp, n, dsp, dA, CD, dB_, dB);
+        symcon_backward<T>(sp, n, dsp, dA, CD, dgB, dB, dgA, CD);
+        CGQ_CHECK_GPU(cudaGetLastError());
+        CGQ_CHECK_GPU(cudaMemcpy(hB.data(), dB_, sizeof(T) * n * dB, cudaMemcpyDeviceToHost));
+        CGQ_CHECK_GPU(cudaMemcpy(hgA.data(), dgA, sizeof(T) * n * CD, cudaMemcpyDeviceToHost));
+        return CGQ_STATUS_OK;
+    };
+    st = run();
+    for (void *p : {(void *)dA, (void *)dgA, (void *)dgB, (void *)dB_, (void *)dsp}) cudaFree(p);
+    std::copy(hB.begin(), hB.end(), B);
+    std::copy(hgA.begin(), hgA.end(), gA);
+    return st;
+}
+
+extern "C" cgq_status cgq_gpu_product_basis(cgq_gpu *g, int layer, int64_t n, const int32_t *species, const double *A,
+                                            const double *gB, double *B, double *gA) {
+    if (layer < 0 || layer >= g->host_model->n_layers || !g->symcon[layer].ok || n <= 0)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_gpu_product_basis: layer %d has no GPU product-basis plan "
+                        "(or no nodes)", layer);
+    return g->fp32 ? product_basis_t<float>(g, layer, n, species, A, gB, B, gA)
+                   : product_basis_t<double>(g, layer, n, species, A, gB, B, gA);
 }

@@ -23,6 +23,10 @@ size_t cgq_gpu_bytes(const cgq_gpu *gpu);
 /* Same contract as the CPU backend (energy, per-local-node energy, dE/dvec per edge). */
 cgq_status cgq_gpu_evaluate(cgq_gpu *gpu, const cgq_graph *g, const cgq_exchange *xc, double *energy,
                             double *node_energy, double *edge_grad);
+/* Kernel test entry (tests/test_gpu_kernels.cpp): layer's product basis B of A [n][C*D] and dE/dA from gB
+ * [n][product_out.dim], run by the GPU kernels in the evaluator's precision on these inputs alone. */
+cgq_status cgq_gpu_product_basis(cgq_gpu *gpu, int layer, int64_t n, const int32_t *species, const double *A,
+                                 const double *gB, double *B, double *gA);
 
 #ifdef __cplusplus
 }

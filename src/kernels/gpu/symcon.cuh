@@ -1,106 +1,122 @@
-/* symcon.cuh: MACE's symmetric contraction (product basis) on the GPU, one thread per (node, channel),
- * one node per block, so a warp reads one species' weights W[k][c] coalesced. Same math and nonzero order as
- * kernels/cpu/symmetric_contraction.c, but the channel's A row and its B / dE/dA sums stay in registers
- * or thread-local memory instead of being read and written in global memory per nonzero. */
+/* symcon.cuh: MACE's symmetric contraction (product basis) on the GPU as a polynomial in the channel's A row.
+ *
+ * B[c,m] = sum_nu sum_{nonzeros (m,i_1..i_nu,k,u) of U_nu} u W_nu[e,k,c] prod_p A[c,i_p]. The product of A's is
+ * symmetric in the i's and the weights are fixed per species, so the plan (mace_gpu.cu, build_symcon_plan) folds
+ * every nonzero with the same (m, sorted i's) into one monomial with coefficient T[e][q][c] = sum u W_nu[e,k,c],
+ * computed once at load in double. MACE-MP-0's layer 0 (l <= 3, correlation 3) has ~4-5x fewer monomials than
+ * U nonzeros, and the kernels read one coefficient per monomial instead of a value, an index and a weight per
+ * nonzero. Monomials are padded to NF factors (the layer's largest correlation) with index D, whose A column
+ * holds 1, so the factor loop has a compile-time length and the indices stay in registers.
+ * One node per block, one thread per channel (coefficients read coalesced over channels); monomials are sorted
+ * by output component m, so each B[c,m] is summed in one register, in double. */
 #ifndef CGQ_GPU_SYMCON_CUH
 #define CGQ_GPU_SYMCON_CUH
 
-#define SYMCON_MAX_D 16 /* coupling width: sum of 2l+1 of the target irreps (l <= 3) */
+#define SYMCON_MAX_D 16     /* coupling width: sum of 2l+1 of the target irreps (l <= 3) */
+#define SYMCON_MAX_BLOCKS 8 /* output irreps of the product */
+#define SYMCON_IDX_BITS 5   /* one factor's A index (0..D, D = the constant 1) */
 
-/* One U_nu of one output block, nonzeros packed as code = m | i_1 << 3 | ... | i_nu << (3 + 4 (nu-1)) | k << 19. */
-struct symcon_part {
-    int nu, K, dm, out_off;
-    int64_t nnz;
-    const int32_t *code;
-    const double *val, *W; /* W: [elements][K][C]; in the float plan these point at float arrays */
+struct symcon_block {
+    int dm, out_off;
+    int mstart[8]; /* monomials of component m: [mstart[m], mstart[m + 1]) of the layer's list */
 };
 
-__device__ inline void symcon_decode(int32_t code, int nu, int *m, int *idx, int *k) {
-    *m = code & 7;
-    for (int p = 0; p < nu; p++) idx[p] = (code >> (3 + 4 * p)) & 15;
-    *k = code >> 19;
+struct symcon_args {
+    int n_blocks, n_mono, C, D, agnostic;
+    symcon_block blk[SYMCON_MAX_BLOCKS];
+    const int32_t *code; /* [n_mono]: factor p's A index at bits SYMCON_IDX_BITS * p */
+};
+
+template <int NF>
+__device__ inline void symcon_factors(int32_t code, int *idx) {
+#pragma unroll
+    for (int p = 0; p < NF; p++) idx[p] = (code >> (SYMCON_IDX_BITS * p)) & ((1 << SYMCON_IDX_BITS) - 1);
 }
 
-/* One node per block, one thread per channel; the channel's A row and B sums live in shared memory
- * columns (conflict-free), the nonzero stream is read once per warp. */
-template <class T>
-__global__ void k_symcon_fwd(const symcon_part *parts, int n_parts, int C, int D, int agnostic, const int32_t *species,
-                             const T *A, int64_t lda, T *B, int64_t ldb) {
+/* B[n] = the polynomial of A[n]; coef: [elements][n_mono][C] */
+template <class T, int NF>
+__global__ void k_symcon_fwd(symcon_args a, const T *coef, const int32_t *species, const T *A, int64_t lda, T *B,
+                             int64_t ldb) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *sm = reinterpret_cast<T *>(smem_raw);
+    T *as = reinterpret_cast<T *>(smem_raw); /* column ch: the channel's A row, then 1 */
     const int nt = blockDim.x, ch = threadIdx.x;
     const int64_t n = blockIdx.x;
-    if (ch >= C) return; /* no block-wide sync below: each thread uses its own columns */
-    T *as = sm;
-    double *bs = reinterpret_cast<double *>(smem_raw) + ((size_t)D * nt * sizeof(T) + 7) / 8; /* double sums */
-    for (int i = 0; i < D; i++) as[i * nt + ch] = A[n * lda + ch * D + i];
-    const int elem = agnostic ? 0 : species[n];
-    for (int j = 0; j < n_parts; j++) {
-        const symcon_part &pt = parts[j];
-        if (pt.nu == 1)
-            for (int m = 0; m < pt.dm; m++) bs[m * nt + ch] = 0;
-        const T *W = reinterpret_cast<const T *>(pt.W) + (size_t)elem * pt.K * C + ch;
-        const T *val = reinterpret_cast<const T *>(pt.val);
-        for (int64_t q = 0; q < pt.nnz; q++) {
-            int m, k, idx[CGQ_MAX_CORRELATION];
-            symcon_decode(pt.code[q], pt.nu, &m, idx, &k);
-            T prod = val[q] * W[(size_t)k * C];
-            for (int p = 0; p < pt.nu; p++) prod *= as[idx[p] * nt + ch];
-            bs[m * nt + ch] += (double)prod;
-        }
-        if (j + 1 == n_parts || parts[j + 1].nu == 1) { /* last part of this output block */
-            T *Bj = B + n * ldb + pt.out_off + ch * pt.dm;
-            for (int m = 0; m < pt.dm; m++) Bj[m] = (T)bs[m * nt + ch];
+    if (ch >= a.C) return; /* no block-wide sync below: each thread uses its own column */
+    for (int i = 0; i < a.D; i++) as[i * nt + ch] = A[n * lda + ch * a.D + i];
+    as[a.D * nt + ch] = (T)1;
+    const int elem = a.agnostic ? 0 : species[n];
+    const T *tc = coef + ((size_t)elem * a.n_mono) * a.C + ch;
+    for (int j = 0; j < a.n_blocks; j++) {
+        const symcon_block &bk = a.blk[j];
+        T *Bj = B + n * ldb + bk.out_off + ch * bk.dm;
+        for (int m = 0; m < bk.dm; m++) {
+            double acc = 0;
+            for (int q = bk.mstart[m]; q < bk.mstart[m + 1]; q++) {
+                int idx[NF];
+                symcon_factors<NF>(__ldg(a.code + q), idx);
+                T prod = tc[(size_t)q * a.C];
+#pragma unroll
+                for (int p = 0; p < NF; p++) prod *= as[idx[p] * nt + ch];
+                acc += (double)prod;
+            }
+            Bj[m] = (T)acc;
         }
     }
 }
 
-/* gA[n] = dE/dA from gB = dE/dB (overwrites) */
-template <class T>
-__global__ void k_symcon_bwd(const symcon_part *parts, int n_parts, int C, int D, int agnostic, const int32_t *species,
-                             const T *A, int64_t lda, const T *gB, int64_t ldgb, T *gA, int64_t ldga) {
+/* gA[n] = dE/dA from gB = dE/dB (overwrites): each monomial adds g T prod_{r != p} A[i_r] to gA[i_p] */
+template <class T, int NF>
+__global__ void k_symcon_bwd(symcon_args a, const T *coef, const int32_t *species, const T *A, int64_t lda, const T *gB,
+                             int64_t ldgb, T *gA, int64_t ldga) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *sm = reinterpret_cast<T *>(smem_raw);
     const int nt = blockDim.x, ch = threadIdx.x;
     const int64_t n = blockIdx.x;
-    if (ch >= C) return;
-    T *as = sm, *gs = sm + (size_t)D * nt;
-    double *gas = reinterpret_cast<double *>(smem_raw) + ((size_t)(D + 7) * nt * sizeof(T) + 7) / 8; /* double sums */
-    for (int i = 0; i < D; i++) as[i * nt + ch] = A[n * lda + ch * D + i], gas[i * nt + ch] = 0;
-    const int elem = agnostic ? 0 : species[n];
-    for (int j = 0; j < n_parts; j++) {
-        const symcon_part &pt = parts[j];
-        if (pt.nu == 1)
-            for (int m = 0; m < pt.dm; m++) gs[m * nt + ch] = gB[n * ldgb + pt.out_off + ch * pt.dm + m];
-        const T *W = reinterpret_cast<const T *>(pt.W) + (size_t)elem * pt.K * C + ch;
-        const T *val = reinterpret_cast<const T *>(pt.val);
-        for (int64_t q = 0; q < pt.nnz; q++) {
-            int m, k, idx[CGQ_MAX_CORRELATION];
-            symcon_decode(pt.code[q], pt.nu, &m, idx, &k);
-            const T s = gs[m * nt + ch] * val[q] * W[(size_t)k * C];
-            if (s == 0) continue;
-            for (int p = 0; p < pt.nu; p++) {
-                T prod = s;
-                for (int r = 0; r < pt.nu; r++)
-                    if (r != p) prod *= as[idx[r] * nt + ch];
-                gas[idx[p] * nt + ch] += (double)prod;
+    T *as = reinterpret_cast<T *>(smem_raw);
+    double *gas = reinterpret_cast<double *>(smem_raw) + ((size_t)(a.D + 1) * nt * sizeof(T) + 7) / 8; /* double sums */
+    if (ch >= a.C) return;
+    for (int i = 0; i < a.D; i++) as[i * nt + ch] = A[n * lda + ch * a.D + i], gas[i * nt + ch] = 0;
+    as[a.D * nt + ch] = (T)1;
+    gas[a.D * nt + ch] = 0; /* the constant's gradient: written, never read */
+    const int elem = a.agnostic ? 0 : species[n];
+    const T *tc = coef + ((size_t)elem * a.n_mono) * a.C + ch;
+    for (int j = 0; j < a.n_blocks; j++) {
+        const symcon_block &bk = a.blk[j];
+        const T *gBj = gB + n * ldgb + bk.out_off + ch * bk.dm;
+        for (int m = 0; m < bk.dm; m++) {
+            const T g = gBj[m];
+            if (g == (T)0) continue;
+            for (int q = bk.mstart[m]; q < bk.mstart[m + 1]; q++) {
+                int idx[NF];
+                T f[NF];
+                symcon_factors<NF>(__ldg(a.code + q), idx);
+#pragma unroll
+                for (int p = 0; p < NF; p++) f[p] = as[idx[p] * nt + ch];
+                const T s = g * tc[(size_t)q * a.C];
+#pragma unroll
+                for (int p = 0; p < NF; p++) {
+                    T prod = s;
+#pragma unroll
+                    for (int r = 0; r < NF; r++)
+                        if (r != p) prod *= f[r];
+                    gas[idx[p] * nt + ch] += (double)prod;
+                }
             }
         }
     }
-    for (int i = 0; i < D; i++) gA[n * ldga + ch * D + i] = (T)gas[i * nt + ch];
+    for (int i = 0; i < a.D; i++) gA[n * ldga + ch * a.D + i] = (T)gas[i * nt + ch];
 }
 
 struct symcon_plan {
-    int ok, n_parts, threads;
-    symcon_part *parts, *parts_f; /* device; parts_f: the float copies of the values and weights */
+    int ok, threads, nf;
+    symcon_args args;
+    double *coef;  /* device [elements][n_mono][C], fp64 evaluators */
+    float *coef_f; /* the same in float, fp32 evaluators */
 };
 
 /* shared memory of the kernels for coupling width D, nt threads and operands of `es` bytes (sums in double) */
-static inline size_t symcon_fwd_smem(int D, int nt, size_t es) {
-    return ((size_t)D * nt * es + 7) / 8 * 8 + sizeof(double) * 7 * (size_t)nt;
-}
+static inline size_t symcon_fwd_smem(int D, int nt, size_t es) { return (size_t)(D + 1) * nt * es; }
 static inline size_t symcon_bwd_smem(int D, int nt, size_t es) {
-    return ((size_t)(D + 7) * nt * es + 7) / 8 * 8 + sizeof(double) * (size_t)D * nt;
+    return ((size_t)(D + 1) * nt * es + 7) / 8 * 8 + sizeof(double) * (size_t)(D + 1) * nt;
 }
 
 #endif
