@@ -4,8 +4,12 @@
 Loads a pickled MACE (.model), tiles an extxyz structure NX x NY x NZ, builds the edge list on the GPU
 (minimum image: the box must exceed twice the cutoff), and times energy+forces (and the virial with
 --virial) like an MD step. Prints ms/step (median), peak GPU memory and the energy.
-usage: mace_torch_bench.py MODEL STRUCTURE.xyz NX NY NZ DTYPE(float32|float64) REPEATS [--virial]
-Needs mace-torch and its imports (see bench/device_run.sh for carrying them to a GPU machine)."""
+usage: mace_torch_bench.py MODEL STRUCTURE.xyz NX NY NZ DTYPE(float32|float64) REPEATS [--virial] [--cueq]
+--cueq: convert the model with mace-torch's own e3nn -> cuEquivariance conversion (mace.cli.convert_e3nn_cueq.run,
+  on a GPU with conv_fusion, the fused convolution) and time that instead; before timing, the e3nn model and the
+  converted one are evaluated once on the same structure and their energies and forces compared.
+Needs mace-torch and its imports (see bench/device_run.sh for carrying them to a GPU machine), and for --cueq
+cuequivariance, cuequivariance-torch and cuequivariance-ops-torch-cu13 (bench/device_peers.sh)."""
 import statistics
 import sys
 import time
@@ -30,8 +34,11 @@ def main():
     model_path, xyz, nx, ny, nz, dtype_name, reps = sys.argv[1:8]
     nx, ny, nz, reps = int(nx), int(ny), int(nz), int(reps)
     virial = "--virial" in sys.argv
+    cueq = "--cueq" in sys.argv
     import mace  # noqa: F401  (first: sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD for e3nn 0.4)
     import torch
+    if cueq:
+        cueq_versions(torch)
 
     dtype = getattr(torch, dtype_name)
     torch.set_default_dtype(dtype)
@@ -94,6 +101,38 @@ def main():
         out = model(dict(batch), compute_force=True, compute_virials=virial, compute_stress=False, training=False)
         return out
 
+    label = "mace-torch"
+    if cueq:  # one e3nn step as the reference, then mace-torch's own conversion to cuEquivariance
+        ref = step()
+        e_ref, f_ref = float(ref["energy"].double().sum()), ref["forces"].detach().double()
+        del ref
+        from mace.cli.convert_e3nn_cueq import run as e3nn_to_cueq
+        t0 = time.perf_counter()
+        try:
+            converted = e3nn_to_cueq(model, device=dev.type)  # device "cuda": conv_fusion=True (fused conv kernel)
+        except RuntimeError as e:
+            # mace builds its e3nn symmetric contractions in the reduced (cuEquivariance) CG basis only when
+            # cuequivariance is importable at build time, but records use_reduced_cg=True either way; a model built
+            # without it (as tools/make_bench_models.py does) is in mace's original basis and converts with False
+            print(f"conversion with use_reduced_cg={getattr(model, 'use_reduced_cg', None)} failed "
+                  f"({str(e)[:120]}); retrying with use_reduced_cg=False (model built without cuequivariance)")
+            model.use_reduced_cg = False
+            converted = e3nn_to_cueq(model, device=dev.type)
+        del model
+        model = converted.to(dtype).to(dev).eval()
+        for p in model.parameters():
+            p.requires_grad_(False)
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+        print(f"converted to cuEquivariance in {time.perf_counter() - t0:.1f} s (mace.cli.convert_e3nn_cueq.run, "
+              f"device {dev.type}, conv_fusion {dev.type == 'cuda'})")
+        label = "mace-torch+cueq"
+        out = step()
+        e_c, f_c = float(out["energy"].double().sum()), out["forces"].detach().double()
+        print(f"cueq vs e3nn: E {e_c:.10f} vs {e_ref:.10f} (rel {abs(e_c - e_ref) / abs(e_ref):.2e}), max |dF| "
+              f"{float((f_c - f_ref).abs().max()):.2e} eV/A, force RMS {float(f_ref.pow(2).mean().sqrt()):.3e}")
+        del f_ref, f_c, out
+
     out = step()
     sync()
     if dev.type == "cuda":
@@ -107,8 +146,20 @@ def main():
         times.append(1e3 * (time.perf_counter() - t0))
     peak = torch.cuda.max_memory_allocated() / 2**30 if dev.type == "cuda" else 0.0
     e = float(out["energy"].double().sum())
-    print(f"mace-torch {model_path} atoms {n} edges {edge_index.shape[1]} {dtype_name}: {statistics.median(times):.3f} "
+    print(f"{label} {model_path} atoms {n} edges {edge_index.shape[1]} {dtype_name}: {statistics.median(times):.3f} "
           f"ms/step median of {reps} (min {min(times):.3f}), peak {peak:.2f} GiB, E={e:.10f}")
+
+
+def cueq_versions(torch):
+    """What --cueq runs on: the cuEquivariance packages and the CUDA that torch was built for."""
+    import importlib
+    v = [f"torch {torch.__version__} (CUDA {torch.version.cuda})"]
+    for name in ("cuequivariance", "cuequivariance_torch", "cuequivariance_ops_torch"):
+        try:
+            v.append(f"{name} {getattr(importlib.import_module(name), '__version__', '?')}")
+        except Exception as e:  # noqa: BLE001  (printed: the run goes on and mace decides what it can use)
+            v.append(f"{name} unavailable ({type(e).__name__}: {e})")
+    print("cueq: " + ", ".join(v))
 
 
 if __name__ == "__main__":

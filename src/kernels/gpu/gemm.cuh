@@ -151,7 +151,7 @@ __global__ void k_gemm_epilogue(gemm_args<T> g) {
 #if !defined(__HIPCC__)
 /* Row-major C = alpha A B(k,n) as the column-major product C^T = B^T A^T. cuBLAS gives the same bits on every run
  * on GPUs of one architecture and SM count (its documented reproducibility). The handle's default math mode keeps
- * float products in float (no TF32); pedantic mode made the MLP 1.5x slower (MACE-MP-0, H100). */
+ * float products in float (no TF32); pedantic mode made the fp64 MLP 1.4x slower (MACE-MP-0, H100). */
 static cublasStatus_t blas_gemm(cgq_blas h, cublasOperation_t tb, int m, int n, int k, const float *alpha,
                                 const float *B, int ldb, const float *A, int lda, float *C, int ldc) {
     const float zero = 0;
