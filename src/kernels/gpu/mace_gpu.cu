@@ -71,6 +71,7 @@ struct cgq_gpu {
     symcon_plan symcon[CGQ_MAX_LAYERS];
     int v2; /* every layer has the forms the v2 kernels cover (else the v1 steps run the model) */
     cgq_blas blas = nullptr; /* the radial MLP's products (gemm.cuh); none in HIP builds */
+    int64_t max_chunk_edges = INT64_MAX; /* CGQ_GPU_MAX_CHUNK_EDGES: tests force several edge chunks with it */
     size_t smem_optin;
     v2_buffers vb;
     std::vector<void *> allocations;
@@ -540,6 +541,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
         }
     }
     if (getenv("CGQ_GPU_V1")) g->v2 = 0; /* the v1 steps, for comparisons */
+    if (const char *mc = getenv("CGQ_GPU_MAX_CHUNK_EDGES")) g->max_chunk_edges = std::max(1LL, atoll(mc));
     if (st == CGQ_STATUS_OK && fp32 && !g->v2)
         st = cgq_fail(CGQ_STATUS_UNSUPPORTED, "precision fp32 on the GPU covers MACE interaction blocks with uvu "
                       "convolutions, l <= 3 features and a coupling width <= 16; this model runs in fp64 only (use "
@@ -924,8 +926,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
     free_b += g->vb.caps[0] + g->vb.caps[1]; /* this call may reuse its own chunk buffers */
     const size_t budget = std::min<size_t>(free_b / 3, (size_t)4 << 30);
-    const int64_t chunk_edges =
-        std::max<int64_t>(max_deg, std::min<int64_t>(E, (int64_t)(budget / (sizeof(T) * per_edge))));
+    const int64_t chunk_edges = std::max<int64_t>(
+        max_deg, std::min<int64_t>({E, (int64_t)(budget / (sizeof(T) * per_edge)), g->max_chunk_edges}));
     const std::vector<edge_chunk> chunks = edge_chunks(gr, chunk_edges);
     v2_buffers &b = g->vb;
     /* the buffers are sized in doubles, which also holds them in float */
@@ -944,10 +946,11 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
         CGQ_TRY(grow_d(&b.gx1e, &b.caps[7], (size_t)E * dhu));
         CGQ_TRY(grow_d(&b.node_tmp, &b.caps[8], (size_t)2 * N * dT));
     }
-    /* keep the forward's MLP outputs for the reverse pass when all edges fit one chunk and memory allows */
+    /* keep the forward's MLP outputs of every edge for the reverse pass when memory allows (the chunks then index
+     * into them); else the reverse recomputes them per chunk */
     T *w_of[CGQ_MAX_LAYERS], *act_of[CGQ_MAX_LAYERS];
     bool keep = false;
-    if (want_grad && chunks.size() == 1) {
+    if (want_grad) {
         size_t tot = 0;
         for (int t = 0; t < L; t++)
             tot += (size_t)E * (hm->layers[t].conv_tp.weight_numel + cgq_fcnet_cache_size(&hm->layers[t].radial_mlp));
@@ -959,6 +962,11 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
         }
     }
     for (int t = 0; t < L && !keep; t++) w_of[t] = reinterpret_cast<T *>(b.w), act_of[t] = reinterpret_cast<T *>(b.act);
+    /* the MLP outputs and activations of a chunk's first edge */
+    auto w_at = [&](int t, const edge_chunk &ch) { return keep ? w_of[t] + ch.e0 * g->plans[t].wn : w_of[t]; };
+    auto act_at = [&](int t, const edge_chunk &ch) {
+        return keep ? act_of[t] + ch.e0 * cgq_fcnet_cache_size(&hm->layers[t].radial_mlp) : act_of[t];
+    };
     T *gw = reinterpret_cast<T *>(b.gw), *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef);
     T *gY = reinterpret_cast<T *>(b.gY), *gcut = reinterpret_cast<T *>(b.gcut), *gx1e = reinterpret_cast<T *>(b.gx1e);
     T *node_tmp = reinterpret_cast<T *>(b.node_tmp);
@@ -1005,10 +1013,10 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
         for (const edge_chunk &ch : chunks) {
             const cgq_fcnet &fc = sm->layers[t].radial_mlp;
             CGQ_TRY(mlp_check(mlp_forward<T>(fc, reinterpret_cast<T *const *>(fc.W), ch.e1 - ch.e0, ef + ch.e0 * nb, nb,
-                                             act_of[t], w_of[t], p.wn, g->blas, 0)));
+                                             act_at(t, ch), w_at(t, ch), p.wn, g->blas, 0)));
             prof.mark("mlp_fwd");
             k_conv_fwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
-                p, ch.i0, c.row_ptr, c.sender, Y, hu, w_of[t], ch.e0, cut_w, M);
+                p, ch.i0, c.row_ptr, c.sender, Y, hu, w_at(t, ch), ch.e0, cut_w, M);
             CGQ_LAUNCH_CHECK();
             prof.mark("conv_fwd");
             if (ly->density) {
@@ -1090,9 +1098,9 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
             if (!keep) CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act_of[t], w_of[t], p.wn, g->blas, 0)));
             prof.mark("mlp_fwd");
             k_conv_bwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
-                p, ch.i0, c.row_ptr, c.sender, Y, hu, w_of[t], ch.e0, cut_w, gM, gw, gY, gcut, gx1e);
+                p, ch.i0, c.row_ptr, c.sender, Y, hu, w_at(t, ch), ch.e0, cut_w, gM, gw, gY, gcut, gx1e);
             prof.mark("conv_bwd");
-            CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, act_of[t], gw, p.wn, gef, nb, gtmp, g->blas, 0)));
+            CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, act_at(t, ch), gw, p.wn, gef, nb, gtmp, g->blas, 0)));
             prof.mark("mlp_bwd");
             if (ly->density && ne) {
                 const cgq_fcnet &df = sm->layers[t].density_fn;
