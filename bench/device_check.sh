@@ -2,7 +2,7 @@
 # device_check.sh: on the GPU machine, the short loop after a GPU change: build with CUDA, `ctest -L gpu`,
 # memcheck on the kernel tests, then the MACE-MP-0-medium-architecture step (5,184 water atoms) in fp32 and fp64
 # with its phase profile. Needs .whl (mace-torch wheels, to make the model) unless $M/mace_mp0_medium_arch.h5
-# exists. Logs go to $OUT; the summary is printed last.
+# exists (WHL=folder for another wheel folder). Logs go to $OUT; the summary is printed last.
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
@@ -13,7 +13,7 @@ OMP_NUM_THREADS=16 ctest --test-dir build-gpu -L gpu --output-on-failure -V >"$O
 compute-sanitizer --tool memcheck build-gpu/tests/test_gpu_kernels >"$OUT/memcheck_kernels.log" 2>&1
 M=${M:-/tmp/models}
 if [ ! -f $M/mace_mp0_medium_arch.h5 ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site ${WHL:-.whl}/*.whl >/dev/null 2>&1
   PYTHONPATH=/tmp/site python3 tools/make_bench_models.py $M --no-selftest >"$OUT/make_models.log" 2>&1 || tail -5 "$OUT/make_models.log"
 fi
 B=build-gpu/bench_eval W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch.h5
@@ -30,3 +30,9 @@ grep -E "tests passed|tests failed|Failed|FAILED" "$OUT/ctest_gpu.log" | head -8
 grep -E "ERROR SUMMARY" "$OUT/memcheck_kernels.log"
 grep -E "err" "$OUT/ctest_gpu.log" | grep -E "layer" | sort -t' ' -k1,1 | tail -4
 cat "$OUT/bench.txt"
+# the conv kernels alone (validated first), and the racecheck of the model test on two fixtures
+build-gpu/conv_workbench $MP $W 3 3 3 --fp32 >"$OUT/workbench.txt" 2>&1
+build-gpu/conv_workbench potentials/water-mace-small.h5 $W 3 3 3 --fp32 >>"$OUT/workbench.txt" 2>&1
+compute-sanitizer --tool racecheck build-gpu/tests/test_gpu --gtest_filter='*mace_plain*:*water_mace*' >"$OUT/racecheck.log" 2>&1
+grep -E "RACECHECK SUMMARY" "$OUT/racecheck.log"
+grep -v "^ *$" "$OUT/workbench.txt" | tail -14

@@ -4,9 +4,10 @@
  * s, s + slots, ... of the receiver's CSR row, in order, and the slots' partial sums are added in slot
  * order: every sum has a fixed order (deterministic, no atomics). Narrow models (16 channels) get 8 slots
  * so that a block has work for 128 threads; wide ones (128 channels) one slot.
- * Per edge, the SH-contracted couplings P_k[a][c] = sum_b C_k[a,b,c] Y[b] are built once in shared
- * memory (one copy per slot) and used by every channel.
- * Forward: M[i] = sum_e sum_k pw_k w[e,k,u] sum_a x_s[u,a] P_k[a][c].
+ * Forward: M[i] = sum_e sum_k pw_k w[e,k,u] sum_a x_s[u,a] P_k[a][c], with the SH-contracted couplings
+ * P_k[a][c] = sum_b C_k[a,b,c] Y[b] of a batch of up to fwd_eb edges of the row built together in shared memory
+ * (three barriers per batch, not per edge); then each instruction runs over the batch's edges of the slot with
+ * its messages summed in registers (double), added once per batch to the slot's sums in shared memory.
  * Reverse: per edge dE/dw (for the MLP reverse), dE/dY and dE/dcut (sums over the slot's channels), and
  * the edge's contribution to dE/dx of its sender (summed per sender row afterwards, in order). */
 #ifndef CGQ_GPU_CONV_CUH
@@ -39,6 +40,7 @@ struct conv_plan {
     int C, threads, acc_dim, p_dim, g_dim, x_dim, nY, dhu, dM;
     int cw, slots; /* threads per slot (>= C: a divisor or a multiple of the warp), slots per block */
     int slots_bwd, threads_bwd; /* the reverse's (more slots: they share G, see build_conv_plan) */
+    int fwd_eb;                 /* edges per batch of the forward (its P tables in shared memory) */
     int64_t wn;
     conv_ins *ins;
     conv_block *outb, *in1b;
@@ -50,19 +52,6 @@ struct conv_plan {
 template <class T>
 __device__ inline const T *conv_cg(const conv_plan &p) {
     return sizeof(T) == sizeof(float) ? reinterpret_cast<const T *>(p.cg_f) : reinterpret_cast<const T *>(p.cg);
-}
-
-/* P_k[a][c] = sum_b C_k[a,b,c] Y[b] for every instruction, into shared memory, by the slot's threads */
-template <class T>
-__device__ inline void conv_build_p(const conv_plan &p, int lane, const T *Ys, T *P) {
-    for (int q = lane; q < p.p_dim; q += p.cw) {
-        const conv_ins &k = p.ins[p.p_ins[q]];
-        const int a = p.p_a[q], c = p.p_c[q];
-        const T *C = conv_cg<T>(p) + k.c_off + a * k.d2 * k.d3 + c;
-        T s = 0;
-        for (int b = 0; b < k.d2; b++) s += C[b * k.d3] * Ys[k.y_off + b];
-        P[q] = s;
-    }
 }
 
 /* The sender's features of channel u as xv[l^2 + a] (the in1 blocks are l = 0, 1, ..., in order; checked by
@@ -79,19 +68,39 @@ __device__ __forceinline__ void conv_load_x(const conv_plan &p, const T *x, int 
 #define CONV_L12_CASES(F) \
     F(0, 0) F(0, 1) F(0, 2) F(0, 3) F(1, 0) F(1, 1) F(1, 2) F(1, 3) F(2, 0) F(2, 1) F(2, 2) F(2, 3) F(3, 0) F(3, 1) F(3, 2) F(3, 3)
 
-/* One instruction's messages for one edge and channel: my[(acc_off + c) C] += s sum_a x[a] P_k[a][c]. */
-template <class T, int L1>
-__device__ __forceinline__ void conv_fwd_ins(const conv_ins &k, int C, const T (&xv)[CONV_MAX_XDIM], const T *P, T s,
-                                             double *my) {
-    constexpr int D1 = 2 * L1 + 1, XO = L1 * L1;
-    const T *Pk = P + k.p_off;
-    for (int c = 0; c < k.d3; c++) {
-        T t = 0;
+/* One instruction's messages for channel u over the slot's edges of a batch (edges eb + el, el = slot, slot + S, ...
+ * < nb): sum_e s_e sum_a x_e[a] P_e[a][c] in registers (double), then added to the slot's sums my[(acc_off + c) C]. */
+template <class T, int L1, int D3>
+__device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins &k, int u, int slot, int nb, int64_t eb,
+                                             const int32_t *sid, const T *hu, const T *w, int64_t e0, const T *cut,
+                                             const T *Pb, double *my) {
+    constexpr int D1 = 2 * L1 + 1;
+    double racc[D3];
 #pragma unroll
-        for (int a = 0; a < D1; a++) t += xv[XO + a] * Pk[a * k.d3 + c];
-        my[(k.acc_off + c) * C] += (double)(s * t);
+    for (int c = 0; c < D3; c++) racc[c] = 0;
+    for (int el = slot; el < nb; el += p.slots) {
+        const int64_t e = eb + el;
+        const T *xs = hu + (int64_t)sid[el] * p.dhu + k.x_off + u * D1;
+        T x[D1];
+#pragma unroll
+        for (int a = 0; a < D1; a++) x[a] = xs[a];
+        const T wr = w[(e - e0) * p.wn + k.w_off + u];
+        const T s = (T)k.pw * (cut ? wr * cut[e] : wr);
+        const T *Pk = Pb + (size_t)el * p.p_dim + k.p_off;
+#pragma unroll
+        for (int c = 0; c < D3; c++) {
+            T t = 0;
+#pragma unroll
+            for (int a = 0; a < D1; a++) t += x[a] * Pk[a * D3 + c];
+            racc[c] += (double)(s * t);
+        }
     }
+#pragma unroll
+    for (int c = 0; c < D3; c++) my[(k.acc_off + c) * p.C] += racc[c];
 }
+
+#define CONV_L1D3_CASES(F) \
+    F(0, 1) F(0, 3) F(0, 5) F(0, 7) F(1, 1) F(1, 3) F(1, 5) F(1, 7) F(2, 1) F(2, 3) F(2, 5) F(2, 7) F(3, 1) F(3, 3) F(3, 5) F(3, 7)
 
 /* Receivers [i0, i0 + gridDim.x); w holds the raw MLP outputs of edges from e0 (row stride wn); cut is
  * non-NULL when the model multiplies the weights by the cutoff (apply_cutoff off). */
@@ -99,35 +108,38 @@ template <class T>
 __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
                            const T *w, int64_t e0, const T *cut, T *M) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots, stride = p.acc_dim * p.C;
+    const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots, stride = p.acc_dim * p.C, EB = p.fwd_eb;
     double *acc = reinterpret_cast<double *>(smem_raw); /* message sums in double in both precisions, per slot */
-    T *P = reinterpret_cast<T *>(acc + (size_t)stride * S) + (size_t)slot * (p.p_dim + CONV_MAX_Y);
-    T *Ys = P + p.p_dim;
+    T *Pb = reinterpret_cast<T *>(acc + (size_t)stride * S); /* [EB][p_dim] */
+    T *Ys = Pb + (size_t)EB * p.p_dim;                       /* [EB][nY] */
+    int32_t *sid = reinterpret_cast<int32_t *>(Ys + (size_t)EB * p.nY);
     double *my = acc + (size_t)slot * stride + u;
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
     for (int j = threadIdx.x; j < stride * S; j += blockDim.x) acc[j] = 0;
-    for (int64_t base = r0; base < r1; base += S) {
-        const int64_t e = base + slot;
-        const bool has = e < r1;
-        __syncthreads(); /* the previous edge's P is no longer read */
-        if (has)
-            for (int b = u; b < p.nY; b += p.cw) Ys[b] = Y[e * p.nY + b];
+    for (int64_t eb = r0; eb < r1; eb += EB) {
+        const int nb = (int)(r1 - eb < EB ? r1 - eb : EB);
+        __syncthreads(); /* the previous batch's tables are no longer read */
+        for (int j = threadIdx.x; j < nb * p.nY; j += blockDim.x) Ys[j] = Y[eb * p.nY + j];
+        for (int j = threadIdx.x; j < nb; j += blockDim.x) sid[j] = sender[eb + j];
         __syncthreads();
-        if (has) conv_build_p<T>(p, u, Ys, P);
+        for (int j = threadIdx.x; j < nb * p.p_dim; j += blockDim.x) {
+            const int el = j / p.p_dim, q = j % p.p_dim;
+            const conv_ins &k = p.ins[p.p_ins[q]];
+            const T *C = conv_cg<T>(p) + k.c_off + p.p_a[q] * k.d2 * k.d3 + p.p_c[q];
+            const T *Ye = Ys + el * p.nY + k.y_off;
+            T s = 0;
+            for (int b = 0; b < k.d2; b++) s += C[b * k.d3] * Ye[b];
+            Pb[j] = s;
+        }
         __syncthreads();
-        if (!has || u >= p.C) continue;
-        T xv[CONV_MAX_XDIM];
-        conv_load_x<T>(p, hu + (int64_t)sender[e] * p.dhu, u, xv);
-        const T *we = w + (e - e0) * p.wn;
-        const T cs = cut ? cut[e] : (T)1;
+        if (u >= p.C) continue;
         for (int q = 0; q < p.n_ins; q++) {
             const conv_ins &k = p.ins[q];
-            const T s = (T)k.pw * (cut ? we[k.w_off + u] * cs : we[k.w_off + u]);
-            switch (k.l12 >> 2) {
-            case 0: conv_fwd_ins<T, 0>(k, p.C, xv, P, s, my); break;
-            case 1: conv_fwd_ins<T, 1>(k, p.C, xv, P, s, my); break;
-            case 2: conv_fwd_ins<T, 2>(k, p.C, xv, P, s, my); break;
-            default: conv_fwd_ins<T, 3>(k, p.C, xv, P, s, my); break;
+            switch ((k.l12 >> 2) * 8 + k.d3) {
+#define CONV_FWD_CASE(L1, D3) \
+    case L1 * 8 + D3: conv_fwd_ins<T, L1, D3>(p, k, u, slot, nb, eb, sid, hu, w, e0, cut, Pb, my); break;
+                CONV_L1D3_CASES(CONV_FWD_CASE)
+#undef CONV_FWD_CASE
             }
         }
     }
@@ -341,7 +353,8 @@ __global__ void k_density_edge_bwd(int64_t e0, int64_t e1, const int32_t *erecv,
 
 /* shared memory of the kernels for element size `es` (the double size is the larger, used to plan) */
 static size_t conv_fwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
-    return (sizeof(double) * (size_t)p.acc_dim * p.C + es * (p.p_dim + CONV_MAX_Y)) * p.slots;
+    return sizeof(double) * (size_t)p.acc_dim * p.C * p.slots + es * (size_t)p.fwd_eb * (p.p_dim + p.nY) +
+           sizeof(int32_t) * (size_t)p.fwd_eb;
 }
 static size_t conv_bwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP;

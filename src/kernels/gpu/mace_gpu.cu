@@ -416,9 +416,17 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
     p->slots = std::max(min_slots, 128 / p->cw);
     p->threads = p->cw * p->slots;
     p->slots_bwd = p->slots, p->threads_bwd = p->threads;
+    p->fwd_eb = 1; /* the least the forward needs; raised below */
     while (p->slots > min_slots && (conv_bwd_smem(*p) > g->smem_optin || conv_fwd_smem(*p) > g->smem_optin))
         p->slots /= 2, p->threads = p->cw * p->slots, p->slots_bwd = p->slots, p->threads_bwd = p->threads;
     if (conv_bwd_smem(*p) > g->smem_optin || conv_fwd_smem(*p) > g->smem_optin) return CGQ_STATUS_OK; /* too wide: v1 */
+    /* forward batches of up to 32 edges (a row of MACE-MP-0's water graph has ~90), as shared memory allows */
+    while (p->fwd_eb < 32) {
+        conv_plan q = *p;
+        q.fwd_eb *= 2;
+        if (conv_fwd_smem(q) > g->smem_optin) break;
+        p->fwd_eb = q.fwd_eb;
+    }
     /* The reverse keeps G (g_dim x C) in shared memory for the whole block; for wide models few blocks then
      * fit on an SM (the per-block limit is about the SM's memory). Its slots are independent (every output is
      * per edge), so it takes more of them until 512 threads can be resident per SM by shared memory (the
@@ -931,8 +939,6 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     const std::vector<edge_chunk> chunks = edge_chunks(gr, chunk_edges);
     v2_buffers &b = g->vb;
     /* the buffers are sized in doubles, which also holds them in float */
-    CGQ_TRY(grow_d(&b.w, &b.caps[0], (size_t)chunk_edges * wn));
-    CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * cs));
     CGQ_TRY(grow_d(&b.edge_in, &b.caps[10], f32 ? (size_t)E * (nY + nb + 1) : 0));
     CGQ_TRY(grow_d(&b.dens, &b.caps[11], (size_t)chunk_edges * (2 + dcs + nb)));
     T *dens_d = reinterpret_cast<T *>(b.dens), *dens_gd = dens_d + chunk_edges;
@@ -960,6 +966,10 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
             w_of[t] = q, q += (size_t)E * hm->layers[t].conv_tp.weight_numel;
             act_of[t] = q, q += (size_t)E * cgq_fcnet_cache_size(&hm->layers[t].radial_mlp);
         }
+    }
+    if (!keep) { /* per-chunk MLP outputs, recomputed in the reverse pass */
+        CGQ_TRY(grow_d(&b.w, &b.caps[0], (size_t)chunk_edges * wn));
+        CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * cs));
     }
     for (int t = 0; t < L && !keep; t++) w_of[t] = reinterpret_cast<T *>(b.w), act_of[t] = reinterpret_cast<T *>(b.act);
     /* the MLP outputs and activations of a chunk's first edge */
