@@ -16,6 +16,7 @@
 #define CONV_MAX_D 7        /* 2l+1, l <= 3 */
 #define CONV_MAX_XDIM 16    /* per-channel width of the sender features (sum of 2l+1) */
 #define CONV_MAX_Y 16       /* (l_sh+1)^2 */
+#define CONV_BWD_STEPS 8    /* edge steps of the reverse between barriers (its per-edge channel sums buffered) */
 
 struct conv_ins {
     int d1, d2, d3;
@@ -204,7 +205,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>()) k_conv_bwd(conv_pla
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots_bwd, nred = p.nY + 1;
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP, groups = p.cw / width, nbuf = S * groups;
-    T *red = reinterpret_cast<T *>(smem_raw), *G = red + 2 * (size_t)nbuf * (CONV_MAX_Y + 1);
+    T *red = reinterpret_cast<T *>(smem_raw), *G = red + 2 * (size_t)CONV_BWD_STEPS * nbuf * (CONV_MAX_Y + 1);
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
     const bool active = u < p.C;
     if (active) { /* the slots share G; slot s folds instructions s, s + S, ... */
@@ -223,8 +224,8 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>()) k_conv_bwd(conv_pla
         }
     }
     __syncthreads();
-    int parity = 0;
-    for (int64_t base = r0; base < r1; base += S, parity ^= 1) {
+    int step = 0;
+    for (int64_t base = r0; base < r1; base += S, step++) {
         const int64_t e = base + slot;
         T gy[CONV_MAX_Y + 1]; /* gy[CONV_MAX_Y]: dE/dcut */
 #pragma unroll
@@ -265,21 +266,25 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>()) k_conv_bwd(conv_pla
                 for (int a = 0; a < 2 * l + 1; a++)
                     if (l < p.n_in1) gxe[p.in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
         }
-        /* sums over each slot's channels: shuffles within groups of lanes, then the groups in order
-         * (double-buffered by edge step, so one barrier per step) */
-        T *rb = red + (size_t)parity * nbuf * (CONV_MAX_Y + 1);
+        /* sums over each slot's channels: shuffles within groups of lanes into the step's buffer, then, every
+         * CONV_BWD_STEPS steps, the groups in order (the batches double-buffered: one barrier per batch) */
+        const int bi = step % CONV_BWD_STEPS, half = (step / CONV_BWD_STEPS) & 1;
+        T *rb = red + ((size_t)half * CONV_BWD_STEPS + bi) * nbuf * (CONV_MAX_Y + 1);
         const int grp = threadIdx.x / width; /* = slot * groups + group within the slot */
 #pragma unroll
         for (int b = 0; b <= CONV_MAX_Y; b++) /* the Y components, then dE/dcut */
             if (b < p.nY || b == CONV_MAX_Y)
                 group_sum_to_red(gy[b], width, rb + grp * (CONV_MAX_Y + 1) + (b < p.nY ? b : p.nY));
+        if (bi + 1 < CONV_BWD_STEPS && base + S < r1) continue; /* uniform over the block */
         __syncthreads();
-        for (int j = threadIdx.x; j < S * nred; j += blockDim.x) {
-            const int s2 = j / nred, b = j % nred;
-            const int64_t e2 = base + s2;
+        const int64_t base0 = base - (int64_t)bi * S;
+        for (int j = threadIdx.x; j < (bi + 1) * S * nred; j += blockDim.x) {
+            const int st = j / (S * nred), s2 = (j / nred) % S, b = j % nred;
+            const int64_t e2 = base0 + (int64_t)st * S + s2;
             if (e2 >= r1) continue;
+            const T *rs = red + ((size_t)half * CONV_BWD_STEPS + st) * nbuf * (CONV_MAX_Y + 1);
             T acc = 0;
-            for (int q = 0; q < groups; q++) acc += rb[(s2 * groups + q) * (CONV_MAX_Y + 1) + b];
+            for (int q = 0; q < groups; q++) acc += rs[(s2 * groups + q) * (CONV_MAX_Y + 1) + b];
             if (b < p.nY) gY[e2 * p.nY + b] = acc;
             else if (gcut) gcut[e2] = cut ? acc : 0.0;
         }
@@ -358,7 +363,7 @@ static size_t conv_fwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
 }
 static size_t conv_bwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP;
-    return es * ((size_t)p.g_dim * p.C + 2 * (size_t)(p.threads_bwd / width) * (CONV_MAX_Y + 1));
+    return es * ((size_t)p.g_dim * p.C + 2 * (size_t)CONV_BWD_STEPS * (p.threads_bwd / width) * (CONV_MAX_Y + 1));
 }
 
 #endif
