@@ -108,15 +108,16 @@ def main():
         del ref
         from mace.cli.convert_e3nn_cueq import run as e3nn_to_cueq
         t0 = time.perf_counter()
+        # mace builds its e3nn symmetric contractions in the reduced (cuEquivariance) CG basis only when cuequivariance
+        # is importable at build time, yet records use_reduced_cg=True either way, and the conversion trusts that flag.
+        # A model built without cuequivariance (tools/make_bench_models.py, as bench/device_peers.sh runs it) is in
+        # mace's original basis: convert with False, and with True only if that fails (the check below tells).
+        model.use_reduced_cg = False
         try:
             converted = e3nn_to_cueq(model, device=dev.type)  # device "cuda": conv_fusion=True (fused conv kernel)
         except RuntimeError as e:
-            # mace builds its e3nn symmetric contractions in the reduced (cuEquivariance) CG basis only when
-            # cuequivariance is importable at build time, but records use_reduced_cg=True either way; a model built
-            # without it (as tools/make_bench_models.py does) is in mace's original basis and converts with False
-            print(f"conversion with use_reduced_cg={getattr(model, 'use_reduced_cg', None)} failed "
-                  f"({str(e)[:120]}); retrying with use_reduced_cg=False (model built without cuequivariance)")
-            model.use_reduced_cg = False
+            print(f"conversion with use_reduced_cg=False failed ({str(e)[:160]}); retrying with True")
+            model.use_reduced_cg = True
             converted = e3nn_to_cueq(model, device=dev.type)
         del model
         model = converted.to(dtype).to(dev).eval()
@@ -125,7 +126,7 @@ def main():
         if dev.type == "cuda":
             torch.cuda.empty_cache()
         print(f"converted to cuEquivariance in {time.perf_counter() - t0:.1f} s (mace.cli.convert_e3nn_cueq.run, "
-              f"device {dev.type}, conv_fusion {dev.type == 'cuda'})")
+              f"device {dev.type}, conv_fusion {dev.type == 'cuda'}, use_reduced_cg {converted.use_reduced_cg})")
         label = "mace-torch+cueq"
         out = step()
         e_c, f_c = float(out["energy"].double().sum()), out["forces"].detach().double()
