@@ -61,7 +61,19 @@ CGQ_FN void cgq_fcnet_backward(const cgq_fcnet *fc, const double *x, const doubl
         const double scale = 1.0 / sqrt((double)hin);
         const double *W = fc->W[k];
         double *dst = k == 0 ? gx : gprev;
-        for (int i = 0; i < hin; i++) {
+        /* dst[i] = scale sum_j W[i][j] g[j], each sum in j order; four rows at a time so that four independent
+         * sums are in flight (the same bits as one row at a time, ~3x faster on the CPU) */
+        int i = 0;
+        for (; i + 4 <= hin; i += 4) {
+            const double *W0 = W + (size_t)i * hout, *W1 = W0 + hout, *W2 = W1 + hout, *W3 = W2 + hout;
+            double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+            for (int j = 0; j < hout; j++) {
+                const double gj = g[j];
+                s0 += W0[j] * gj, s1 += W1[j] * gj, s2 += W2[j] * gj, s3 += W3[j] * gj;
+            }
+            dst[i] = s0 * scale, dst[i + 1] = s1 * scale, dst[i + 2] = s2 * scale, dst[i + 3] = s3 * scale;
+        }
+        for (; i < hin; i++) {
             const double *Wi = W + (size_t)i * hout;
             double s = 0.0;
             for (int j = 0; j < hout; j++) s += Wi[j] * g[j];
@@ -70,10 +82,10 @@ CGQ_FN void cgq_fcnet_backward(const cgq_fcnet *fc, const double *x, const doubl
         if (k == 0) break;
         /* through the activation of hidden layer k (input of layer k) */
         const double *z = cache + off[k];
-        for (int i = 0; i < hin; i++) {
+        for (int q = 0; q < hin; q++) {
             double d;
-            cgq_act_eval(fc->act, fc->act_cst, z[i], &d);
-            dst[i] *= d;
+            cgq_act_eval(fc->act, fc->act_cst, z[q], &d);
+            dst[q] *= d;
         }
         double *t = g;
         g = gprev;
