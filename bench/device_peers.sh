@@ -9,6 +9,7 @@
 # lacks (-> /tmp/site, as bench/device_run.sh); .whl/oeq/ openequivariance (-> /tmp/site_oeq); .whl/cueq/
 # cuequivariance(-torch) and, packed as one .tar.xz of uncompressed wheels to fit the transfer limit,
 # cuequivariance-ops-cu13 and cuequivariance-ops-torch-cu13 (-> /tmp/site_cueq).
+# tools/make_peer_wheels.sh makes .whl (--oeq also builds the openequivariance wheel against an installed torch 2.11).
 # The two peers get their own folders so that neither changes what mace builds elsewhere: mace imports
 # openequivariance (which builds or loads its extension on import) and cuequivariance (which switches mace's
 # symmetric contractions to another basis) whenever they are importable.
