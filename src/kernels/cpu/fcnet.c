@@ -27,6 +27,27 @@ CGQ_INTERNAL void matvec(const double *x, const double *W, int hin, int hout, do
     }
 }
 
+CGQ_FN void cgq_rows_dot(const double *W, int rows, int cols, const double *g, double scale, double *dst) {
+    /* four rows at a time so that four independent sums are in flight (each in j order: the same bits as one row
+     * at a time; the radial MLP reverse ran ~3x faster) */
+    int i = 0;
+    for (; i + 4 <= rows; i += 4) {
+        const double *W0 = W + (size_t)i * cols, *W1 = W0 + cols, *W2 = W1 + cols, *W3 = W2 + cols;
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        for (int j = 0; j < cols; j++) {
+            const double gj = g[j];
+            s0 += W0[j] * gj, s1 += W1[j] * gj, s2 += W2[j] * gj, s3 += W3[j] * gj;
+        }
+        dst[i] = s0 * scale, dst[i + 1] = s1 * scale, dst[i + 2] = s2 * scale, dst[i + 3] = s3 * scale;
+    }
+    for (; i < rows; i++) {
+        const double *Wi = W + (size_t)i * cols;
+        double s = 0.0;
+        for (int j = 0; j < cols; j++) s += Wi[j] * g[j];
+        dst[i] = s * scale;
+    }
+}
+
 CGQ_FN void cgq_fcnet_forward(const cgq_fcnet *fc, const double *x, double *out, double *cache) {
     const double *in = x;
     double *c = cache;
@@ -61,24 +82,7 @@ CGQ_FN void cgq_fcnet_backward(const cgq_fcnet *fc, const double *x, const doubl
         const double scale = 1.0 / sqrt((double)hin);
         const double *W = fc->W[k];
         double *dst = k == 0 ? gx : gprev;
-        /* dst[i] = scale sum_j W[i][j] g[j], each sum in j order; four rows at a time so that four independent
-         * sums are in flight (the same bits as one row at a time, ~3x faster on the CPU) */
-        int i = 0;
-        for (; i + 4 <= hin; i += 4) {
-            const double *W0 = W + (size_t)i * hout, *W1 = W0 + hout, *W2 = W1 + hout, *W3 = W2 + hout;
-            double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-            for (int j = 0; j < hout; j++) {
-                const double gj = g[j];
-                s0 += W0[j] * gj, s1 += W1[j] * gj, s2 += W2[j] * gj, s3 += W3[j] * gj;
-            }
-            dst[i] = s0 * scale, dst[i + 1] = s1 * scale, dst[i + 2] = s2 * scale, dst[i + 3] = s3 * scale;
-        }
-        for (; i < hin; i++) {
-            const double *Wi = W + (size_t)i * hout;
-            double s = 0.0;
-            for (int j = 0; j < hout; j++) s += Wi[j] * g[j];
-            dst[i] = s * scale;
-        }
+        cgq_rows_dot(W, hin, hout, g, scale, dst);
         if (k == 0) break;
         /* through the activation of hidden layer k (input of layer k) */
         const double *z = cache + off[k];

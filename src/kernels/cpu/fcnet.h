@@ -11,4 +11,6 @@ CGQ_FN void cgq_fcnet_forward(const cgq_fcnet *fc, const double *x, double *out,
 CGQ_FN void cgq_fcnet_backward(const cgq_fcnet *fc, const double *x, const double *cache, const double *gout, double *gx,
                         double *scratch);
 CGQ_FN int cgq_fcnet_max_width(const cgq_fcnet *fc);
+/* dst[i] = scale * sum_j W[i * cols + j] g[j] for i < rows, each sum in j order (the MLP reverses) */
+CGQ_FN void cgq_rows_dot(const double *W, int rows, int cols, const double *g, double scale, double *dst);
 #endif

@@ -11,6 +11,7 @@
 #include "graph/sender_index.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/activation.h"
+#include "kernels/cpu/fcnet.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/radial.h"
 #include "kernels/cpu/sh.h"
@@ -76,12 +77,7 @@ static void mlp_backward(const cgq_nq_mlp *f, const double *cache, const double 
         const int hin = f->h[k], hout = f->h[k + 1];
         const double *W = f->W[k];
         double *dst = k == 0 ? gx : gprev;
-        for (int i = 0; i < hin; i++) {
-            const double *Wi = W + (size_t)i * hout;
-            double s = 0.0;
-            for (int j = 0; j < hout; j++) s += Wi[j] * g[j];
-            dst[i] = s;
-        }
+        cgq_rows_dot(W, hin, hout, g, 1.0, dst);
         if (k == 0) break;
         const double *z = cache + off[k];
         for (int i = 0; i < hin; i++) {
