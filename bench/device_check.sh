@@ -11,6 +11,8 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_AR
 cmake --build build-gpu -j16 >"$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -60; exit 1; }
 OMP_NUM_THREADS=16 ctest --test-dir build-gpu -L gpu --output-on-failure -V >"$OUT/ctest_gpu.log" 2>&1
 compute-sanitizer --tool memcheck build-gpu/tests/test_gpu_kernels >"$OUT/memcheck_kernels.log" 2>&1
+compute-sanitizer --tool memcheck build-gpu/tests/test_gpu --gtest_filter='*Pairs*water_mace*:*Pairs*mace_plain*' \
+  >"$OUT/memcheck_pairs.log" 2>&1
 M=${M:-/tmp/models}
 if [ ! -f $M/mace_mp0_medium_arch.h5 ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site ${WHL:-.whl}/*.whl >/dev/null 2>&1
@@ -23,11 +25,17 @@ B=build-gpu/bench_eval W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch
   $B $MP $W 3 3 3 cuda 5
   CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 | tail -2
   CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 | tail -2
+  $B $MP $W 3 3 3 cuda 10 --fp32 --pairs
+  CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs | tail -2
   $B potentials/water-mace-small.h5 $W 3 3 3 cuda 20 --check --fp32
+  $B potentials/water-mace-small.h5 $W 3 3 3 cuda 20 --check --fp32 --pairs
+  $B potentials/water-mace-small.h5 $W 3 3 3 cuda 20 --pairs
+  CGQ_GPU_PROFILE=1 $B potentials/water-mace-small.h5 $W 3 3 3 cuda 3 --fp32 | tail -1
+  CGQ_GPU_PROFILE=1 $B potentials/water-mace-small.h5 $W 3 3 3 cuda 3 --fp32 --pairs | tail -1
 } >"$OUT/bench.txt" 2>&1
 echo "==== check summary"
 grep -E "tests passed|tests failed|Failed|FAILED" "$OUT/ctest_gpu.log" | head -8
-grep -E "ERROR SUMMARY" "$OUT/memcheck_kernels.log"
+grep -E "ERROR SUMMARY" "$OUT/memcheck_kernels.log" "$OUT/memcheck_pairs.log"
 grep -E "err" "$OUT/ctest_gpu.log" | grep -E "layer" | sort -t' ' -k1,1 | tail -4
 cat "$OUT/bench.txt"
 # the conv kernels alone (validated first), and the racecheck of the model test on two fixtures

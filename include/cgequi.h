@@ -100,6 +100,42 @@ typedef struct cgq_exchange {
 CGQ_API cgq_status cgq_evaluate_graph(cgq_evaluator *ev, const cgq_graph *graph, const cgq_exchange *exchange,
                                       double *energy, double *node_energy, double *edge_grad);
 
+/* ---- positions-only evaluation (molecular dynamics) ------------------------------------------------
+ * Candidate pairs (a Verlet list: every pair within the cutoff plus a skin) are set once per re-neighboring;
+ * each step then passes only positions, and the backend keeps the edges within the cutoff, in candidate
+ * order. On the GPU the graph is built, the model evaluated and forces and virials summed on the device. */
+typedef struct cgq_pair_list {
+    int64_t n_points;  /* position rows: the n_local receivers first, then ghost or periodic-image copies */
+    int64_t n_local;   /* receivers (they carry energy) */
+    int64_t n_nodes;   /* graph nodes: n_local when every copy folds onto a local atom, else n_points */
+    const int32_t *species;    /* [n_nodes] model species index */
+    const int64_t *row_ptr;    /* [n_local+1] candidates of each receiver */
+    const int32_t *candidate;  /* [row_ptr[n_local]] position row of each candidate sender */
+    const int32_t *point_node; /* [n_points] graph node of each position row; -1: none (an error if used) */
+    const int64_t *point_id;   /* [n_points] ids for messages (e.g. LAMMPS atom tags); NULL: row numbers */
+} cgq_pair_list;
+
+/* Copies the list (the evaluator keeps it until the next call). */
+CGQ_API cgq_status cgq_evaluator_set_pairs(cgq_evaluator *ev, const cgq_pair_list *pairs);
+
+/* Outputs per graph node; array pointers may be NULL when not wanted. Forces are the sums of the
+ * contributions to each node (a ghost node's forces belong to its owner). virial and node_virials are
+ * -sum v (x) dE/dv over edges, unsymmetrised (row a, column b: -v_a g_b), each edge split half to its
+ * receiver, half to its sender in node_virials. */
+typedef struct cgq_node_result {
+    double energy;
+    double virial[9];
+    double *forces;        /* [n_nodes*3] eV/A */
+    double *node_energies; /* [n_local] eV */
+    double *node_virials;  /* [n_nodes*9] eV */
+} cgq_node_result;
+
+/* positions: [n_points*3] of the list set last. Edges: candidates with |x_receiver - x_sender| < cutoff
+ * (strict). exchange: as for cgq_evaluate_graph; with several domains every domain passes it (the exchanges
+ * are collective), also one whose list has no ghosts. */
+CGQ_API cgq_status cgq_evaluate_pairs(cgq_evaluator *ev, const double *positions, const cgq_exchange *exchange,
+                                      cgq_node_result *result);
+
 /* A structure: positions in Angstrom, cell rows are lattice vectors, pbc per lattice direction. */
 typedef struct cgq_system {
     int64_t n_atoms;

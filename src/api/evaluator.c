@@ -5,27 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/evaluator_impl.h"
 #include "common/error.h"
-#include "graph/neighbor.h"
 #include "kernels/cpu/mace_cpu.h"
 #include "kernels/cpu/nequip_cpu.h"
 #include "model/model.h"
 #ifdef CGQ_HAVE_GPU
 #include "kernels/gpu/mace_gpu.h"
 #endif
-
-struct cgq_evaluator {
-    const cgq_model *model;
-    cgq_evaluator_params params;
-    cgq_arena arena;
-    struct cgq_gpu *gpu; /* NULL: CPU backend */
-    char backend[64];
-    cgq_neighbor_list nl;
-    int32_t *species;
-    double *edge_grad;
-    double *node_energy;
-    int64_t species_cap, edge_cap;
-};
 
 int32_t cgq_gpu_count(void) {
 #ifdef CGQ_HAVE_GPU
@@ -112,6 +99,7 @@ void cgq_evaluator_free(cgq_evaluator *ev) {
     free(ev->species);
     free(ev->edge_grad);
     free(ev->node_energy);
+    cgq_pairs_free(&ev->pairs);
     free(ev);
 }
 
@@ -161,7 +149,7 @@ cgq_status cgq_evaluate_graph(cgq_evaluator *ev, const cgq_graph *graph, const c
     return cgq_mace_cpu_evaluate(ev->model, graph, exchange, energy, node_energy, edge_grad, &ev->arena);
 }
 
-static cgq_status grow(void **p, int64_t *cap, int64_t need, size_t elsize) {
+cgq_status cgq_grow_array(void **p, int64_t *cap, int64_t need, size_t elsize) {
     if (need <= *cap) return CGQ_STATUS_OK;
     int64_t n = need + need / 8 + 16;
     void *q = realloc(*p, (size_t)n * elsize);
@@ -179,7 +167,7 @@ cgq_status cgq_evaluate_system(cgq_evaluator *ev, const cgq_system *sys, cgq_res
     if (n < 0) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "negative atom count");
     if (n > 0 && (!sys->positions || !sys->atomic_numbers))
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "positions and atomic_numbers must not be NULL");
-    CGQ_TRY(grow((void **)&ev->species, &ev->species_cap, n, sizeof(int32_t)));
+    CGQ_TRY(cgq_grow_array((void **)&ev->species, &ev->species_cap, n, sizeof(int32_t)));
     for (int64_t i = 0; i < n; i++) {
         const int32_t idx = cgq_model_species_index(m, sys->atomic_numbers[i]);
         if (idx < 0) {
@@ -195,7 +183,7 @@ cgq_status cgq_evaluate_system(cgq_evaluator *ev, const cgq_system *sys, cgq_res
     }
     CGQ_TRY(cgq_neighbor_list_build(&ev->nl, n, sys->positions, sys->cell, sys->pbc, m->r_max));
     const cgq_neighbor_list *nl = &ev->nl;
-    CGQ_TRY(grow((void **)&ev->edge_grad, &ev->edge_cap, 3 * nl->n_edges + 1, sizeof(double)));
+    CGQ_TRY(cgq_grow_array((void **)&ev->edge_grad, &ev->edge_cap, 3 * nl->n_edges + 1, sizeof(double)));
     cgq_graph g = {n, n, nl->n_edges, ev->species, nl->row_ptr, nl->sender, nl->vec};
     /* edge gradients are always needed: the virial is always returned */
     CGQ_TRY(cgq_evaluate_graph(ev, &g, NULL, &res->energy, res->atomic_energies, ev->edge_grad));

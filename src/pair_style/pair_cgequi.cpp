@@ -195,7 +195,8 @@ void PairCGEqui::init_style() {
 
 double PairCGEqui::init_one(int, int) { return cutoff; }
 
-/* Nodes and candidate edges (pairs within cutoff + skin, local nodes as receivers), rebuilt only when LAMMPS
+/* Points (local then ghost atoms of cgequi's types) and candidate pairs (within cutoff + skin, local points
+ * as receivers), handed to the evaluator, which keeps them until the next rebuild. Rebuilt only when LAMMPS
  * has re-neighbored (atoms renumbered, ghosts changed) or an atom has moved more than half the skin since:
  * between rebuilds every edge within the cutoff is among the candidates (a Verlet list of cgequi's own, so no
  * LAMMPS neighbor request, which changed form across LAMMPS versions). */
@@ -206,59 +207,58 @@ void PairCGEqui::build_candidates(bool fold) {
     atom_node.assign(nall, -1);
     node_atom.clear();
     cand_local = 0;
-    for (int i = 0; i < nall; i++) { /* local atoms come first in LAMMPS, so local nodes do too */
+    for (int i = 0; i < nall; i++) { /* local atoms come first in LAMMPS, so local points do too */
         if (type_species[type[i]] < 0) continue;
         atom_node[i] = (int)node_atom.size();
         node_atom.push_back(i);
         if (i < nlocal) cand_local++;
     }
-    const int64_t ncand = (int64_t)node_atom.size();
-    cand_pos.resize(3 * ncand + 3);
-    for (int64_t k = 0; k < ncand; k++)
+    const int64_t np = (int64_t)node_atom.size();
+    cand_pos.resize(3 * np + 3);
+    for (int64_t k = 0; k < np; k++)
         for (int d = 0; d < 3; d++) cand_pos[3 * k + d] = x[node_atom[k]][d];
     const int32_t nopbc[3] = {0, 0, 0};
     const double nocell[9] = {0};
-    if (cgq_neighbor_list_build_receivers(nl, ncand, cand_local, cand_pos.data(), nocell, nopbc,
-                                          cutoff + cand_skin) != CGQ_STATUS_OK)
+    if (cgq_neighbor_list_build_receivers(nl, np, cand_local, cand_pos.data(), nocell, nopbc, cutoff + cand_skin) !=
+        CGQ_STATUS_OK)
         fail_one("building the neighbor graph");
-    owner.resize(ncand + 1);
-    if (fold) {
-        /* one rank: every ghost is an image of a local atom; edges point at the owner node */
+    cand_tag.resize(np + 1);
+    for (int64_t k = 0; k < np; k++) cand_tag[k] = atom->tag[node_atom[k]];
+    point_node.resize(np + 1);
+    if (fold) { /* one rank: every ghost is an image of a local atom, the graph node of its owner */
         std::unordered_map<tagint, int32_t> node_of_tag;
         node_of_tag.reserve(2 * cand_local + 1);
-        for (int64_t k = 0; k < cand_local; k++) node_of_tag[atom->tag[node_atom[k]]] = (int32_t)k;
-        for (int64_t c = 0; c < ncand; c++) {
-            if (c < cand_local) {
-                owner[c] = (int32_t)c;
-                continue;
-            }
-            auto it = node_of_tag.find(atom->tag[node_atom[c]]);
-            owner[c] = it == node_of_tag.end() ? -1 : it->second;
+        for (int64_t k = 0; k < cand_local; k++) node_of_tag[cand_tag[k]] = (int32_t)k;
+        for (int64_t k = 0; k < np; k++) {
+            auto it = node_of_tag.find(cand_tag[k]);
+            point_node[k] = it == node_of_tag.end() ? -1 : it->second;
         }
     } else {
-        for (int64_t c = 0; c < ncand; c++) owner[c] = (int32_t)c;
+        for (int64_t k = 0; k < np; k++) point_node[k] = (int32_t)k;
     }
-    const int64_t n_nodes = fold ? cand_local : ncand;
+    const int64_t n_nodes = fold ? cand_local : np;
     species.resize(n_nodes + 1);
     for (int64_t k = 0; k < n_nodes; k++) species[k] = type_species[type[node_atom[k]]];
-    cand_tag.resize(ncand + 1);
-    for (int64_t k = 0; k < ncand; k++) cand_tag[k] = atom->tag[node_atom[k]];
+    point_id.assign(cand_tag.begin(), cand_tag.end());
+    cgq_pair_list pl{np, cand_local, n_nodes, species.data(), nl->row_ptr, nl->sender, point_node.data(), point_id.data()};
+    if (cgq_evaluator_set_pairs(evaluator, &pl) != CGQ_STATUS_OK) fail_one("setting the candidate pairs");
     cand_ncalls = neighbor->ncalls, cand_nlocal = nlocal, cand_nall = nall, cand_fold = fold;
 }
 
-void PairCGEqui::build_graph(bool fold, int64_t &n_local_nodes, int64_t &n_nodes) {
+/* Rebuilds the candidates when needed (see build_candidates) and gathers this step's positions. */
+void PairCGEqui::update_points(bool fold) {
     const int nlocal = atom->nlocal, nall = nlocal + atom->nghost;
     double **x = atom->x;
     bool rebuild = neighbor->ncalls != cand_ncalls || nlocal != cand_nlocal || nall != cand_nall || fold != cand_fold;
+    const int64_t np = (int64_t)node_atom.size();
     if (!rebuild) { /* the same atoms at the same indices (LAMMPS sorts and migrates only when it re-neighbors,
                        * but a run with "pre no" may re-neighbor without a new count), none moved > skin/2 */
         const double half_skin2 = 0.25 * cand_skin * cand_skin;
-        const int64_t nc = (int64_t)node_atom.size();
         int moved = 0;
 #if defined(_OPENMP)
-#pragma omp parallel for reduction(| : moved) if (nc > 4096)
+#pragma omp parallel for reduction(| : moved) if (np > 4096)
 #endif
-        for (int64_t k = 0; k < nc; k++) {
+        for (int64_t k = 0; k < np; k++) {
             const double *p = x[node_atom[k]], *q = &cand_pos[3 * k];
             const double dx = p[0] - q[0], dy = p[1] - q[1], dz = p[2] - q[2];
             moved |= (dx * dx + dy * dy + dz * dz > half_skin2) || atom->tag[node_atom[k]] != cand_tag[k];
@@ -266,117 +266,57 @@ void PairCGEqui::build_graph(bool fold, int64_t &n_local_nodes, int64_t &n_nodes
         rebuild = moved != 0;
     }
     if (rebuild) build_candidates(fold);
-    n_local_nodes = cand_local;
-    n_nodes = fold ? cand_local : (int64_t)node_atom.size();
-    /* this step's edges: the candidates within the cutoff, v = x_receiver - x_sender; rows counted, then
-     * filled, in parallel (each row in candidate order, so the graph does not depend on the thread count) */
-    const double rc2 = cutoff * cutoff;
-    auto within = [&](int64_t k, int64_t e, double *v) {
-        const double *xi = x[node_atom[k]], *xj = x[node_atom[nl->sender[e]]];
-        v[0] = xi[0] - xj[0], v[1] = xi[1] - xj[1], v[2] = xi[2] - xj[2];
-        return v[0] * v[0] + v[1] * v[1] + v[2] * v[2] < rc2;
-    };
-    row_ptr.resize(cand_local + 1);
-    row_ptr[0] = 0;
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(static) if (cand_local > 1024)
-#endif
-    for (int64_t k = 0; k < cand_local; k++) {
-        int64_t n = 0;
-        double v[3];
-        for (int64_t e = nl->row_ptr[k]; e < nl->row_ptr[k + 1]; e++) n += within(k, e, v);
-        row_ptr[k + 1] = n;
-    }
-    for (int64_t k = 0; k < cand_local; k++) row_ptr[k + 1] += row_ptr[k];
-    const int64_t E = row_ptr[cand_local];
-    sender.resize(E + 1);
-    vec.resize(3 * E + 3);
-    int64_t bad_owner = -1, overlap = -1; /* candidate indices for the messages below */
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(static) reduction(max : bad_owner, overlap) if (cand_local > 1024)
-#endif
-    for (int64_t k = 0; k < cand_local; k++) {
-        int64_t out = row_ptr[k];
-        for (int64_t e = nl->row_ptr[k]; e < nl->row_ptr[k + 1]; e++) {
-            double *v = &vec[3 * out];
-            if (!within(k, e, v)) continue;
-            const int32_t c = nl->sender[e];
-            if (owner[c] < 0) bad_owner = c;
-            if (v[0] * v[0] + v[1] * v[1] + v[2] * v[2] < 1e-16) overlap = k;
-            sender[out++] = owner[c];
-        }
-    }
-    if (bad_owner >= 0)
-        error->one(FLERR, std::string("pair_style cgequi: ghost atom " + std::to_string(atom->tag[node_atom[bad_owner]]) +
-                              " has no local owner on a single rank"));
-    if (overlap >= 0)
-        error->one(FLERR, "pair_style cgequi: atom " + std::to_string(atom->tag[node_atom[overlap]]) +
-                              " overlaps another (closer than 1e-8 A); remove duplicate atoms");
+    points.resize(3 * node_atom.size() + 3);
+    for (size_t k = 0; k < node_atom.size(); k++)
+        for (int d = 0; d < 3; d++) points[3 * k + d] = x[node_atom[k]][d];
 }
 
 void PairCGEqui::compute(int eflag, int vflag) {
     ev_init(eflag, vflag);
     const bool fold = comm->nprocs == 1;
-    int64_t n_local_nodes = 0, n_nodes = 0;
-    build_graph(fold, n_local_nodes, n_nodes);
-    const int64_t E = row_ptr.back();
-    cgq_graph g{n_nodes, n_local_nodes, E, species.data(), row_ptr.data(), sender.data(), vec.data()};
-    cgq_exchange xc{this, forward_cb, reverse_cb};
-    node_energy.resize(n_local_nodes + 1);
-    edge_grad.resize(3 * E + 3);
-    double energy = 0.0;
-    if (cgq_evaluate_graph(evaluator, &g, fold ? nullptr : &xc, &energy, node_energy.data(), edge_grad.data()) !=
-        CGQ_STATUS_OK)
-        fail_one("evaluating the model");
-
-    /* per node rows: force (3) and per-atom virial (9, unsymmetrized halves of -v (x) g) */
+    update_points(fold);
+    const int64_t n_local = cand_local, n_nodes = fold ? cand_local : (int64_t)node_atom.size();
     const bool peratom_virial = vflag_atom || cvflag_atom;
-    const int W = peratom_virial ? 12 : 3;
-    node_buf.assign(W * n_nodes + W, 0.0);
-    double vir[9] = {0};
-    for (int64_t i = 0; i < n_local_nodes; i++)
-        for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++) {
-            const double *ge = &edge_grad[3 * e], *v = &vec[3 * e];
-            double *ri = &node_buf[W * i], *rs = &node_buf[W * (int64_t)sender[e]];
-            for (int k = 0; k < 3; k++) {
-                ri[k] -= ge[k];
-                rs[k] += ge[k];
-            }
-            for (int a = 0; a < 3; a++)
-                for (int b = 0; b < 3; b++) {
-                    const double w = -v[a] * ge[b];
-                    vir[3 * a + b] += w;
-                    if (peratom_virial) {
-                        ri[3 + 3 * a + b] += 0.5 * w;
-                        rs[3 + 3 * a + b] += 0.5 * w;
-                    }
-                }
-        }
-    if (!fold) exchange(node_buf.data(), W, true); /* ghost rows -> owners on other ranks */
-
+    node_force.resize(3 * n_nodes + 3);
+    node_energy.resize(n_local + 1);
+    node_virial.resize(peratom_virial ? 9 * n_nodes + 9 : 0);
+    cgq_node_result r{};
+    r.forces = node_force.data();
+    r.node_energies = node_energy.data();
+    r.node_virials = peratom_virial ? node_virial.data() : nullptr;
+    cgq_exchange xc{this, forward_cb, reverse_cb};
+    if (cgq_evaluate_pairs(evaluator, points.data(), fold ? nullptr : &xc, &r) != CGQ_STATUS_OK)
+        fail_one("evaluating the model");
+    if (!fold) { /* ghost rows (forces, per-atom virials) -> their owners on other ranks */
+        exchange(node_force.data(), 3, true);
+        if (peratom_virial) exchange(node_virial.data(), 9, true);
+    }
     double **f = atom->f;
-    for (int64_t k = 0; k < n_local_nodes; k++) {
+    for (int64_t k = 0; k < n_local; k++) {
         const int i = node_atom[k];
-        const double *r = &node_buf[W * k];
-        f[i][0] += r[0];
-        f[i][1] += r[1];
-        f[i][2] += r[2];
+        const double *fk = &node_force[3 * k];
+        f[i][0] += fk[0];
+        f[i][1] += fk[1];
+        f[i][2] += fk[2];
         if (eflag_atom) eatom[i] += node_energy[k];
+        if (!peratom_virial) continue;
+        const double *w = &node_virial[9 * k];
         if (vflag_atom) {
-            vatom[i][0] += r[3 + 0];
-            vatom[i][1] += r[3 + 4];
-            vatom[i][2] += r[3 + 8];
-            vatom[i][3] += 0.5 * (r[3 + 1] + r[3 + 3]);
-            vatom[i][4] += 0.5 * (r[3 + 2] + r[3 + 6]);
-            vatom[i][5] += 0.5 * (r[3 + 5] + r[3 + 7]);
+            vatom[i][0] += w[0];
+            vatom[i][1] += w[4];
+            vatom[i][2] += w[8];
+            vatom[i][3] += 0.5 * (w[1] + w[3]);
+            vatom[i][4] += 0.5 * (w[2] + w[6]);
+            vatom[i][5] += 0.5 * (w[5] + w[7]);
         }
         if (cvflag_atom) {
             static const int order[9] = {0, 4, 8, 1, 2, 5, 3, 6, 7}; /* xx yy zz xy xz yz yx zx zy */
-            for (int c = 0; c < 9; c++) cvatom[i][c] += r[3 + order[c]];
+            for (int c = 0; c < 9; c++) cvatom[i][c] += w[order[c]];
         }
     }
-    if (eflag_global) eng_vdwl += energy;
+    if (eflag_global) eng_vdwl += r.energy;
     if (vflag_global) {
+        const double *vir = r.virial;
         virial[0] += vir[0];
         virial[1] += vir[4];
         virial[2] += vir[8];

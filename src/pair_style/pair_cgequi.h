@@ -46,12 +46,12 @@ class PairCGEqui : public Pair {
     std::vector<int> type_species; /* LAMMPS type -> model species index, -1 = NULL (not cgequi's) */
     double cutoff = 0.0;
 
-    /* graph of this step; node k is LAMMPS atom node_atom[k]; atom_node[j] = node of atom j or -1 */
+    /* points of the graph: point k is LAMMPS atom node_atom[k]; atom_node[j] = point of atom j or -1 */
     std::vector<int> node_atom, atom_node;
-    std::vector<int32_t> species, sender, owner; /* owner: local node of each candidate node (fold) */
-    std::vector<int64_t> row_ptr;
-    std::vector<double> vec, node_energy, edge_grad, node_buf;
-    /* candidate edges within cutoff + skin of the local nodes, and the positions they were built from */
+    std::vector<int32_t> species, point_node; /* point_node: graph node of each point (its owner when folded) */
+    std::vector<int64_t> point_id;            /* atom tags, for the evaluator's messages */
+    std::vector<double> points, node_force, node_energy, node_virial;
+    /* candidate pairs within cutoff + skin of the local points, and the positions they were built from */
     ::cgq_neighbor_list *nl = nullptr;
     std::vector<double> cand_pos;
     std::vector<tagint> cand_tag;
@@ -68,7 +68,7 @@ class PairCGEqui : public Pair {
 
     void free_model();
     void build_candidates(bool fold);
-    void build_graph(bool fold, int64_t &n_local_nodes, int64_t &n_nodes);
+    void update_points(bool fold);
     [[noreturn]] void fail_all(const std::string &what);
     [[noreturn]] void fail_one(const std::string &what);
 };

@@ -33,6 +33,7 @@ extern "C" {
 
 #include "kernels/gpu/conv.cuh"
 #include "kernels/gpu/gemm.cuh"
+#include "kernels/gpu/graph_build.cuh"
 #include "kernels/gpu/node_ops.cuh"
 #include "kernels/gpu/symcon.cuh"
 
@@ -56,6 +57,23 @@ struct v2_buffers {
     double *edge_in = nullptr; /* float: Y, edge features and cutoff of every edge */
     double *dens = nullptr;    /* density MLP per chunk edge: output, activations, dE/d output, dE/d features */
     size_t caps[12] = {0};
+};
+
+/* cgq_evaluate_pairs: the candidate list on the device (set once per re-neighboring) and the per-step
+ * buffers that turn positions into the graph and edge gradients into forces. */
+struct pair_state {
+    bool set = false;
+    int64_t n_points = 0, n_local = 0, n_nodes = 0, n_cand = 0, n_sorted = 0;
+    void *buf = nullptr, *step = nullptr;
+    size_t cap = 0, step_cap = 0;
+    /* buf: candidate rows and their sender-node grouping (order: candidate ids grouped by sender node) */
+    int64_t *cand_row = nullptr, *cand_srow = nullptr;
+    int32_t *cand_recv = nullptr, *cand = nullptr, *order = nullptr, *point_node = nullptr, *species = nullptr;
+    /* step: positions, flags and scans, the graph's row pointers, error flags, outputs */
+    double *x = nullptr, *force = nullptr, *node_virial = nullptr, *vpart = nullptr, *virial = nullptr;
+    int32_t *keep = nullptr, *skeep = nullptr, *bad = nullptr;
+    int64_t *escan = nullptr, *sscan = nullptr, *tiles = nullptr, *row_ptr = nullptr, *srow = nullptr;
+    std::vector<int64_t> h_row, point_id; /* this step's rows (host copy, for the edge chunks); ids for messages */
 };
 
 struct cgq_gpu {
@@ -85,6 +103,7 @@ struct cgq_gpu {
     void *graph_stage = nullptr; /* pinned host copy of graph_buf (without erecv): one transfer per call */
     size_t stage_cap = 0;
     std::vector<double> host_rows; /* staging for exchanges and node energies */
+    pair_state pairs;
 };
 
 /* ---- model upload ------------------------------------------------------------------------------- */
@@ -480,7 +499,8 @@ static cudaError_t set_smem_limits(int cap) {
 
 extern "C" size_t cgq_gpu_bytes(const cgq_gpu *g) {
     if (!g) return 0;
-    size_t n = g->model_bytes + g->arena_cap + g->arena_f_cap + g->scratch_cap + g->graph_cap;
+    size_t n = g->model_bytes + g->arena_cap + g->arena_f_cap + g->scratch_cap + g->graph_cap + g->pairs.cap +
+               g->pairs.step_cap;
     for (size_t c : g->vb.caps) n += c;
     return n;
 }
@@ -502,6 +522,8 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFree(g->scratch);
     cudaFree(g->graph_buf);
     cudaFreeHost(g->graph_stage);
+    cudaFree(g->pairs.buf);
+    cudaFree(g->pairs.step);
     v2_buffers &b = g->vb;
     for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in, b.dens}) cudaFree(p);
     cudaFree(g->arena_f);
@@ -698,6 +720,156 @@ static cgq_status upload_graph(cgq_gpu *g, const cgq_graph *gr, mace_ctx *c) {
     return CGQ_STATUS_OK;
 }
 
+/* ---- cgq_evaluate_pairs: the graph of each step built on the device from positions ---------------- */
+/* n elements of P at base + off, 16-byte aligned; off advances (a null base only measures) */
+template <class P>
+static P *carve(char *base, size_t &off, size_t n) {
+    P *p = base ? reinterpret_cast<P *>(base + off) : nullptr;
+    off += (sizeof(P) * n + 15) / 16 * 16;
+    return p;
+}
+
+/* Exclusive scan of n int32 flags into out[0..n] (out[n] = total); tiles: (n / CGQ_SCAN_TILE + 1) int64. */
+static void scan_flags(const int32_t *in, int64_t n, int64_t *out, int64_t *tiles) {
+    const int64_t nt = (n + CGQ_SCAN_TILE - 1) / CGQ_SCAN_TILE;
+    if (nt) k_scan_tiles<<<(unsigned)nt, CGQ_SCAN_THREADS>>>(n, in, tiles);
+    k_scan_tile_sums<<<1, CGQ_SCAN_THREADS>>>(nt, tiles, out + n);
+    if (nt) k_scan_apply<<<(unsigned)nt, CGQ_SCAN_THREADS>>>(n, in, tiles, out);
+}
+
+extern "C" int cgq_gpu_runs_pairs(const cgq_gpu *g) { return g && g->v2; }
+
+extern "C" cgq_status cgq_gpu_set_pairs(cgq_gpu *g, const cgq_pair_list *pl) {
+    pair_state &ps = g->pairs;
+    ps.set = false;
+    const int64_t NP = pl->n_points, N = pl->n_local, NA = pl->n_nodes, C = N ? pl->row_ptr[N] : 0;
+    if (C > INT32_MAX || NP > INT32_MAX)
+        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "%lld candidate pairs of %lld atoms on one GPU: more than 2^31-1; use "
+                        "more MPI ranks (GPUs)", (long long)C, (long long)NP);
+    /* on the host, once: the receiver of each candidate, and the candidates grouped by sender node (stable) */
+    std::vector<int32_t> recv(C + 1), order(C + 1);
+    std::vector<int64_t> srow(NA + 2, 0);
+    for (int64_t i = 0; i < N; i++)
+        for (int64_t c = pl->row_ptr[i]; c < pl->row_ptr[i + 1]; c++) recv[c] = (int32_t)i;
+    int64_t ns = 0;
+    for (int64_t c = 0; c < C; c++) {
+        const int32_t node = pl->point_node[pl->candidate[c]];
+        if (node >= 0) srow[node + 1]++, ns++;
+    }
+    for (int64_t s = 0; s < NA; s++) srow[s + 1] += srow[s];
+    std::vector<int64_t> cursor(srow.begin(), srow.end() - 1);
+    for (int64_t c = 0; c < C; c++) {
+        const int32_t node = pl->point_node[pl->candidate[c]];
+        if (node >= 0) order[cursor[node]++] = (int32_t)c;
+    }
+    /* the fixed part, laid out alike on host and device and sent in one copy */
+    auto lay_fixed = [&](char *q) {
+        size_t o = 0;
+        ps.cand_row = carve<int64_t>(q, o, N + 1), ps.cand_srow = carve<int64_t>(q, o, NA + 1);
+        ps.cand_recv = carve<int32_t>(q, o, C), ps.cand = carve<int32_t>(q, o, C), ps.order = carve<int32_t>(q, o, ns);
+        ps.point_node = carve<int32_t>(q, o, NP), ps.species = carve<int32_t>(q, o, NA);
+        return o;
+    };
+    const size_t bytes = lay_fixed(nullptr);
+    std::vector<char> h(bytes + 16);
+    lay_fixed(h.data());
+    memcpy(ps.cand_row, pl->row_ptr, sizeof(int64_t) * (N + 1));
+    memcpy(ps.cand_srow, srow.data(), sizeof(int64_t) * (NA + 1));
+    if (C) memcpy(ps.cand_recv, recv.data(), sizeof(int32_t) * C), memcpy(ps.cand, pl->candidate, sizeof(int32_t) * C);
+    if (ns) memcpy(ps.order, order.data(), sizeof(int32_t) * ns);
+    if (NP) memcpy(ps.point_node, pl->point_node, sizeof(int32_t) * NP);
+    if (NA) memcpy(ps.species, pl->species, sizeof(int32_t) * NA);
+    CGQ_TRY(grow(&ps.buf, &ps.cap, bytes));
+    CGQ_CHECK_GPU(cudaMemcpy(ps.buf, h.data(), bytes, cudaMemcpyHostToDevice));
+    lay_fixed(static_cast<char *>(ps.buf));
+    /* the per-step buffers */
+    const int64_t tiles = std::max(C, ns) / CGQ_SCAN_TILE + 2;
+    auto lay_step = [&](char *q) {
+        size_t o = 0;
+        ps.x = carve<double>(q, o, 3 * NP), ps.keep = carve<int32_t>(q, o, C), ps.skeep = carve<int32_t>(q, o, ns);
+        ps.bad = carve<int32_t>(q, o, 2), ps.escan = carve<int64_t>(q, o, C + 1), ps.sscan = carve<int64_t>(q, o, ns + 1);
+        ps.tiles = carve<int64_t>(q, o, tiles), ps.row_ptr = carve<int64_t>(q, o, N + 1), ps.srow = carve<int64_t>(q, o, NA + 1);
+        ps.force = carve<double>(q, o, 3 * NA), ps.node_virial = carve<double>(q, o, 9 * NA), ps.vpart = carve<double>(q, o, 9 * N);
+        ps.virial = carve<double>(q, o, 9);
+        return o;
+    };
+    CGQ_TRY(grow(&ps.step, &ps.step_cap, lay_step(nullptr)));
+    lay_step(static_cast<char *>(ps.step));
+    ps.n_points = NP, ps.n_local = N, ps.n_nodes = NA, ps.n_cand = C, ps.n_sorted = ns;
+    if (pl->point_id) ps.point_id.assign(pl->point_id, pl->point_id + NP);
+    else ps.point_id.clear();
+    ps.set = true;
+    return CGQ_STATUS_OK;
+}
+
+/* Step 1 of a pairs evaluation: positions up, the kept candidates counted and scanned, the graph's row
+ * pointers down (the host plans the edge chunks with them). */
+static cgq_status pairs_count(cgq_gpu *g, const double *pos) {
+    pair_state &ps = g->pairs;
+    const int64_t N = ps.n_local, NA = ps.n_nodes, C = ps.n_cand, ns = ps.n_sorted;
+    const double rc = g->host_model->r_max;
+    if (ps.n_points) CGQ_CHECK_GPU(cudaMemcpy(ps.x, pos, sizeof(double) * 3 * ps.n_points, cudaMemcpyHostToDevice));
+    CGQ_CHECK_GPU(cudaMemsetAsync(ps.bad, 0x7f, 2 * sizeof(int32_t)));
+    if (C) k_pair_keep<<<blocks_for(C), CGQ_GPU_THREADS>>>(C, ps.cand_recv, ps.cand, ps.point_node, ps.x, rc * rc, ps.keep, ps.bad);
+    scan_flags(ps.keep, C, ps.escan, ps.tiles);
+    if (ns) k_gather_flags<<<blocks_for(ns), CGQ_GPU_THREADS>>>(ns, ps.order, ps.keep, ps.skeep);
+    scan_flags(ps.skeep, ns, ps.sscan, ps.tiles);
+    k_pair_rows<<<blocks_for(std::max(N, NA) + 1), CGQ_GPU_THREADS>>>(N, ps.cand_row, ps.escan, ps.row_ptr, NA, ps.cand_srow,
+                                                                     ps.sscan, ps.srow);
+    CGQ_LAUNCH_CHECK();
+    ps.h_row.resize(N + 1);
+    int32_t bad[2];
+    CGQ_CHECK_GPU(cudaMemcpy(ps.h_row.data(), ps.row_ptr, sizeof(int64_t) * (N + 1), cudaMemcpyDeviceToHost));
+    CGQ_CHECK_GPU(cudaMemcpy(bad, ps.bad, sizeof bad, cudaMemcpyDeviceToHost));
+    for (int k = 0; k < 2; k++) {
+        if (bad[k] == 0x7f7f7f7f) continue;
+        int32_t i = 0, j = 0;
+        CGQ_CHECK_GPU(cudaMemcpy(&i, ps.cand_recv + bad[k], sizeof i, cudaMemcpyDeviceToHost));
+        CGQ_CHECK_GPU(cudaMemcpy(&j, ps.cand + bad[k], sizeof j, cudaMemcpyDeviceToHost));
+        const long long a = ps.point_id.empty() ? i : ps.point_id[i], b = ps.point_id.empty() ? j : ps.point_id[j];
+        if (k == 0)
+            return cgq_fail(CGQ_STATUS_BAD_INPUT, "atom %lld within the cutoff of atom %lld has no graph node (a ghost "
+                            "copy whose owner is not a local atom)", b, a);
+        return cgq_fail(CGQ_STATUS_BAD_INPUT, "atoms %lld and %lld are closer than 1e-8 A: remove duplicate atoms", a, b);
+    }
+    return CGQ_STATUS_OK;
+}
+
+/* Step 2 (after the layout): the edges (sender, vector, receiver) and the edges grouped by sender. */
+static cgq_status pairs_fill(cgq_gpu *g, mace_ctx *c) {
+    pair_state &ps = g->pairs;
+    const int64_t E = c->E, C = ps.n_cand, ns = ps.n_sorted;
+    auto lay = [&](char *q) {
+        size_t o = 0;
+        c->sender = carve<int32_t>(q, o, E), c->vec = carve<double>(q, o, 3 * E);
+        c->sedge = carve<int32_t>(q, o, E), c->erecv = carve<int32_t>(q, o, E);
+        return o;
+    };
+    CGQ_TRY(grow(&g->graph_buf, &g->graph_cap, lay(nullptr)));
+    lay(static_cast<char *>(g->graph_buf));
+    c->species = ps.species, c->row_ptr = ps.row_ptr, c->srow = ps.srow;
+    if (C) k_pair_edges<<<blocks_for(C), CGQ_GPU_THREADS>>>(C, ps.cand_recv, ps.cand, ps.point_node, ps.x, ps.keep, ps.escan,
+                                                          const_cast<int32_t *>(c->sender), const_cast<double *>(c->vec), c->erecv);
+    if (ns) k_pair_sender_edges<<<blocks_for(ns), CGQ_GPU_THREADS>>>(ns, ps.order, ps.skeep, ps.sscan, ps.escan, c->sedge);
+    CGQ_LAUNCH_CHECK();
+    return CGQ_STATUS_OK;
+}
+
+/* Step 3 (after the reverse pass): forces and virials per node from the edge gradients, and their download. */
+static cgq_status pairs_forces(cgq_gpu *g, const mace_ctx &c, cgq_node_result *r) {
+    pair_state &ps = g->pairs;
+    const int64_t N = ps.n_local, NA = ps.n_nodes;
+    if (NA) k_node_forces<<<blocks_for(NA), CGQ_GPU_THREADS>>>(NA, N, c.row_ptr, c.srow, c.sedge, c.vec, c.edge_grad, ps.force,
+                                                              r->node_virials ? ps.node_virial : nullptr, ps.vpart);
+    k_virial_sum<<<1, CGQ_SCAN_THREADS>>>(N, ps.vpart, ps.virial);
+    CGQ_LAUNCH_CHECK();
+    if (r->forces && NA) CGQ_CHECK_GPU(cudaMemcpy(r->forces, ps.force, sizeof(double) * 3 * NA, cudaMemcpyDeviceToHost));
+    if (r->node_virials && NA)
+        CGQ_CHECK_GPU(cudaMemcpy(r->node_virials, ps.node_virial, sizeof(double) * 9 * NA, cudaMemcpyDeviceToHost));
+    CGQ_CHECK_GPU(cudaMemcpy(r->virial, ps.virial, sizeof(double) * 9, cudaMemcpyDeviceToHost));
+    return CGQ_STATUS_OK;
+}
+
 /* Sum of the node energies in fixed order (deterministic), and the per-node energies if asked. */
 static cgq_status collect_energy(cgq_gpu *g, const mace_ctx &c, double *energy, double *node_energy) {
     g->host_rows.resize((size_t)c.N + 1);
@@ -834,14 +1006,13 @@ struct edge_chunk {
 };
 
 /* Receiver ranges whose edges fit max_edges (a row is never split). */
-static std::vector<edge_chunk> edge_chunks(const cgq_graph *gr, int64_t max_edges) {
+static std::vector<edge_chunk> edge_chunks(const int64_t *row_ptr, int64_t N, int64_t max_edges) {
     std::vector<edge_chunk> out;
     int64_t i0 = 0;
-    const int64_t N = gr->n_local;
     while (i0 < N) {
         int64_t i1 = i0 + 1;
-        while (i1 < N && gr->row_ptr[i1 + 1] - gr->row_ptr[i0] <= max_edges) i1++;
-        out.push_back({i0, i1, gr->row_ptr[i0], gr->row_ptr[i1]});
+        while (i1 < N && row_ptr[i1 + 1] - row_ptr[i0] <= max_edges) i1++;
+        out.push_back({i0, i1, row_ptr[i0], row_ptr[i1]});
         i0 = i1;
     }
     return out;
@@ -884,9 +1055,11 @@ static void node_linear_bwd(const cgq_linear *hl, const cgq_linear *sl, const cg
 
 /* v2 in working precision T (double, or float with double geometry, readouts, energies and force sums):
  * the layer arrays live in an arena of T laid out like the double arena (same element offsets). */
+/* The graph comes from the host (gr, cgq_evaluate_graph: edge gradients out) or is built on the device from
+ * positions and the candidate pairs (pos, cgq_evaluate_pairs: forces and virials out in nr). */
 template <class T>
-static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchange *xc, double *energy,
-                              double *node_energy, double *edge_grad) {
+static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos, const cgq_exchange *xc, double *energy,
+                              double *node_energy, double *edge_grad, cgq_node_result *nr) {
     const bool f32 = sizeof(T) == sizeof(float);
     const cgq_model *hm = g->host_model;
     const cgq_model *sm = f32 ? &g->shadow_f : &g->shadow; /* weights in T, device pointers */
@@ -894,11 +1067,14 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     mace_ctx c;
     memset(&c, 0, sizeof c);
     c.m = hm;
-    c.N = gr->n_local, c.NA = gr->n_nodes, c.E = gr->n_edges;
+    phase_profiler prof;
+    if (!gr) CGQ_TRY(pairs_count(g, pos));
+    const int64_t *h_row = gr ? gr->row_ptr : g->pairs.h_row.data();
+    c.N = gr ? gr->n_local : g->pairs.n_local, c.NA = gr ? gr->n_nodes : g->pairs.n_nodes, c.E = h_row[c.N];
     c.nY = (hm->lmax_sh + 1) * (hm->lmax_sh + 1), c.nb = hm->n_bessel;
     const int64_t N = c.N, NA = c.NA, E = c.E;
-    const int L = hm->n_layers, want_grad = edge_grad != nullptr, nb = c.nb, nY = c.nY;
-    phase_profiler prof;
+    const int L = hm->n_layers, want_grad = !gr || edge_grad != nullptr, nb = c.nb, nY = c.nY;
+    prof.mark("graph_build");
     const size_t need = mace_layout(&c, nullptr, want_grad, 0, 0);
     CGQ_TRY(grow((void **)&g->arena, &g->arena_cap, sizeof(double) * (need + 1)));
     mace_layout(&c, g->arena, want_grad, 0, 0);
@@ -909,7 +1085,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     };
     CGQ_TRY(grow((void **)&g->scratch, &g->scratch_cap, sizeof(double) * (c.esz + c.nsz) * scratch_threads(N)));
     prof.mark("setup");
-    CGQ_TRY(upload_graph(g, gr, &c));
+    CGQ_TRY(gr ? upload_graph(g, gr, &c) : pairs_fill(g, &c));
     prof.mark("graph_upload");
 
     /* per-edge buffers of one chunk of receivers: MLP outputs and activations (+ their gradients) */
@@ -929,14 +1105,14 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     const int64_t dens_per_edge = dcs ? 2 + dcs + nb : 2; /* d, activations, gd, gef of the density MLP */
     const int64_t per_edge = wn + cs + dens_per_edge + (want_grad ? wn + 2 * maxw + nb : 0);
     int64_t max_deg = 1;
-    for (int64_t i = 0; i < N; i++) max_deg = std::max(max_deg, gr->row_ptr[i + 1] - gr->row_ptr[i]);
+    for (int64_t i = 0; i < N; i++) max_deg = std::max(max_deg, h_row[i + 1] - h_row[i]);
     size_t free_b = 0, total_b = 0;
     CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
     free_b += g->vb.caps[0] + g->vb.caps[1]; /* this call may reuse its own chunk buffers */
     const size_t budget = std::min<size_t>(free_b / 3, (size_t)4 << 30);
     const int64_t chunk_edges = std::max<int64_t>(
         max_deg, std::min<int64_t>({E, (int64_t)(budget / (sizeof(T) * per_edge)), g->max_chunk_edges}));
-    const std::vector<edge_chunk> chunks = edge_chunks(gr, chunk_edges);
+    const std::vector<edge_chunk> chunks = edge_chunks(h_row, N, chunk_edges);
     v2_buffers &b = g->vb;
     /* the buffers are sized in doubles, which also holds them in float */
     CGQ_TRY(grow_d(&b.edge_in, &b.caps[10], f32 ? (size_t)E * (nY + nb + 1) : 0));
@@ -1138,7 +1314,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
         gh = gh_prev;
         gh_prev = swap;
     }
-    if (E) CGQ_CHECK_GPU(cudaMemcpy(edge_grad, c.edge_grad, sizeof(double) * 3 * E, cudaMemcpyDeviceToHost));
+    if (!gr) CGQ_TRY(pairs_forces(g, c, nr));
+    else if (E) CGQ_CHECK_GPU(cudaMemcpy(edge_grad, c.edge_grad, sizeof(double) * 3 * E, cudaMemcpyDeviceToHost));
     prof.mark("download");
     return CGQ_STATUS_OK;
 }
@@ -1146,8 +1323,16 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
 extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cgq_exchange *xc, double *energy,
                                        double *node_energy, double *edge_grad) {
     if (!g->v2) return evaluate_v1(g, gr, xc, energy, node_energy, edge_grad);
-    return g->fp32 ? evaluate_v2<float>(g, gr, xc, energy, node_energy, edge_grad)
-                   : evaluate_v2<double>(g, gr, xc, energy, node_energy, edge_grad);
+    return g->fp32 ? evaluate_v2<float>(g, gr, nullptr, xc, energy, node_energy, edge_grad, nullptr)
+                   : evaluate_v2<double>(g, gr, nullptr, xc, energy, node_energy, edge_grad, nullptr);
+}
+
+extern "C" cgq_status cgq_gpu_evaluate_pairs(cgq_gpu *g, const double *positions, const cgq_exchange *xc,
+                                             cgq_node_result *r) {
+    if (!g->v2 || !g->pairs.set)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_gpu_evaluate_pairs: no candidate pairs on the device");
+    return g->fp32 ? evaluate_v2<float>(g, nullptr, positions, xc, &r->energy, r->node_energies, nullptr, r)
+                   : evaluate_v2<double>(g, nullptr, positions, xc, &r->energy, r->node_energies, nullptr, r);
 }
 
 /* ---- kernel test entry: the product basis alone on caller-given inputs ------------------------------- */

@@ -23,6 +23,11 @@ size_t cgq_gpu_bytes(const cgq_gpu *gpu);
 /* Same contract as the CPU backend (energy, per-local-node energy, dE/dvec per edge). */
 cgq_status cgq_gpu_evaluate(cgq_gpu *gpu, const cgq_graph *g, const cgq_exchange *xc, double *energy,
                             double *node_energy, double *edge_grad);
+/* cgq_evaluate_pairs on the device (models the v2 kernels run; else the evaluator builds the graph on the
+ * host): the candidate list once per re-neighboring, then positions in, forces and virials out. */
+int cgq_gpu_runs_pairs(const cgq_gpu *gpu);
+cgq_status cgq_gpu_set_pairs(cgq_gpu *gpu, const cgq_pair_list *pairs);
+cgq_status cgq_gpu_evaluate_pairs(cgq_gpu *gpu, const double *positions, const cgq_exchange *xc, cgq_node_result *result);
 /* Kernel test entry (tests/test_gpu_kernels.cpp): layer's product basis B of A [n][C*D] and dE/dA from gB
  * [n][product_out.dim], run by the GPU kernels in the evaluator's precision on these inputs alone. */
 cgq_status cgq_gpu_product_basis(cgq_gpu *gpu, int layer, int64_t n, const int32_t *species, const double *A,

@@ -1,0 +1,186 @@
+/* pairs.c: positions-only evaluation (cgq_evaluator_set_pairs, cgq_evaluate_pairs): the candidate list is
+ * validated and kept; each step keeps the candidates within the cutoff and returns forces and virials per
+ * node. GPU backends that run the v2 kernels build the graph and sum the forces on the device; otherwise
+ * the same is done here on the host around cgq_evaluate_graph. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/evaluator_impl.h"
+#include "common/error.h"
+#ifdef CGQ_HAVE_GPU
+#include "kernels/gpu/mace_gpu.h"
+#endif
+
+void cgq_pairs_free(cgq_pairs *p) {
+    free(p->species), free(p->candidate), free(p->point_node), free(p->row_ptr), free(p->point_id);
+    free(p->g_row), free(p->g_sender), free(p->g_vec), free(p->g_grad);
+    memset(p, 0, sizeof *p);
+}
+
+static long long point_id(const cgq_pairs *p, int64_t k) { return p->point_id ? (long long)p->point_id[k] : (long long)k; }
+
+static cgq_status validate_pairs(const cgq_model *m, const cgq_pair_list *l) {
+    if (l->n_points < 0 || l->n_local < 0 || l->n_local > l->n_points)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: need 0 <= n_local <= n_points");
+    if (l->n_points > INT32_MAX) return cgq_fail(CGQ_STATUS_UNSUPPORTED, "pair list: more than 2^31-1 points");
+    if (l->n_nodes != l->n_local && l->n_nodes != l->n_points)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: n_nodes must be n_local (copies folded onto local atoms) "
+                        "or n_points (ghost nodes)");
+    if ((l->n_nodes && !l->species) || !l->row_ptr || (l->n_points && !l->point_node))
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: species, row_ptr and point_node must not be NULL");
+    if (l->row_ptr[0] != 0) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: row_ptr must start at 0");
+    for (int64_t i = 0; i < l->n_local; i++)
+        if (l->row_ptr[i + 1] < l->row_ptr[i]) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: row_ptr decreases");
+    const int64_t C = l->row_ptr[l->n_local];
+    if (C && !l->candidate) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: candidate must not be NULL");
+    for (int64_t i = 0; i < l->n_nodes; i++)
+        if (l->species[i] < 0 || l->species[i] >= m->n_species)
+            return cgq_fail(CGQ_STATUS_BAD_INPUT, "pair list: node %lld has species index %d; the model has %d species",
+                            (long long)i, l->species[i], m->n_species);
+    for (int64_t k = 0; k < l->n_points; k++) {
+        const int32_t node = l->point_node[k];
+        if (node < -1 || node >= l->n_nodes || (k < l->n_local && node != k) || (l->n_nodes == l->n_points && node != k))
+            return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: point %lld maps to node %d (local points and, with "
+                            "ghost nodes, every point must map to itself)", (long long)k, node);
+    }
+    for (int64_t i = 0; i < l->n_local; i++)
+        for (int64_t c = l->row_ptr[i]; c < l->row_ptr[i + 1]; c++)
+            if (l->candidate[c] < 0 || l->candidate[c] >= l->n_points || l->candidate[c] == i)
+                return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: receiver %lld has candidate %d (must be another "
+                                "point, 0..%lld)", (long long)i, l->candidate[c], (long long)l->n_points - 1);
+    return CGQ_STATUS_OK;
+}
+
+static void *copy_of(const void *src, size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (p && bytes) memcpy(p, src, bytes);
+    return p;
+}
+
+cgq_status cgq_evaluator_set_pairs(cgq_evaluator *ev, const cgq_pair_list *l) {
+    if (!ev || !l) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluator_set_pairs: evaluator and pairs must not be NULL");
+    cgq_pairs *p = &ev->pairs;
+    p->set = 0;
+    CGQ_TRY(validate_pairs(ev->model, l));
+    const int64_t C = l->row_ptr[l->n_local];
+    free(p->species), free(p->candidate), free(p->point_node), free(p->row_ptr), free(p->point_id);
+    p->species = copy_of(l->species, sizeof(int32_t) * (size_t)l->n_nodes);
+    p->row_ptr = copy_of(l->row_ptr, sizeof(int64_t) * (size_t)(l->n_local + 1));
+    p->candidate = copy_of(l->candidate, sizeof(int32_t) * (size_t)C);
+    p->point_node = copy_of(l->point_node, sizeof(int32_t) * (size_t)l->n_points);
+    p->point_id = l->point_id ? copy_of(l->point_id, sizeof(int64_t) * (size_t)l->n_points) : NULL;
+    if (!p->species || !p->row_ptr || !p->candidate || !p->point_node || (l->point_id && !p->point_id))
+        return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory copying %lld candidate pairs", (long long)C);
+    p->list = *l;
+    p->list.species = p->species, p->list.row_ptr = p->row_ptr, p->list.candidate = p->candidate;
+    p->list.point_node = p->point_node, p->list.point_id = p->point_id;
+#ifdef CGQ_HAVE_GPU
+    if (ev->gpu && cgq_gpu_runs_pairs(ev->gpu)) CGQ_TRY(cgq_gpu_set_pairs(ev->gpu, &p->list));
+#endif
+    p->set = 1;
+    return CGQ_STATUS_OK;
+}
+
+/* This step's graph on the host: the candidates within the cutoff, in candidate order (rows counted, then
+ * filled, in parallel; the result does not depend on the thread count). */
+static cgq_status host_graph(cgq_evaluator *ev, const double *x) {
+    cgq_pairs *p = &ev->pairs;
+    const cgq_pair_list *l = &p->list;
+    const int64_t N = l->n_local;
+    const double rc2 = ev->model->r_max * ev->model->r_max;
+    CGQ_TRY(cgq_grow_array((void **)&p->g_row, &p->g_caps[0], N + 1, sizeof(int64_t)));
+    p->g_row[0] = 0;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (N > 1024)
+#endif
+    for (int64_t i = 0; i < N; i++) {
+        int64_t n = 0;
+        for (int64_t c = l->row_ptr[i]; c < l->row_ptr[i + 1]; c++) {
+            const double *a = x + 3 * i, *b = x + 3 * (int64_t)l->candidate[c];
+            const double v0 = a[0] - b[0], v1 = a[1] - b[1], v2 = a[2] - b[2];
+            n += v0 * v0 + v1 * v1 + v2 * v2 < rc2;
+        }
+        p->g_row[i + 1] = n;
+    }
+    for (int64_t i = 0; i < N; i++) p->g_row[i + 1] += p->g_row[i];
+    const int64_t E = p->g_row[N];
+    CGQ_TRY(cgq_grow_array((void **)&p->g_sender, &p->g_caps[1], E + 1, sizeof(int32_t)));
+    CGQ_TRY(cgq_grow_array((void **)&p->g_vec, &p->g_caps[2], 3 * (E + 1), sizeof(double)));
+    CGQ_TRY(cgq_grow_array((void **)&p->g_grad, &p->g_caps[3], 3 * (E + 1), sizeof(double)));
+    int64_t no_node = -1, overlap = -1; /* first offending candidate */
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) reduction(max : no_node, overlap) if (N > 1024)
+#endif
+    for (int64_t i = 0; i < N; i++) {
+        int64_t out = p->g_row[i];
+        for (int64_t c = l->row_ptr[i]; c < l->row_ptr[i + 1]; c++) {
+            const int32_t j = l->candidate[c];
+            const double *a = x + 3 * i, *b = x + 3 * (int64_t)j;
+            double *v = p->g_vec + 3 * out;
+            v[0] = a[0] - b[0], v[1] = a[1] - b[1], v[2] = a[2] - b[2];
+            const double r2 = v[0] * v[0] + v[1] * v[1] + v[2] * v[2];
+            if (!(r2 < rc2)) continue;
+            if (l->point_node[j] < 0) no_node = c;
+            if (r2 < 1e-16) overlap = c;
+            p->g_sender[out++] = l->point_node[j];
+        }
+    }
+    if (no_node >= 0 || overlap >= 0) {
+        const int64_t c = no_node >= 0 ? no_node : overlap;
+        int64_t i = 0;
+        while (l->row_ptr[i + 1] <= c) i++;
+        if (no_node >= 0)
+            return cgq_fail(CGQ_STATUS_BAD_INPUT, "atom %lld within the cutoff of atom %lld has no graph node (a ghost "
+                            "copy whose owner is not a local atom)", point_id(p, l->candidate[c]), point_id(p, i));
+        return cgq_fail(CGQ_STATUS_BAD_INPUT, "atoms %lld and %lld are closer than 1e-8 A: remove duplicate atoms",
+                        point_id(p, i), point_id(p, l->candidate[c]));
+    }
+    return CGQ_STATUS_OK;
+}
+
+/* Forces and virials per node from the edge gradients of the host graph, in a fixed order. */
+static void host_forces(const cgq_pairs *p, cgq_node_result *r) {
+    const cgq_pair_list *l = &p->list;
+    const int64_t N = l->n_local, NA = l->n_nodes;
+    double W[9] = {0};
+    if (r->forces) memset(r->forces, 0, sizeof(double) * 3 * (size_t)NA);
+    if (r->node_virials) memset(r->node_virials, 0, sizeof(double) * 9 * (size_t)NA);
+    for (int64_t i = 0; i < N; i++)
+        for (int64_t e = p->g_row[i]; e < p->g_row[i + 1]; e++) {
+            const double *g = p->g_grad + 3 * e, *v = p->g_vec + 3 * e;
+            const int64_t s = p->g_sender[e];
+            if (r->forces)
+                for (int k = 0; k < 3; k++) r->forces[3 * i + k] -= g[k], r->forces[3 * s + k] += g[k];
+            for (int a = 0; a < 3; a++)
+                for (int b = 0; b < 3; b++) {
+                    const double w = -v[a] * g[b];
+                    W[3 * a + b] += w;
+                    if (r->node_virials) r->node_virials[9 * i + 3 * a + b] += 0.5 * w, r->node_virials[9 * s + 3 * a + b] += 0.5 * w;
+                }
+        }
+    memcpy(r->virial, W, sizeof W);
+}
+
+cgq_status cgq_evaluate_pairs(cgq_evaluator *ev, const double *x, const cgq_exchange *xc, cgq_node_result *r) {
+    if (!ev || !r) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluate_pairs: evaluator and result must not be NULL");
+    cgq_pairs *p = &ev->pairs;
+    if (!p->set) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluate_pairs: call cgq_evaluator_set_pairs first");
+    const cgq_pair_list *l = &p->list;
+    if (l->n_nodes != l->n_local && (!xc || !xc->forward || !xc->reverse))
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "a pair list with ghost nodes needs an exchange (forward and reverse)");
+    if (l->n_points && !x) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluate_pairs: positions are NULL");
+    for (int64_t k = 0; k < 3 * l->n_points; k++)
+        if (!isfinite(x[k]))
+            return cgq_fail(CGQ_STATUS_BAD_INPUT, "atom %lld has a non-finite position (%g); the simulation has blown up "
+                            "or the input is corrupt", point_id(p, k / 3), x[k]);
+#ifdef CGQ_HAVE_GPU
+    if (ev->gpu && cgq_gpu_runs_pairs(ev->gpu)) return cgq_gpu_evaluate_pairs(ev->gpu, x, xc, r);
+#endif
+    CGQ_TRY(host_graph(ev, x));
+    cgq_graph g = {l->n_nodes, l->n_local, p->g_row[l->n_local], l->species, p->g_row, p->g_sender, p->g_vec};
+    /* the exchange is collective: passed on even where this domain has no ghosts, as the other domains call it */
+    CGQ_TRY(cgq_evaluate_graph(ev, &g, xc, &r->energy, r->node_energies, p->g_grad));
+    host_forces(p, r);
+    return CGQ_STATUS_OK;
+}

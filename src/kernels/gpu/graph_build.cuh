@@ -1,0 +1,172 @@
+/* graph_build.cuh: the graph of one step built on the GPU from positions and the candidate pairs
+ * (cgq_evaluate_pairs), and the forces and virials summed per node from the edge gradients.
+ * Edges keep candidate order; every sum has a fixed order (integer scans; one thread per node row; a
+ * fixed-shape tree for the virial), so the results are bitwise reproducible. Integer atomics only
+ * record the first bad candidate for the error message. */
+#ifndef CGQ_GRAPH_BUILD_CUH
+#define CGQ_GRAPH_BUILD_CUH
+
+#include <stdint.h>
+
+#define CGQ_SCAN_THREADS 256
+#define CGQ_SCAN_ITEMS 4 /* per thread: a block scans 1024 flags */
+#define CGQ_SCAN_TILE (CGQ_SCAN_THREADS * CGQ_SCAN_ITEMS)
+
+/* keep[c] = candidate c is an edge this step (|x_recv - x_sender| < cutoff); bad[0] = first kept candidate
+ * whose sender has no graph node, bad[1] = first kept candidate of zero length (overlapping atoms) */
+__global__ void k_pair_keep(int64_t n_cand, const int32_t *cand_recv, const int32_t *cand, const int32_t *point_node,
+                            const double *x, double rc2, int32_t *keep, int32_t *bad) {
+    for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < n_cand; c += (int64_t)gridDim.x * blockDim.x) {
+        const double *xi = x + 3 * (int64_t)cand_recv[c], *xj = x + 3 * (int64_t)cand[c];
+        const double v0 = xi[0] - xj[0], v1 = xi[1] - xj[1], v2 = xi[2] - xj[2];
+        const double r2 = v0 * v0 + v1 * v1 + v2 * v2;
+        const int k = r2 < rc2;
+        keep[c] = k;
+        if (k && point_node[cand[c]] < 0) atomicMin(&bad[0], (int32_t)c);
+        if (k && r2 < 1e-16) atomicMin(&bad[1], (int32_t)c);
+    }
+}
+
+/* sorted_keep[k] = keep[order[k]]: the flags in the candidates' sender order */
+__global__ void k_gather_flags(int64_t n, const int32_t *order, const int32_t *keep, int32_t *sorted_keep) {
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n; k += (int64_t)gridDim.x * blockDim.x)
+        sorted_keep[k] = keep[order[k]];
+}
+
+/* Exclusive scan of int32 flags into int64, in three passes: tile sums, a scan of the tile sums by one
+ * block, and each tile's scan plus its offset. out[n] = total. */
+__device__ int64_t block_exclusive_scan(int64_t v, int64_t *sh, int64_t *total) {
+    const int t = threadIdx.x;
+    sh[t] = v;
+    __syncthreads();
+    for (int d = 1; d < CGQ_SCAN_THREADS; d <<= 1) { /* Hillis-Steele inclusive scan */
+        const int64_t add = t >= d ? sh[t - d] : 0;
+        __syncthreads();
+        sh[t] += add;
+        __syncthreads();
+    }
+    const int64_t incl = sh[t];
+    *total = sh[CGQ_SCAN_THREADS - 1];
+    __syncthreads();
+    return incl - v;
+}
+
+__global__ void __launch_bounds__(CGQ_SCAN_THREADS) k_scan_tiles(int64_t n, const int32_t *in, int64_t *tile_sum) {
+    __shared__ int64_t sh[CGQ_SCAN_THREADS];
+    const int64_t base = (int64_t)blockIdx.x * CGQ_SCAN_TILE + (int64_t)threadIdx.x * CGQ_SCAN_ITEMS;
+    int64_t s = 0;
+    for (int k = 0; k < CGQ_SCAN_ITEMS; k++) s += base + k < n ? in[base + k] : 0;
+    int64_t total;
+    block_exclusive_scan(s, sh, &total);
+    if (threadIdx.x == 0) tile_sum[blockIdx.x] = total;
+}
+
+__global__ void __launch_bounds__(CGQ_SCAN_THREADS) k_scan_tile_sums(int64_t n_tiles, int64_t *tile_sum, int64_t *out_total) {
+    __shared__ int64_t sh[CGQ_SCAN_THREADS];
+    int64_t carry = 0;
+    for (int64_t b = 0; b < n_tiles; b += CGQ_SCAN_THREADS) {
+        const int64_t k = b + threadIdx.x;
+        const int64_t v = k < n_tiles ? tile_sum[k] : 0;
+        int64_t total;
+        const int64_t ex = block_exclusive_scan(v, sh, &total);
+        if (k < n_tiles) tile_sum[k] = carry + ex;
+        carry += total;
+    }
+    if (threadIdx.x == 0) *out_total = carry;
+}
+
+__global__ void __launch_bounds__(CGQ_SCAN_THREADS) k_scan_apply(int64_t n, const int32_t *in, const int64_t *tile_off, int64_t *out) {
+    __shared__ int64_t sh[CGQ_SCAN_THREADS];
+    const int64_t base = (int64_t)blockIdx.x * CGQ_SCAN_TILE + (int64_t)threadIdx.x * CGQ_SCAN_ITEMS;
+    int64_t v[CGQ_SCAN_ITEMS], s = 0;
+    for (int k = 0; k < CGQ_SCAN_ITEMS; k++) v[k] = base + k < n ? in[base + k] : 0, s += v[k];
+    int64_t total;
+    int64_t run = block_exclusive_scan(s, sh, &total) + tile_off[blockIdx.x];
+    for (int k = 0; k < CGQ_SCAN_ITEMS; k++) {
+        if (base + k < n) out[base + k] = run;
+        run += v[k];
+    }
+}
+
+/* row_ptr[i] = edges before receiver i's candidates; srow[s] = edges of senders before s */
+__global__ void k_pair_rows(int64_t n_local, const int64_t *cand_row, const int64_t *escan, int64_t *row_ptr, int64_t n_nodes,
+                            const int64_t *cand_srow, const int64_t *sscan, int64_t *srow) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i <= n_local || i <= n_nodes;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        if (i <= n_local) row_ptr[i] = escan[cand_row[i]];
+        if (i <= n_nodes) srow[i] = sscan[cand_srow[i]];
+    }
+}
+
+/* the kept candidates' edges: sender node, v = x_receiver - x_sender, receiver */
+__global__ void k_pair_edges(int64_t n_cand, const int32_t *cand_recv, const int32_t *cand, const int32_t *point_node,
+                             const double *x, const int32_t *keep, const int64_t *escan, int32_t *sender, double *vec,
+                             int32_t *erecv) {
+    for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < n_cand; c += (int64_t)gridDim.x * blockDim.x) {
+        if (!keep[c]) continue;
+        const int64_t e = escan[c];
+        const int32_t i = cand_recv[c], j = cand[c];
+        for (int d = 0; d < 3; d++) vec[3 * e + d] = x[3 * (int64_t)i + d] - x[3 * (int64_t)j + d];
+        sender[e] = point_node[j];
+        erecv[e] = i;
+    }
+}
+
+/* sedge: the edges grouped by sender node (candidate order within a sender) */
+__global__ void k_pair_sender_edges(int64_t n_cand, const int32_t *order, const int32_t *sorted_keep, const int64_t *sscan,
+                                    const int64_t *escan, int32_t *sedge) {
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n_cand; k += (int64_t)gridDim.x * blockDim.x)
+        if (sorted_keep[k]) sedge[sscan[k]] = (int32_t)escan[order[k]];
+}
+
+/* Per node: force = sum of dE/dv over edges it sends minus over edges it receives; node virial (if asked)
+ * = half of -v (x) g of every edge it receives or sends; vpart = -v (x) g summed over its received edges
+ * (each edge once, for the global virial). */
+__global__ void k_node_forces(int64_t n_nodes, int64_t n_local, const int64_t *row_ptr, const int64_t *srow,
+                              const int32_t *sedge, const double *vec, const double *grad, double *force,
+                              double *node_virial, double *vpart) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n_nodes; i += (int64_t)gridDim.x * blockDim.x) {
+        double f[3] = {0, 0, 0}, wr[9] = {0}, ws[9] = {0};
+        if (i < n_local)
+            for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++) {
+                const double *g = grad + 3 * e, *v = vec + 3 * e;
+                for (int a = 0; a < 3; a++) {
+                    f[a] -= g[a];
+                    for (int b = 0; b < 3; b++) wr[3 * a + b] -= v[a] * g[b];
+                }
+            }
+        for (int64_t k = srow[i]; k < srow[i + 1]; k++) {
+            const int64_t e = sedge[k];
+            const double *g = grad + 3 * e, *v = vec + 3 * e;
+            for (int a = 0; a < 3; a++) {
+                f[a] += g[a];
+                if (node_virial)
+                    for (int b = 0; b < 3; b++) ws[3 * a + b] -= v[a] * g[b];
+            }
+        }
+        for (int a = 0; a < 3; a++) force[3 * i + a] = f[a];
+        if (node_virial)
+            for (int k = 0; k < 9; k++) node_virial[9 * i + k] = 0.5 * (wr[k] + ws[k]);
+        if (i < n_local)
+            for (int k = 0; k < 9; k++) vpart[9 * i + k] = wr[k];
+    }
+}
+
+/* virial[k] = sum over rows of vpart[.][k]: one block, each thread a strided partial sum, then a tree */
+__global__ void __launch_bounds__(CGQ_SCAN_THREADS) k_virial_sum(int64_t n, const double *vpart, double *virial) {
+    __shared__ double sh[CGQ_SCAN_THREADS];
+    for (int k = 0; k < 9; k++) {
+        double s = 0.0;
+        for (int64_t i = threadIdx.x; i < n; i += CGQ_SCAN_THREADS) s += vpart[9 * i + k];
+        sh[threadIdx.x] = s;
+        __syncthreads();
+        for (int w = CGQ_SCAN_THREADS / 2; w > 0; w >>= 1) {
+            if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) virial[k] = sh[0];
+        __syncthreads();
+    }
+}
+
+#endif

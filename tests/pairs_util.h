@@ -1,0 +1,126 @@
+// pairs_util.h: a structure as LAMMPS hands it over: local atoms plus periodic-image copies as points, and
+// candidate pairs within cutoff + skin (cgq_evaluator_set_pairs / cgq_evaluate_pairs tests).
+#pragma once
+
+#include <map>
+#include <tuple>
+
+#include "test_util.h"
+
+extern "C" {
+#include "graph/neighbor.h"
+}
+
+namespace cgqtest {
+
+struct Points {
+    int64_t n = 0;                    // local atoms
+    std::vector<int32_t> owner;       // atom of each point (itself for the local ones)
+    std::vector<int32_t> shift;       // image shift of each point [n_points*3]
+    std::vector<int64_t> row_ptr;     // candidates per local atom
+    std::vector<int32_t> candidate;   // point of each candidate
+    std::vector<int32_t> species;     // per point
+    std::vector<int64_t> ids;         // 1-based ids, as LAMMPS tags
+    int64_t n_points() const { return (int64_t)owner.size(); }
+    // positions of every point for atom positions pos (images moved with their atoms)
+    std::vector<double> positions(const std::vector<double> &pos, const std::vector<double> &cell) const {
+        std::vector<double> x(3 * owner.size());
+        for (size_t k = 0; k < owner.size(); k++)
+            for (int d = 0; d < 3; d++) {
+                double v = pos[3 * owner[k] + d];
+                for (int a = 0; a < 3; a++) v += shift[3 * k + a] * cell[3 * a + d];
+                x[3 * k + d] = v;
+            }
+        return x;
+    }
+    // folded (n_nodes = n, images map to their atoms) or ghosted (every point its own node)
+    cgq_pair_list list(bool fold, std::vector<int32_t> &point_node) const {
+        point_node.resize(owner.size());
+        for (size_t k = 0; k < owner.size(); k++) point_node[k] = fold ? owner[k] : (int32_t)k;
+        return cgq_pair_list{n_points(), n, fold ? n : n_points(), species.data(), row_ptr.data(), candidate.data(),
+                             point_node.data(), ids.data()};
+    }
+};
+
+inline Points make_points(const cgq_model *m, const Case &c, double skin) {
+    Points p;
+    p.n = (int64_t)c.Z.size();
+    cgq_neighbor_list nl{};
+    EXPECT_EQ(cgq_neighbor_list_build(&nl, p.n, c.pos.data(), c.cell.data(), c.pbc.data(), cgq_model_cutoff(m) + skin),
+              CGQ_STATUS_OK);
+    for (int64_t i = 0; i < p.n; i++) p.owner.push_back((int32_t)i), p.shift.insert(p.shift.end(), {0, 0, 0});
+    std::map<std::tuple<int, int, int, int>, int32_t> image;
+    p.row_ptr.assign(1, 0);
+    for (int64_t i = 0; i < p.n; i++) {
+        for (int64_t e = nl.row_ptr[i]; e < nl.row_ptr[i + 1]; e++) {
+            const int32_t *S = nl.shift + 3 * e, s = nl.sender[e];
+            if (!S[0] && !S[1] && !S[2]) {
+                p.candidate.push_back(s);
+                continue;
+            }
+            auto key = std::make_tuple((int)s, S[0], S[1], S[2]);
+            auto it = image.find(key);
+            if (it == image.end()) {
+                it = image.emplace(key, (int32_t)p.owner.size()).first;
+                p.owner.push_back(s);
+                p.shift.insert(p.shift.end(), {S[0], S[1], S[2]});
+            }
+            p.candidate.push_back(it->second);
+        }
+        p.row_ptr.push_back((int64_t)p.candidate.size());
+    }
+    cgq_neighbor_list_free(&nl);
+    for (int32_t o : p.owner) p.species.push_back(cgq_model_species_index(m, c.Z[o]));
+    for (size_t k = 0; k < p.owner.size(); k++) p.ids.push_back((int64_t)k + 1);
+    return p;
+}
+
+// Ghost point g is a copy of owner[g]: exchange copies owner rows to ghosts and sums back.
+struct GhostExchange {
+    const Points *p;
+    static cgq_status fwd(void *ctx, double *data, int width) {
+        const Points *p = static_cast<GhostExchange *>(ctx)->p;
+        for (int64_t g = p->n; g < p->n_points(); g++)
+            for (int k = 0; k < width; k++) data[g * width + k] = data[(int64_t)p->owner[g] * width + k];
+        return CGQ_STATUS_OK;
+    }
+    static cgq_status rev(void *ctx, double *data, int width) {
+        const Points *p = static_cast<GhostExchange *>(ctx)->p;
+        for (int64_t g = p->n; g < p->n_points(); g++)
+            for (int k = 0; k < width; k++) {
+                data[(int64_t)p->owner[g] * width + k] += data[g * width + k];
+                data[g * width + k] = 0.0;
+            }
+        return CGQ_STATUS_OK;
+    }
+};
+
+// cgq_evaluate_pairs as an Eval of the local atoms (ghost rows summed into their owners; virials symmetrised
+// like cgq_evaluate_system's)
+inline Eval evaluate_pairs(cgq_evaluator *ev, const Points &p, bool fold, const std::vector<double> &x) {
+    const int64_t nn = fold ? p.n : p.n_points();
+    std::vector<double> f(3 * nn + 3), w(9 * nn + 9);
+    Eval r{};
+    r.atomic_energies.resize(p.n + 1);
+    cgq_node_result res{};
+    res.forces = f.data(), res.node_energies = r.atomic_energies.data(), res.node_virials = w.data();
+    GhostExchange gx{&p};
+    cgq_exchange xc{&gx, GhostExchange::fwd, GhostExchange::rev};
+    r.status = cgq_evaluate_pairs(ev, x.data(), fold ? nullptr : &xc, &res);
+    r.energy = res.energy;
+    if (!fold) {
+        GhostExchange::rev(&gx, f.data(), 3);
+        GhostExchange::rev(&gx, w.data(), 9);
+    }
+    r.forces.assign(f.begin(), f.begin() + 3 * p.n);
+    r.atomic_virials.resize(9 * p.n);
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++) {
+            r.virial[3 * a + b] = 0.5 * (res.virial[3 * a + b] + res.virial[3 * b + a]);
+            for (int64_t i = 0; i < p.n; i++)
+                r.atomic_virials[9 * i + 3 * a + b] = 0.5 * (w[9 * i + 3 * a + b] + w[9 * i + 3 * b + a]);
+        }
+    return r;
+}
+
+}  // namespace cgqtest
