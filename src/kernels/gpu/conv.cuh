@@ -190,7 +190,7 @@ __device__ __forceinline__ T conv_bwd_ins(int C, const T (&xv)[CONV_MAX_XDIM], c
 
 /* Reverse of k_conv_fwd for receivers [i0, i0 + gridDim.x), given gM = dE/dM. Writes per edge: gw (dE/d raw
  * MLP output, row stride wn, from e0), gY (dE/dY, stride nY), gcut (dE/dcut through the weights, when cut),
- * gx1e (this edge's dE/dx of its sender, stride dhu).
+ * gx1e (this edge's dE/dx of its sender, stride dhu, from e0).
  * gM[i] is fixed along the row, so each channel first folds it into G_k[a][b] = sum_c C_k[a,b,c] gM[u,c];
  * then per edge and instruction, with t[a] = sum_b Y[b] G[a][b]:
  *   dE/dw = pw sum_a x[a] t[a],  dE/dx[a] = pw w t[a],  dE/dY[b] = pw w sum_a x[a] G[a][b]. */
@@ -259,7 +259,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>()) k_conv_bwd(conv_pla
                     gwe[k.w_off + u] = gwk;
                 }
             }
-            T *gxe = gx1e + e * p.dhu;
+            T *gxe = gx1e + (e - e0) * p.dhu;
 #pragma unroll
             for (int l = 0; l < 4; l++)
 #pragma unroll
@@ -291,16 +291,30 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>()) k_conv_bwd(conv_pla
     }
 }
 
-/* dE/dx of sender j summed over its outgoing edges in sender order: one thread per (j, feature). */
+/* first position in sedge[r0, r1) (increasing edge ids) whose edge id is >= e */
+__device__ inline int64_t sender_lower_bound(const int32_t *sedge, int64_t r0, int64_t r1, int64_t e) {
+    while (r0 < r1) {
+        const int64_t m = r0 + (r1 - r0) / 2;
+        if (sedge[m] < e) r0 = m + 1;
+        else r1 = m;
+    }
+    return r0;
+}
+
+/* dE/dx of sender j summed over its outgoing edges in sender order: one thread per (j, feature). The edges come in
+ * chunks [e0, e1) (gx1e holds the chunk's rows); each chunk continues the sums of the chunks before it
+ * (first: start from zero), so the order of the additions, and the bits, are those of one pass over all edges. */
 template <class T>
-__global__ void k_sender_sum_rows(int64_t n_nodes, int dhu, const int64_t *srow, const int32_t *sedge, const T *gx1e,
-                                  T *ghu) {
+__global__ void k_sender_sum_rows(int64_t n_nodes, int dhu, const int64_t *srow, const int32_t *sedge, int64_t e0,
+                                  int64_t e1, int first, const T *gx1e, T *ghu) {
     const int64_t total = n_nodes * dhu;
     for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
         const int64_t j = q / dhu;
         const int k = (int)(q % dhu);
-        T acc = 0;
-        for (int64_t r = srow[j]; r < srow[j + 1]; r++) acc += gx1e[(int64_t)sedge[r] * dhu + k];
+        T acc = first ? (T)0 : ghu[j * dhu + k];
+        const int64_t ra = sender_lower_bound(sedge, srow[j], srow[j + 1], e0);
+        const int64_t rb = sender_lower_bound(sedge, ra, srow[j + 1], e1);
+        for (int64_t r = ra; r < rb; r++) acc += gx1e[((int64_t)sedge[r] - e0) * dhu + k];
         ghu[j * dhu + k] = acc;
     }
 }

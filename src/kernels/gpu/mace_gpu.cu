@@ -51,7 +51,8 @@ extern "C" {
 /* Work buffers of the v2 path, reused across calls and grown by padding. */
 struct v2_buffers {
     double *w = nullptr, *act = nullptr, *gw = nullptr, *gtmp = nullptr, *gef = nullptr; /* per chunk of edges */
-    double *gY = nullptr, *gcut = nullptr, *gx1e = nullptr;                             /* per edge */
+    double *gx1e = nullptr;                                                              /* per chunk of edges */
+    double *gY = nullptr, *gcut = nullptr;                                               /* per edge */
     double *node_tmp = nullptr;                                                          /* 2 x N x max target */
     double *kept = nullptr;    /* every layer's MLP outputs and activations, kept for the reverse pass */
     double *edge_in = nullptr; /* float: Y, edge features and cutoff of every edge */
@@ -1103,7 +1104,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         dT = std::max<int64_t>(dT, ly->target.dim);
     }
     const int64_t dens_per_edge = dcs ? 2 + dcs + nb : 2; /* d, activations, gd, gef of the density MLP */
-    const int64_t per_edge = wn + cs + dens_per_edge + (want_grad ? wn + 2 * maxw + nb : 0);
+    const int64_t per_edge = wn + cs + dens_per_edge + (want_grad ? wn + 2 * maxw + nb + dhu : 0);
     int64_t max_deg = 1;
     for (int64_t i = 0; i < N; i++) max_deg = std::max(max_deg, h_row[i + 1] - h_row[i]);
     size_t free_b = 0, total_b = 0;
@@ -1125,7 +1126,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         CGQ_TRY(grow_d(&b.gef, &b.caps[4], (size_t)chunk_edges * nb));
         CGQ_TRY(grow_d(&b.gY, &b.caps[5], (size_t)E * nY));
         CGQ_TRY(grow_d(&b.gcut, &b.caps[6], (size_t)E));
-        CGQ_TRY(grow_d(&b.gx1e, &b.caps[7], (size_t)E * dhu));
+        CGQ_TRY(grow_d(&b.gx1e, &b.caps[7], (size_t)chunk_edges * dhu));
         CGQ_TRY(grow_d(&b.node_tmp, &b.caps[8], (size_t)2 * N * dT));
     }
     /* keep the forward's MLP outputs of every edge for the reverse pass when memory allows (the chunks then index
@@ -1301,11 +1302,14 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             if (ne) k_edge_tail<T><<<blocks_for(ne), TH>>>(c, t, ch.e0, ch.e1, gef, gY, gcut);
             CGQ_LAUNCH_CHECK();
             prof.mark("edge_tail");
+            if (t > 0 && NA) /* the chunk's dE/dx rows into their senders' sums (layer 0's input is the embedding) */
+                k_sender_sum_rows<T><<<blocks_for(NA * dhu_t), TH>>>(NA, dhu_t, c.srow, c.sedge, ch.e0, ch.e1,
+                                                                     &ch == &chunks[0], gx1e, ghu);
+            CGQ_LAUNCH_CHECK();
+            prof.mark("sender_sum");
         }
         if (t == 0) break;
-        if (NA) k_sender_sum_rows<T><<<blocks_for(NA * dhu_t), TH>>>(NA, dhu_t, c.srow, c.sedge, gx1e, ghu);
-        CGQ_LAUNCH_CHECK();
-        prof.mark("sender_sum");
+        if (NA && chunks.empty()) CGQ_CHECK_GPU(cudaMemsetAsync(ghu, 0, sizeof(T) * NA * dhu_t)); /* no edges */
         if (xc) CGQ_TRY(exchange_rows_t<T>(g, ghu, c.ghu, NA, dhu_t, xc, true));
         node_linear_bwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, N, ghu, dhu_t, gh_prev, din, (T)1, 1);
         CGQ_LAUNCH_CHECK();
