@@ -591,9 +591,32 @@ __global__ void k_edge_geometry(mace_ctx c) {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < c.E; e += (int64_t)gridDim.x * blockDim.x)
         mace_step_edge_geometry(&c, e);
 }
+/* The species embedding, one thread per (node, output element): cgq_linear_forward of the one-hot row, with the
+ * element's terms added in that function's order (instruction, then input channel), so the bits are its bits. */
 __global__ void k_embed(mace_ctx c) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < c.NA; i += (int64_t)gridDim.x * blockDim.x)
-        mace_step_embed(&c, i);
+    const cgq_linear *lin = &c.m->node_embedding;
+    const int dout = lin->out.dim;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < c.NA * dout; q += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t i = q / dout;
+        const int j = (int)(q % dout), s = c.species[i];
+        int w, m;
+        const int bo = irreps_locate(&lin->out, j, &w, &m);
+        double y = 0.0;
+        for (int k = 0; k < lin->n_ins; k++) {
+            if (lin->ins_out[k] != bo) continue;
+            const cgq_irrep_block *bi = &lin->in.b[lin->ins_in[k]];
+            const int d = 2 * bi->l + 1, mo = lin->out.b[bo].mul;
+            const double *W = lin->weight + lin->w_offset[k];
+            for (int u = 0; u < bi->mul; u++) y += (lin->path_weight[k] * W[u * mo + w]) * (bi->offset + u * d + m == s ? 1.0 : 0.0);
+        }
+        if (lin->bias && lin->out.b[bo].l == 0 && lin->out.b[bo].parity == 1) {
+            int off = 0;
+            for (int k = 0; k < bo; k++)
+                if (lin->out.b[k].l == 0 && lin->out.b[k].parity == 1) off += lin->out.b[k].mul;
+            y += lin->bias[off + w];
+        }
+        c.emb[q] = y;
+    }
 }
 __global__ void k_up(mace_ctx c, int t, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
@@ -914,7 +937,7 @@ static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     const int T = CGQ_GPU_THREADS;
 
     if (E) k_edge_geometry<<<blocks_for(E), T>>>(c);
-    if (NA) k_embed<<<blocks_for(NA), T>>>(c);
+    if (NA) k_embed<<<blocks_for(NA * hm->node_embedding.out.dim), T>>>(c);
     CGQ_LAUNCH_CHECK();
     for (int t = 0; t < L; t++) {
         const int64_t n_up = t == 0 ? NA : N;
@@ -1161,7 +1184,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     const int TH = CGQ_GPU_THREADS;
     prof.mark("buffers");
     if (E) k_edge_geometry<<<blocks_for(E), TH>>>(c);
-    if (NA) k_embed<<<blocks_for(NA), TH>>>(c);
+    if (NA) k_embed<<<blocks_for(NA * hm->node_embedding.out.dim), TH>>>(c);
     CGQ_LAUNCH_CHECK();
     const T *Y = reinterpret_cast<const T *>(c.Y), *ef = reinterpret_cast<const T *>(c.ef);
     const T *cut = reinterpret_cast<const T *>(c.cut);
