@@ -9,6 +9,10 @@
 
 using namespace cgqtest;
 
+#ifdef CGQ_TEST_OPENMP
+extern "C" void omp_set_num_threads(int);
+#endif
+
 namespace {
 void expect_same(const Eval &a, const Eval &b, int64_t n, const std::string &what, double tol) {
     ASSERT_EQ(a.status, CGQ_STATUS_OK) << what << ": " << cgq_last_error();
@@ -49,6 +53,40 @@ TEST_P(Pairs, MatchSystemEvaluationFoldedAndGhosted) {
     }
 }
 INSTANTIATE_TEST_SUITE_P(Fixtures, Pairs, ::testing::ValuesIn(fixture_files()), fixture_test_name);
+
+// More than 1,024 receivers (the host graph's rows are then filled by several threads) and 7 threads: a kept
+// edge's slot must never be written by a rejected candidate of the row before it (a race that dropped edges
+// at thread boundaries). The water frame of the shipped NequIP model, 2 x 2 x 2 (1,536 atoms).
+TEST(Pairs, ManyThreadsLargeSystem) {
+#ifdef CGQ_TEST_OPENMP
+    omp_set_num_threads(7); /* boundaries at rows 220, 440, ...: different atoms of the replicas */
+#endif
+    const std::string path = std::string(CGQ_POTENTIALS_DIR) + "/water-nequip-small.h5";
+    Model model(path);
+    ASSERT_NE(model.m, nullptr) << cgq_last_error();
+    Evaluator ev(model.m);
+    Case c0;
+    for (const Case &k : read_cases(path))
+        if (k.Z.size() == 192) c0 = k;
+    ASSERT_EQ(c0.Z.size(), 192u);
+    Case c = c0; /* 2 x 2 x 2 */
+    c.Z.clear(), c.pos.clear();
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++)
+            for (int d = 0; d < 2; d++)
+                for (size_t i = 0; i < c0.Z.size(); i++) {
+                    c.Z.push_back(c0.Z[i]);
+                    for (int q = 0; q < 3; q++)
+                        c.pos.push_back(c0.pos[3 * i + q] + a * c0.cell[q] + b * c0.cell[3 + q] + d * c0.cell[6 + q]);
+                }
+    for (int q = 0; q < 3; q++) c.cell[q] *= 2, c.cell[3 + q] *= 2, c.cell[6 + q] *= 2;
+    const Points p = make_points(model.m, c, 1.0);
+    std::vector<int32_t> pn;
+    const cgq_pair_list l = p.list(true, pn);
+    ASSERT_EQ(cgq_evaluator_set_pairs(ev.e, &l), CGQ_STATUS_OK) << cgq_last_error();
+    const Eval a = evaluate_pairs(ev.e, p, true, p.positions(c.pos, c.cell)), b = evaluate(ev.e, c, c.pos);
+    expect_same(a, b, p.n, "water 2x2x2, 7 threads", 1e-11);
+}
 
 TEST(PairsErrors, ClearMessages) {
     const std::string path = std::string(CGQ_POTENTIALS_DIR) + "/water-mace-small.h5";

@@ -35,10 +35,9 @@ cgq_status cgq_evaluator_create(const cgq_model *model, const cgq_evaluator_para
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "unknown device %d", (int)p.device);
     if (p.precision != CGQ_PRECISION_DEFAULT && p.precision != CGQ_PRECISION_FP64 && p.precision != CGQ_PRECISION_FP32)
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "unknown precision %d", (int)p.precision);
-    /* NequIP: CPU backend only for now; auto picks the CPU */
-    if (model->nequip && p.device == CGQ_DEVICE_CUDA)
-        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "NequIP models are evaluated on the CPU only in this version (fp64; "
-                        "the GPU backend's fp64 and fp32 kernels run MACE); use device cpu or auto");
+    /* NequIP on the GPU runs the float64 reference steps one thread per atom (latency-bound: 166 ms per step at 192
+     * water atoms, 181 ms at 5,184 on an H100, against 352 ms on 16 CPU threads): auto keeps the CPU for it and
+     * device cuda asks for the GPU. */
     if (model->nequip && p.device == CGQ_DEVICE_AUTO) p.device = CGQ_DEVICE_CPU;
 #ifdef CGQ_HAVE_GPU
     const int use_gpu = p.device == CGQ_DEVICE_CUDA || (p.device == CGQ_DEVICE_AUTO && cgq_gpu_available());

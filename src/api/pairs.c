@@ -117,12 +117,13 @@ static cgq_status host_graph(cgq_evaluator *ev, const double *x) {
         for (int64_t c = l->row_ptr[i]; c < l->row_ptr[i + 1]; c++) {
             const int32_t j = l->candidate[c];
             const double *a = x + 3 * i, *b = x + 3 * (int64_t)j;
-            double *v = p->g_vec + 3 * out;
-            v[0] = a[0] - b[0], v[1] = a[1] - b[1], v[2] = a[2] - b[2];
-            const double r2 = v[0] * v[0] + v[1] * v[1] + v[2] * v[2];
-            if (!(r2 < rc2)) continue;
+            const double v0 = a[0] - b[0], v1 = a[1] - b[1], v2 = a[2] - b[2];
+            const double r2 = v0 * v0 + v1 * v1 + v2 * v2;
+            if (!(r2 < rc2)) continue; /* nothing written: slot out may be the next row's, another thread's */
             if (l->point_node[j] < 0) no_node = c;
             if (r2 < 1e-16) overlap = c;
+            double *v = p->g_vec + 3 * out;
+            v[0] = v0, v[1] = v1, v[2] = v2;
             p->g_sender[out++] = l->point_node[j];
         }
     }

@@ -30,6 +30,7 @@ extern "C" {
 #include "kernels/cpu/symmetric_contraction.c"
 #include "kernels/cpu/tensor_product.c"
 #include "kernels/mace_steps.h"
+#include "kernels/nequip_steps.h"
 
 #include "kernels/gpu/conv.cuh"
 #include "kernels/gpu/gemm.cuh"
@@ -105,6 +106,9 @@ struct cgq_gpu {
     size_t stage_cap = 0;
     std::vector<double> host_rows; /* staging for exchanges and node energies */
     pair_state pairs;
+    cgq_nequip *dev_nequip = nullptr; /* NequIP models: the device copy of the model's NequIP part */
+    double *edge_grad = nullptr;      /* NequIP models: dE/dv per edge */
+    size_t edge_grad_cap = 0;
 };
 
 /* ---- model upload ------------------------------------------------------------------------------- */
@@ -501,7 +505,7 @@ static cudaError_t set_smem_limits(int cap) {
 extern "C" size_t cgq_gpu_bytes(const cgq_gpu *g) {
     if (!g) return 0;
     size_t n = g->model_bytes + g->arena_cap + g->arena_f_cap + g->scratch_cap + g->graph_cap + g->pairs.cap +
-               g->pairs.step_cap;
+               g->pairs.step_cap + g->edge_grad_cap;
     for (size_t c : g->vb.caps) n += c;
     return n;
 }
@@ -525,6 +529,7 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFreeHost(g->graph_stage);
     cudaFree(g->pairs.buf);
     cudaFree(g->pairs.step);
+    cudaFree(g->edge_grad);
     v2_buffers &b = g->vb;
     for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in, b.dens}) cudaFree(p);
     cudaFree(g->arena_f);
@@ -533,6 +538,8 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
 #endif
     delete g;
 }
+
+static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm); /* nequip_gpu.cuh */
 
 extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, cgq_gpu **out) {
     *out = nullptr;
@@ -549,6 +556,17 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
         optin = 48 * 1024;
     g->smem_optin = (size_t)optin;
     g->fp32 = fp32; /* the plans size their blocks for it */
+    if (m->nequip) { /* the reference steps in float64, one thread per node or edge (nequip_gpu.cuh) */
+        cgq_status st = fp32 ? cgq_fail(CGQ_STATUS_UNSUPPORTED, "NequIP models run on the GPU in fp64 only (the "
+                                        "fp32 kernels are MACE's); use precision fp64")
+                             : upload_nequip(g, m);
+        if (st != CGQ_STATUS_OK) {
+            cgq_gpu_free(g);
+            return st;
+        }
+        *out = g;
+        return CGQ_STATUS_OK;
+    }
     cgq_status st = upload_model(g, m);
 #if !defined(__HIPCC__)
     if (st == CGQ_STATUS_OK) {
@@ -904,6 +922,8 @@ static cgq_status collect_energy(cgq_gpu *g, const mace_ctx &c, double *energy, 
     if (node_energy && c.N) memcpy(node_energy, g->host_rows.data(), sizeof(double) * c.N);
     return CGQ_STATUS_OK;
 }
+
+#include "kernels/gpu/nequip_gpu.cuh"
 
 /* ---- v1: the reference steps, one thread per node or edge ----------------------------------------- */
 static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchange *xc, double *energy,
@@ -1349,6 +1369,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
 
 extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cgq_exchange *xc, double *energy,
                                        double *node_energy, double *edge_grad) {
+    if (g->host_model->nequip) return evaluate_nequip(g, gr, xc, energy, node_energy, edge_grad);
     if (!g->v2) return evaluate_v1(g, gr, xc, energy, node_energy, edge_grad);
     return g->fp32 ? evaluate_v2<float>(g, gr, nullptr, xc, energy, node_energy, edge_grad, nullptr)
                    : evaluate_v2<double>(g, gr, nullptr, xc, energy, node_energy, edge_grad, nullptr);
