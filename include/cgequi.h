@@ -53,7 +53,7 @@ typedef struct cgq_evaluator_params {
     cgq_device device;
     cgq_precision precision;
     int32_t gpu_id;
-    int32_t num_threads; /* CPU threads; 0 = OpenMP default */
+    int32_t num_threads; /* CPU (OpenMP) threads of each evaluation call; 0 = OpenMP default (the caller's setting is restored) */
 } cgq_evaluator_params;
 
 typedef struct cgq_evaluator cgq_evaluator;

@@ -37,5 +37,8 @@ struct cgq_evaluator {
 /* *p grows to at least need elements of elsize bytes (kept contents; capacity in *cap). */
 cgq_status cgq_grow_array(void **p, int64_t *cap, int64_t need, size_t elsize);
 void cgq_pairs_free(cgq_pairs *p);
+/* params.num_threads > 0: the OpenMP threads of one API call; returns the caller's setting for _leave. */
+int cgq_threads_enter(const cgq_evaluator *ev);
+void cgq_threads_leave(int prev);
 
 #endif

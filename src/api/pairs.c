@@ -163,7 +163,7 @@ static void host_forces(const cgq_pairs *p, cgq_node_result *r) {
     memcpy(r->virial, W, sizeof W);
 }
 
-cgq_status cgq_evaluate_pairs(cgq_evaluator *ev, const double *x, const cgq_exchange *xc, cgq_node_result *r) {
+static cgq_status evaluate_pairs(cgq_evaluator *ev, const double *x, const cgq_exchange *xc, cgq_node_result *r) {
     if (!ev || !r) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluate_pairs: evaluator and result must not be NULL");
     cgq_pairs *p = &ev->pairs;
     if (!p->set) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluate_pairs: call cgq_evaluator_set_pairs first");
@@ -184,4 +184,11 @@ cgq_status cgq_evaluate_pairs(cgq_evaluator *ev, const double *x, const cgq_exch
     CGQ_TRY(cgq_evaluate_graph(ev, &g, xc, &r->energy, r->node_energies, p->g_grad));
     host_forces(p, r);
     return CGQ_STATUS_OK;
+}
+
+cgq_status cgq_evaluate_pairs(cgq_evaluator *ev, const double *x, const cgq_exchange *xc, cgq_node_result *r) {
+    const int prev = cgq_threads_enter(ev);
+    const cgq_status st = evaluate_pairs(ev, x, xc, r);
+    cgq_threads_leave(prev);
+    return st;
 }
