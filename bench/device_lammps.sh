@@ -6,10 +6,8 @@ set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 MODEL=$(realpath "${1:-potentials/water-mace-small.h5}")
-TESTS=-DCGQ_BUILD_TESTS=OFF
-[ -d .device/googletest ] && TESTS="-DCGQ_GTEST_SOURCE_DIR=$PWD/.device/googletest"
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 $TESTS \
-  >"$OUT/cmake.log" 2>&1 && cmake --build build-gpu -j16 >"$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+source bench/device_build.sh
+build_gpu
 [ -d .device/googletest ] && { ctest --test-dir build-gpu -L gpu -V >"$OUT/ctest_gpu.log" 2>&1; grep -E "tests passed|tests failed" "$OUT/ctest_gpu.log"; }
 time tools/build-lammps-with-cgequi.sh .device/lammps build-gpu /tmp/lmpbuild -DBUILD_MPI=yes -DBUILD_OMP=yes \
   >"$OUT/lammps_build.log" 2>&1 || { grep -E "error" -A3 "$OUT/lammps_build.log" | head -30; tail -5 "$OUT/lammps_build.log"; exit 1; }

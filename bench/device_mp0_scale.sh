@@ -6,9 +6,8 @@
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCGQ_BUILD_TESTS=ON \
-  -DCGQ_GTEST_SOURCE_DIR="$PWD/.device/googletest" >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-cmake --build build-gpu -j16 >"$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -60; exit 1; }
+source bench/device_build.sh
+build_gpu
 M=${M:-/tmp/models}
 if [ ! -f $M/mace_mp0_medium_arch.h5 ]; then
   (python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \

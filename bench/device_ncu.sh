@@ -6,8 +6,8 @@
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCGQ_BUILD_TESTS=OFF \
-  >"$OUT/cmake.log" 2>&1 && cmake --build build-gpu -j16 --target bench_eval >"$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+source bench/device_build.sh
+build_gpu --no-tests bench_eval
 M=${M:-/tmp/models}
 if [ ! -f $M/mace_mp0_medium_arch.h5 ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site ${WHL:-.whl}/*.whl >/dev/null 2>&1

@@ -5,9 +5,8 @@
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCGQ_BUILD_TESTS=ON \
-  -DCGQ_GTEST_SOURCE_DIR="$PWD/.device/googletest" >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-cmake --build build-gpu -j16 >"$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -60; exit 1; }
+source bench/device_build.sh
+build_gpu
 (tools/build-lammps-with-cgequi.sh .device/lammps build-gpu /tmp/lmpbuild -DBUILD_MPI=yes -DBUILD_OMP=yes \
   >"$OUT/lammps_build.log" 2>&1 || echo "LAMMPS build FAILED") &
 OMP_NUM_THREADS=16 ctest --test-dir build-gpu -L gpu --output-on-failure -V >"$OUT/ctest_gpu.log" 2>&1

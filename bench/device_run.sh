@@ -7,9 +7,8 @@ mkdir -p "$OUT"
 exec > >(tee "$OUT/run.log") 2>&1
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
 nvcc --version | tail -1
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DCGQ_GTEST_SOURCE_DIR="$PWD/.device/googletest" >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-time cmake --build build-gpu -j16 >"$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -60; exit 1; }
+source bench/device_build.sh
+time build_gpu
 grep -E "registers|stack frame" "$OUT/build.log" | head -20 >"$OUT/ptxas.txt"
 OMP_NUM_THREADS=16 ctest --test-dir build-gpu -L gpu --output-on-failure -V >"$OUT/ctest_gpu.log" 2>&1
 tail -5 "$OUT/ctest_gpu.log"

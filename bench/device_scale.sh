@@ -6,8 +6,8 @@
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCGQ_BUILD_TESTS=OFF \
-  >"$OUT/cmake.log" 2>&1 && cmake --build build-gpu -j16 >"$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+source bench/device_build.sh
+build_gpu --no-tests
 B=build-gpu/bench_eval W=.device/models/water_192.xyz WM=potentials/water-mace-small.h5
 for tool in racecheck memcheck; do
   compute-sanitizer --tool $tool $B $WM $W 1 1 1 cuda 1 --fp32 --pairs >"$OUT/$tool.log" 2>&1
