@@ -692,18 +692,20 @@ cgq_status cgq_neighbor_list_build_receivers(cgq_neighbor_list *nl, int64_t n_at
     if (ov_all.found) {
         const double *pi = positions + 3 * (int64_t)ov_all.send,
                      *pj = positions + 3 * (int64_t)ov_all.recv;
+        /* atoms are named by the caller's ids when it gave them (e.g. LAMMPS tags), else by index */
+        const long long id_r = nl->ids ? (long long)nl->ids[ov_all.recv] : (long long)ov_all.recv;
+        const long long id_s = nl->ids ? (long long)nl->ids[ov_all.send] : (long long)ov_all.send;
         if (ov_all.send == ov_all.recv)
             status = cgq_fail(CGQ_STATUS_BAD_INPUT,
-                              "atom %d is %.3g A from its own periodic image (shift %d %d %d), "
+                              "atom %lld is %.3g A from its own periodic image (shift %d %d %d), "
                               "closer than %g A; the cell is degenerate, check the cell",
-                              ov_all.recv, ov_all.dist, ov_all.s[0], ov_all.s[1], ov_all.s[2],
-                              OVERLAP_DIST);
+                              id_r, ov_all.dist, ov_all.s[0], ov_all.s[1], ov_all.s[2], OVERLAP_DIST);
         else
             status = cgq_fail(CGQ_STATUS_BAD_INPUT,
-                              "atoms %d at (%g, %g, %g) and %d at (%g, %g, %g) (taken with image "
+                              "atoms %lld at (%g, %g, %g) and %lld at (%g, %g, %g) (taken with image "
                               "shift %d %d %d) overlap: they are %.3g A apart, closer than %g A; "
                               "remove duplicate atoms from the input structure",
-                              ov_all.recv, pj[0], pj[1], pj[2], ov_all.send, pi[0], pi[1], pi[2],
+                              id_r, pj[0], pj[1], pj[2], id_s, pi[0], pi[1], pi[2],
                               ov_all.s[0], ov_all.s[1], ov_all.s[2], ov_all.dist, OVERLAP_DIST);
         goto fail;
     }

@@ -19,6 +19,7 @@ typedef struct cgq_neighbor_list {
     int32_t *shift;   /* [n_edges*3] integer image shift S of the sender */
     double *vec;      /* [n_edges*3] v = x_receiver - x_sender - S.cell */
     int64_t node_capacity, edge_capacity;
+    const int64_t *ids; /* optional, set by the caller: [n_atoms] ids that error messages name atoms by */
 } cgq_neighbor_list;
 
 /* Builds the list. Fails with CGQ_STATUS_BAD_INPUT (clear message naming the atoms) on NaN/inf

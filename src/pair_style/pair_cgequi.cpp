@@ -217,13 +217,15 @@ void PairCGEqui::build_candidates(bool fold) {
     cand_pos.resize(3 * np + 3);
     for (int64_t k = 0; k < np; k++)
         for (int d = 0; d < 3; d++) cand_pos[3 * k + d] = x[node_atom[k]][d];
+    cand_tag.resize(np + 1);
+    for (int64_t k = 0; k < np; k++) cand_tag[k] = atom->tag[node_atom[k]];
+    point_id.assign(cand_tag.begin(), cand_tag.end()); /* atoms are named by tag in messages */
     const int32_t nopbc[3] = {0, 0, 0};
     const double nocell[9] = {0};
+    nl->ids = point_id.data();
     if (cgq_neighbor_list_build_receivers(nl, np, cand_local, cand_pos.data(), nocell, nopbc, cutoff + cand_skin) !=
         CGQ_STATUS_OK)
         fail_one("building the neighbor graph");
-    cand_tag.resize(np + 1);
-    for (int64_t k = 0; k < np; k++) cand_tag[k] = atom->tag[node_atom[k]];
     point_node.resize(np + 1);
     if (fold) { /* one rank: every ghost is an image of a local atom, the graph node of its owner */
         std::unordered_map<tagint, int32_t> node_of_tag;
@@ -239,7 +241,6 @@ void PairCGEqui::build_candidates(bool fold) {
     const int64_t n_nodes = fold ? cand_local : np;
     species.resize(n_nodes + 1);
     for (int64_t k = 0; k < n_nodes; k++) species[k] = type_species[type[node_atom[k]]];
-    point_id.assign(cand_tag.begin(), cand_tag.end());
     cgq_pair_list pl{np, cand_local, n_nodes, species.data(), nl->row_ptr, nl->sender, point_node.data(), point_id.data()};
     if (cgq_evaluator_set_pairs(evaluator, &pl) != CGQ_STATUS_OK) fail_one("setting the candidate pairs");
     cand_ncalls = neighbor->ncalls, cand_nlocal = nlocal, cand_nall = nall, cand_fold = fold;

@@ -25,12 +25,37 @@ cases = [
     ("gpu without gpu build", "units metal\n" + base + "pair_style cgequi device cuda\npair_coeff * * {model} O H\nrun 0\n",
      "no GPU backend"),
     ("corrupt model", "units metal\n" + base + "pair_style cgequi\npair_coeff * * {data} O H\nrun 0\n", "not an HDF5 file"),
+    ("overlapping atoms", "units metal\natom_style atomic\nboundary p p p\nread_data overlap.data\n"
+     "pair_style cgequi\npair_coeff * * {model} O H\nrun 0\n", "atoms 2 at (5.9, 5, 5) and 3 at (5.9, 5, 5)"),
 ]
+# three atoms in a 10 A box, atoms 2 and 3 on the same spot
+OVERLAP = """overlap test
+
+3 atoms
+2 atom types
+
+0 10 xlo xhi
+0 10 ylo yhi
+0 10 zlo zhi
+
+Masses
+
+1 15.999
+2 1.008
+
+Atoms # atomic
+
+1 1 5.0 5.0 5.0
+2 2 5.9 5.0 5.0
+3 2 5.9 5.0 5.0
+"""
 failed = 0
 with tempfile.TemporaryDirectory() as work:
     for name, text, expect in cases:
         with open(os.path.join(work, "in.err"), "w") as f:
             f.write(text.format(model=model, data=data))
+        with open(os.path.join(work, "overlap.data"), "w") as f:
+            f.write(OVERLAP)
         p = subprocess.run([lmp, "-in", "in.err", "-log", "none", "-echo", "none"], cwd=work, capture_output=True,
                            text=True, timeout=120)
         out = p.stdout + p.stderr
