@@ -188,6 +188,15 @@ TEST_F(InputErrors, Fp32OnCpuIsRefused) {
     EXPECT_EQ(e, nullptr);
 }
 
+TEST_F(InputErrors, NegativeThreadCountIsRefused) {
+    cgq_evaluator_params p = cgq_evaluator_default_params();
+    p.num_threads = -2;
+    cgq_evaluator *e = nullptr;
+    EXPECT_EQ(cgq_evaluator_create(model->m, &p, &e), CGQ_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(e, nullptr);
+    EXPECT_NE(std::string(cgq_last_error()).find("num_threads"), std::string::npos) << cgq_last_error();
+}
+
 // The command line reports malformed structures and exits non-zero.
 static int run_cli(const std::string &args, std::string &out) {
     std::string cmd = std::string(CGQ_CLI_PATH) + " " + args + " 2>&1";
