@@ -75,16 +75,19 @@ inline Points make_points(const cgq_model *m, const Case &c, double skin) {
     return p;
 }
 
-// Ghost point g is a copy of owner[g]: exchange copies owner rows to ghosts and sums back.
+// Ghost point g is a copy of owner[g]: exchange copies owner rows to ghosts and sums back (calls counted).
 struct GhostExchange {
     const Points *p;
+    int forward_calls = 0, reverse_calls = 0;
     static cgq_status fwd(void *ctx, double *data, int width) {
+        static_cast<GhostExchange *>(ctx)->forward_calls++;
         const Points *p = static_cast<GhostExchange *>(ctx)->p;
         for (int64_t g = p->n; g < p->n_points(); g++)
             for (int k = 0; k < width; k++) data[g * width + k] = data[(int64_t)p->owner[g] * width + k];
         return CGQ_STATUS_OK;
     }
     static cgq_status rev(void *ctx, double *data, int width) {
+        static_cast<GhostExchange *>(ctx)->reverse_calls++;
         const Points *p = static_cast<GhostExchange *>(ctx)->p;
         for (int64_t g = p->n; g < p->n_points(); g++)
             for (int k = 0; k < width; k++) {

@@ -5,41 +5,9 @@
 #include <map>
 #include <tuple>
 
-#include "test_util.h"
-
-extern "C" {
-#include "graph/neighbor.h"
-}
+#include "pairs_util.h"
 
 using namespace cgqtest;
-
-namespace {
-// Ghost node g is a periodic image of owner[g]; exchange copies owner rows to ghosts and sums back.
-struct Images {
-    std::vector<int64_t> owner;  // indexed by node; owner[i] == i for local nodes
-    int64_t n_local;
-    int forward_calls = 0, reverse_calls = 0;
-};
-
-cgq_status fwd(void *ctx, double *data, int width) {
-    auto *im = static_cast<Images *>(ctx);
-    im->forward_calls++;
-    for (size_t g = im->n_local; g < im->owner.size(); g++)
-        for (int k = 0; k < width; k++) data[g * width + k] = data[im->owner[g] * width + k];
-    return CGQ_STATUS_OK;
-}
-
-cgq_status rev(void *ctx, double *data, int width) {
-    auto *im = static_cast<Images *>(ctx);
-    im->reverse_calls++;
-    for (size_t g = im->n_local; g < im->owner.size(); g++)
-        for (int k = 0; k < width; k++) {
-            data[im->owner[g] * width + k] += data[g * width + k];
-            data[g * width + k] = 0.0;
-        }
-    return CGQ_STATUS_OK;
-}
-}  // namespace
 
 TEST(Ghosts, ExchangeMatchesFoldedGraph) {
     int checked = 0;
@@ -61,9 +29,9 @@ TEST(Ghosts, ExchangeMatchesFoldedGraph) {
             ASSERT_EQ(cgq_evaluate_graph(ev.e, &folded, nullptr, &e0, ae0.data(), ge0.data()), CGQ_STATUS_OK);
 
             // unfold: every (sender, shift != 0) becomes its own ghost node
-            Images im;
-            im.n_local = n;
-            for (int64_t i = 0; i < n; i++) im.owner.push_back(i);
+            Points im; /* owner of every node; the exchange below reads it */
+            im.n = n;
+            for (int64_t i = 0; i < n; i++) im.owner.push_back((int32_t)i);
             std::map<std::tuple<int, int, int, int>, int32_t> ghost_of;
             std::vector<int32_t> sender(nl.n_edges), gspecies(species);
             for (int64_t e = 0; e < nl.n_edges; e++) {
@@ -82,13 +50,14 @@ TEST(Ghosts, ExchangeMatchesFoldedGraph) {
                 sender[e] = it->second;
             }
             cgq_graph ghosted{(int64_t)im.owner.size(), n, nl.n_edges, gspecies.data(), nl.row_ptr, sender.data(), nl.vec};
-            cgq_exchange xc{&im, fwd, rev};
+            GhostExchange gx{&im};
+            cgq_exchange xc{&gx, GhostExchange::fwd, GhostExchange::rev};
             double e1 = 0;
             std::vector<double> ge1(3 * nl.n_edges + 3), ae1(n + 1);
             ASSERT_EQ(cgq_evaluate_graph(ev.e, &ghosted, &xc, &e1, ae1.data(), ge1.data()), CGQ_STATUS_OK)
                 << cgq_last_error();
             // one forward exchange per layer after the first, one reverse per layer after the first
-            EXPECT_EQ(im.forward_calls, im.reverse_calls);
+            EXPECT_EQ(gx.forward_calls, gx.reverse_calls);
             EXPECT_NEAR(e1, e0, 1e-12 * std::fabs(e0)) << path << " " << c.name;
             EXPECT_LE(max_abs_diff(ae1.data(), ae0.data(), n), 1e-12 * std::fmax(max_abs(ae0), 1.0));
             EXPECT_LE(max_abs_diff(ge1.data(), ge0.data(), 3 * nl.n_edges), 1e-12 * std::fmax(max_abs(ge0), 1.0))

@@ -192,6 +192,34 @@ cgq_status cgq_evaluate_graph(cgq_evaluator *ev, const cgq_graph *graph, const c
     return st;
 }
 
+void cgq_edge_forces(const cgq_graph *g, const double *grad, int sym, double *forces, double virial[9],
+                     double *node_virials) {
+    double W[9] = {0};
+    if (forces) memset(forces, 0, sizeof(double) * 3 * (size_t)g->n_nodes);
+    if (node_virials) memset(node_virials, 0, sizeof(double) * 9 * (size_t)g->n_nodes);
+    /* fixed loop order: receiver rows, edges in CSR order */
+    for (int64_t i = 0; i < g->n_local; i++)
+        for (int64_t e = g->row_ptr[i]; e < g->row_ptr[i + 1]; e++) {
+            const double *ge = grad + 3 * e, *v = g->vec + 3 * e;
+            const int64_t s = g->sender[e];
+            if (forces)
+                for (int k = 0; k < 3; k++) {
+                    forces[3 * i + k] -= ge[k];
+                    forces[3 * s + k] += ge[k];
+                }
+            for (int a = 0; a < 3; a++)
+                for (int b = 0; b < 3; b++) {
+                    const double w = sym ? -0.5 * (v[a] * ge[b] + v[b] * ge[a]) : -v[a] * ge[b];
+                    W[3 * a + b] += w;
+                    if (node_virials) {
+                        node_virials[9 * i + 3 * a + b] += 0.5 * w;
+                        node_virials[9 * s + 3 * a + b] += 0.5 * w;
+                    }
+                }
+        }
+    memcpy(virial, W, sizeof W);
+}
+
 static cgq_status evaluate_system(cgq_evaluator *ev, const cgq_system *sys, cgq_result *res) {
     if (!ev || !sys || !res)
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluate_system: evaluator, system and result must not be NULL");
@@ -220,30 +248,7 @@ static cgq_status evaluate_system(cgq_evaluator *ev, const cgq_system *sys, cgq_
     cgq_graph g = {n, n, nl->n_edges, ev->species, nl->row_ptr, nl->sender, nl->vec};
     /* edge gradients are always needed: the virial is always returned */
     CGQ_TRY(cgq_evaluate_graph(ev, &g, NULL, &res->energy, res->atomic_energies, ev->edge_grad));
-    double W[9] = {0};
-    if (res->forces) memset(res->forces, 0, sizeof(double) * 3 * (size_t)n);
-    if (res->atomic_virials) memset(res->atomic_virials, 0, sizeof(double) * 9 * (size_t)n);
-    /* fixed loop order: receiver rows, edges in CSR order */
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t e = nl->row_ptr[i]; e < nl->row_ptr[i + 1]; e++) {
-            const double *ge = ev->edge_grad + 3 * e, *v = nl->vec + 3 * e;
-            const int32_t s = nl->sender[e];
-            if (res->forces)
-                for (int k = 0; k < 3; k++) {
-                    res->forces[3 * i + k] -= ge[k];
-                    res->forces[3 * (int64_t)s + k] += ge[k];
-                }
-            for (int a = 0; a < 3; a++)
-                for (int b = 0; b < 3; b++) {
-                    const double w = -0.5 * (v[a] * ge[b] + v[b] * ge[a]);
-                    W[3 * a + b] += w;
-                    if (res->atomic_virials) {
-                        res->atomic_virials[9 * i + 3 * a + b] += 0.5 * w;
-                        res->atomic_virials[9 * (int64_t)s + 3 * a + b] += 0.5 * w;
-                    }
-                }
-        }
-    memcpy(res->virial, W, sizeof W);
+    cgq_edge_forces(&g, ev->edge_grad, 1, res->forces, res->virial, res->atomic_virials);
     return CGQ_STATUS_OK;
 }
 

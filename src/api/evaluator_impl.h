@@ -37,6 +37,11 @@ struct cgq_evaluator {
 /* *p grows to at least need elements of elsize bytes (kept contents; capacity in *cap). */
 cgq_status cgq_grow_array(void **p, int64_t *cap, int64_t need, size_t elsize);
 void cgq_pairs_free(cgq_pairs *p);
+/* Forces (sum over edges sent minus received of dE/dv), the virial -sum v (x) dE/dv (symmetrised when sym) and
+ * per-node virials (each edge's half to its receiver and to its sender) from edge gradients, in a fixed order:
+ * receiver rows, edges in CSR order. forces [n_nodes*3] and node_virials [n_nodes*9] may be NULL. */
+void cgq_edge_forces(const cgq_graph *g, const double *grad, int sym, double *forces, double virial[9],
+                     double *node_virials);
 /* params.num_threads > 0: the OpenMP threads of one API call; returns the caller's setting for _leave. */
 int cgq_threads_enter(const cgq_evaluator *ev);
 void cgq_threads_leave(int prev);

@@ -140,29 +140,6 @@ static cgq_status host_graph(cgq_evaluator *ev, const double *x) {
     return CGQ_STATUS_OK;
 }
 
-/* Forces and virials per node from the edge gradients of the host graph, in a fixed order. */
-static void host_forces(const cgq_pairs *p, cgq_node_result *r) {
-    const cgq_pair_list *l = &p->list;
-    const int64_t N = l->n_local, NA = l->n_nodes;
-    double W[9] = {0};
-    if (r->forces) memset(r->forces, 0, sizeof(double) * 3 * (size_t)NA);
-    if (r->node_virials) memset(r->node_virials, 0, sizeof(double) * 9 * (size_t)NA);
-    for (int64_t i = 0; i < N; i++)
-        for (int64_t e = p->g_row[i]; e < p->g_row[i + 1]; e++) {
-            const double *g = p->g_grad + 3 * e, *v = p->g_vec + 3 * e;
-            const int64_t s = p->g_sender[e];
-            if (r->forces)
-                for (int k = 0; k < 3; k++) r->forces[3 * i + k] -= g[k], r->forces[3 * s + k] += g[k];
-            for (int a = 0; a < 3; a++)
-                for (int b = 0; b < 3; b++) {
-                    const double w = -v[a] * g[b];
-                    W[3 * a + b] += w;
-                    if (r->node_virials) r->node_virials[9 * i + 3 * a + b] += 0.5 * w, r->node_virials[9 * s + 3 * a + b] += 0.5 * w;
-                }
-        }
-    memcpy(r->virial, W, sizeof W);
-}
-
 static cgq_status evaluate_pairs(cgq_evaluator *ev, const double *x, const cgq_exchange *xc, cgq_node_result *r) {
     if (!ev || !r) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluate_pairs: evaluator and result must not be NULL");
     cgq_pairs *p = &ev->pairs;
@@ -182,7 +159,7 @@ static cgq_status evaluate_pairs(cgq_evaluator *ev, const double *x, const cgq_e
     cgq_graph g = {l->n_nodes, l->n_local, p->g_row[l->n_local], l->species, p->g_row, p->g_sender, p->g_vec};
     /* the exchange is collective: passed on even where this domain has no ghosts, as the other domains call it */
     CGQ_TRY(cgq_evaluate_graph(ev, &g, xc, &r->energy, r->node_energies, p->g_grad));
-    host_forces(p, r);
+    cgq_edge_forces(&g, p->g_grad, 0, r->forces, r->virial, r->node_virials);
     return CGQ_STATUS_OK;
 }
 

@@ -246,15 +246,17 @@ void PairCGEqui::build_candidates(bool fold) {
     cand_ncalls = neighbor->ncalls, cand_nlocal = nlocal, cand_nall = nall, cand_fold = fold;
 }
 
-/* Rebuilds the candidates when needed (see build_candidates) and gathers this step's positions. */
+/* This step's positions of the points, gathered while checking whether the candidates must be rebuilt (see
+ * build_candidates); a rebuild gathers them itself (cand_pos). */
 void PairCGEqui::update_points(bool fold) {
     const int nlocal = atom->nlocal, nall = nlocal + atom->nghost;
     double **x = atom->x;
     bool rebuild = neighbor->ncalls != cand_ncalls || nlocal != cand_nlocal || nall != cand_nall || fold != cand_fold;
-    const int64_t np = (int64_t)node_atom.size();
     if (!rebuild) { /* the same atoms at the same indices (LAMMPS sorts and migrates only when it re-neighbors,
                        * but a run with "pre no" may re-neighbor without a new count), none moved > skin/2 */
+        const int64_t np = (int64_t)node_atom.size();
         const double half_skin2 = 0.25 * cand_skin * cand_skin;
+        points.resize(3 * np + 3);
         int moved = 0;
 #if defined(_OPENMP)
 #pragma omp parallel for reduction(| : moved) if (np > 4096)
@@ -263,13 +265,13 @@ void PairCGEqui::update_points(bool fold) {
             const double *p = x[node_atom[k]], *q = &cand_pos[3 * k];
             const double dx = p[0] - q[0], dy = p[1] - q[1], dz = p[2] - q[2];
             moved |= (dx * dx + dy * dy + dz * dz > half_skin2) || atom->tag[node_atom[k]] != cand_tag[k];
+            points[3 * k] = p[0], points[3 * k + 1] = p[1], points[3 * k + 2] = p[2];
         }
         rebuild = moved != 0;
     }
-    if (rebuild) build_candidates(fold);
-    points.resize(3 * node_atom.size() + 3);
-    for (size_t k = 0; k < node_atom.size(); k++)
-        for (int d = 0; d < 3; d++) points[3 * k + d] = x[node_atom[k]][d];
+    if (!rebuild) return;
+    build_candidates(fold);
+    points = cand_pos;
 }
 
 void PairCGEqui::compute(int eflag, int vflag) {
