@@ -165,6 +165,32 @@ __device__ inline void group_sum_to_red(T v, int width, T *red_slot) {
     if (threadIdx.x % width == 0) *red_slot = v;
 }
 
+/* one halving step: keep v[0, H) or v[H, 2H) by the lane's `off` bit, add the partner's half of the same */
+template <class T, int H>
+__device__ __forceinline__ void scatter_halve(T (&v)[CONV_MAX_Y + 1], int lane, int off, int width, int &comp) {
+    const bool hi = (lane & off) != 0;
+#pragma unroll
+    for (int j = 0; j < H; j++) {
+        const T send = hi ? v[j] : v[j + H], keep = hi ? v[j + H] : v[j];
+        v[j] = keep + CGQ_SHFL_XOR_W(send, off, width);
+    }
+    comp = 2 * comp + (hi ? 1 : 0);
+    if constexpr (H > 1) scatter_halve<T, H / 2>(v, lane, off / 2, width, comp);
+}
+
+/* Sums of the first nY of v[0, NV) over each group of `width` consecutive lanes (width >= NV, powers of two),
+ * scattered: each halving step sends half of the remaining values to the partner lane and keeps the other
+ * half, so NV values cost NV - 1 shuffles (plus log2(width / NV) for the rest of the group) instead of
+ * NV log2(width). The pattern is fixed (deterministic). Component c of the group lands in red_slot[c]. */
+template <class T, int NV>
+__device__ __forceinline__ void group_scatter_sum(T (&v)[CONV_MAX_Y + 1], int nY, int width, T *red_slot) {
+    const int lane = threadIdx.x % width;
+    int comp = 0;
+    scatter_halve<T, NV / 2>(v, lane, width / 2, width, comp);
+    for (int off = width / (2 * NV); off > 0; off /= 2) v[0] += CGQ_SHFL_XOR_W(v[0], off, width);
+    if (lane % (width / NV) == 0 && comp < nY) red_slot[comp] = v[0];
+}
+
 /* One instruction's reverse for one edge and channel (G_k in shared memory, column u), with t[a] = sum_b Y[b] G[a][b]:
  * gy[b] += pw w sum_a x[a] G[a][b], gx[a] += pw w t[a]; returns sum_a x[a] t[a]. */
 template <class T, int L1, int L2>
@@ -271,10 +297,15 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>()) k_conv_bwd(conv_pla
         const int bi = step % CONV_BWD_STEPS, half = (step / CONV_BWD_STEPS) & 1;
         T *rb = red + ((size_t)half * CONV_BWD_STEPS + bi) * nbuf * (CONV_MAX_Y + 1);
         const int grp = threadIdx.x / width; /* = slot * groups + group within the slot */
+        T *rg = rb + grp * (CONV_MAX_Y + 1);
+        group_sum_to_red(gy[CONV_MAX_Y], width, rg + p.nY); /* dE/dcut */
+        if (p.nY == 1) group_sum_to_red(gy[0], width, rg);
+        else if (p.nY <= 4 && width >= 4) group_scatter_sum<T, 4>(gy, p.nY, width, rg);
+        else if (width >= 16) group_scatter_sum<T, 16>(gy, p.nY, width, rg);
+        else
 #pragma unroll
-        for (int b = 0; b <= CONV_MAX_Y; b++) /* the Y components, then dE/dcut */
-            if (b < p.nY || b == CONV_MAX_Y)
-                group_sum_to_red(gy[b], width, rb + grp * (CONV_MAX_Y + 1) + (b < p.nY ? b : p.nY));
+            for (int b = 0; b < CONV_MAX_Y; b++)
+                if (b < p.nY) group_sum_to_red(gy[b], width, rg + b);
         if (bi + 1 < CONV_BWD_STEPS && base + S < r1) continue; /* uniform over the block */
         __syncthreads();
         const int64_t base0 = base - (int64_t)bi * S;

@@ -89,6 +89,7 @@ struct cgq_gpu {
     size_t arena_f_cap = 0;
     conv_plan plans[CGQ_MAX_LAYERS];
     symcon_plan symcon[CGQ_MAX_LAYERS];
+    skip_plan skips[CGQ_MAX_LAYERS];
     int v2; /* every layer has the forms the v2 kernels cover (else the v1 steps run the model) */
     cgq_blas blas = nullptr; /* the radial MLP's products (gemm.cuh); none in HIP builds */
     int64_t max_chunk_edges = INT64_MAX; /* CGQ_GPU_MAX_CHUNK_EDGES: tests force several edge chunks with it */
@@ -162,7 +163,9 @@ static cgq_status upload_tp(cgq_gpu *g, cgq_tp *t) {
     return upload(g, &t->w_offset, n);
 }
 
-static cgq_status upload_fcnet(cgq_gpu *g, cgq_fcnet *f) {
+/* the weight matrices of an MLP (cgq_fcnet, cgq_nq_mlp) */
+template <class MLP>
+static cgq_status upload_mlp(cgq_gpu *g, MLP *f) {
     for (int k = 0; k < f->n_layers; k++) CGQ_TRY(upload(g, &f->W[k], (size_t)f->h[k] * f->h[k + 1]));
     return CGQ_STATUS_OK;
 }
@@ -182,8 +185,8 @@ static cgq_status upload_model(cgq_gpu *g, const cgq_model *hm) {
         CGQ_TRY(upload_linear(g, &ly->product_linear));
         CGQ_TRY(upload_tp(g, &ly->conv_tp));
         CGQ_TRY(upload_tp(g, &ly->skip_tp));
-        CGQ_TRY(upload_fcnet(g, &ly->radial_mlp));
-        if (ly->density) CGQ_TRY(upload_fcnet(g, &ly->density_fn));
+        CGQ_TRY(upload_mlp(g, &ly->radial_mlp));
+        if (ly->density) CGQ_TRY(upload_mlp(g, &ly->density_fn));
         std::vector<cgq_contraction> cs(ly->contractions, ly->contractions + ly->n_contractions);
         const int E = ly->agnostic ? 1 : m.n_species;
         for (cgq_contraction &c : cs)
@@ -299,8 +302,10 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
         for (int p = 0; p < nf; p++) code |= s[p] << (SYMCON_IDX_BITS * p);
         return code;
     };
-    /* pass 1: the monomials of each block, sorted by (m, code) */
+    /* pass 1: the monomials of each block, sorted by (m, code); mono_of: each nonzero's monomial (map entries stay
+     * where they are, and are numbered once all are known), in the order pass 2 visits the nonzeros */
     std::vector<std::map<std::pair<int, int32_t>, int>> index((size_t)ly->n_contractions);
+    std::vector<const int *> mono_of;
     symcon_args &a = sp->args;
     std::vector<int32_t> codes;
     for (int j = 0; j < ly->n_contractions; j++) {
@@ -308,7 +313,8 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
         auto &ix = index[(size_t)j];
         for (int nu = 1; nu <= ct->correlation; nu++)
             for (int64_t q = 0; q < ct->nnz[nu]; q++)
-                ix.emplace(std::make_pair(ct->u_m[nu][q], monomial_code(ct->u_idx[nu] + q * nu, nu)), 0);
+                mono_of.push_back(
+                    &ix.emplace(std::make_pair(ct->u_m[nu][q], monomial_code(ct->u_idx[nu] + q * nu, nu)), 0).first->second);
         symcon_block &bk = a.blk[j];
         bk.dm = 2 * ct->l_out + 1, bk.out_off = ly->product_out.b[j].offset;
         for (int m = 0; m <= bk.dm; m++) bk.mstart[m] = (int)codes.size(); /* components without monomials stay empty */
@@ -321,11 +327,12 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     a.n_blocks = ly->n_contractions, a.n_mono = (int)codes.size(), a.C = C, a.D = D, a.agnostic = ly->agnostic;
     /* pass 2: coefficients [E][n_mono][C] */
     std::vector<double> coef((size_t)E * a.n_mono * C, 0.0);
+    size_t nz = 0;
     for (int j = 0; j < ly->n_contractions; j++) {
         const cgq_contraction *ct = &ly->contractions[j];
         for (int nu = 1; nu <= ct->correlation; nu++)
             for (int64_t q = 0; q < ct->nnz[nu]; q++) {
-                const int mono = index[(size_t)j].at(std::make_pair(ct->u_m[nu][q], monomial_code(ct->u_idx[nu] + q * nu, nu)));
+                const int mono = *mono_of[nz++];
                 const double u = ct->u_val[nu][q];
                 for (int e = 0; e < E; e++) {
                     const double *w = ct->W[nu] + ((size_t)e * ct->K[nu] + ct->u_k[nu][q]) * C;
@@ -385,6 +392,19 @@ static void symcon_backward(const symcon_plan &sp, int64_t N, const int32_t *spe
     case 3: k_symcon_bwd<T, 3><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, gB, ldgb, gA, ldga); break;
     default: k_symcon_bwd<T, 4><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, gB, ldgb, gA, ldga); break;
     }
+}
+
+static cgq_status build_skip_plan(cgq_gpu *g, const cgq_tp *tp, skip_plan *p) {
+    if (!(p->ok = skip_gemm_ok(tp))) return CGQ_STATUS_OK;
+    std::vector<double> diag;
+    for (int k = 0; k < tp->n_ins; k++) {
+        const int d = 2 * tp->in1.b[tp->i1[k]].l + 1;
+        p->off.push_back((int)diag.size());
+        for (int c = 0; c < d; c++) diag.push_back(tp->w3j[k][c * d + c]);
+    }
+    CGQ_TRY(upload_as_float(g, &p->diag_f, diag.data(), diag.size()));
+    p->diag = diag.data();
+    return upload(g, &p->diag, diag.size());
 }
 
 static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_plan *p) {
@@ -580,7 +600,8 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
     for (int t = 0; t < m->n_layers && st == CGQ_STATUS_OK; t++) {
         st = build_conv_plan(g, m, t, &g->plans[t]);
         if (st == CGQ_STATUS_OK) st = build_symcon_plan(g, t, &g->symcon[t]);
-        g->v2 = g->v2 && g->plans[t].ok && g->symcon[t].ok;
+        if (st == CGQ_STATUS_OK) st = build_skip_plan(g, &m->layers[t].skip_tp, &g->skips[t]);
+        g->v2 = g->v2 && g->plans[t].ok && g->symcon[t].ok && g->skips[t].ok;
     }
     if (st == CGQ_STATUS_OK && g->v2) {
         const int cap = (int)g->smem_optin;
@@ -789,21 +810,16 @@ extern "C" cgq_status cgq_gpu_set_pairs(cgq_gpu *g, const cgq_pair_list *pl) {
         return cgq_fail(CGQ_STATUS_UNSUPPORTED, "%lld candidate pairs of %lld atoms on one GPU: more than 2^31-1; use "
                         "more MPI ranks (GPUs)", (long long)C, (long long)NP);
     /* on the host, once: the receiver of each candidate, and the candidates grouped by sender node (stable) */
-    std::vector<int32_t> recv(C + 1), order(C + 1);
+    std::vector<int32_t> recv(C + 1), snode(C + 1), order(C + 1);
     std::vector<int64_t> srow(NA + 2, 0);
     for (int64_t i = 0; i < N; i++)
         for (int64_t c = pl->row_ptr[i]; c < pl->row_ptr[i + 1]; c++) recv[c] = (int32_t)i;
-    int64_t ns = 0;
-    for (int64_t c = 0; c < C; c++) {
+    for (int64_t c = 0; c < C; c++) { /* copies without a node (-1) go last, to a bucket of their own */
         const int32_t node = pl->point_node[pl->candidate[c]];
-        if (node >= 0) srow[node + 1]++, ns++;
+        snode[c] = node >= 0 ? node : (int32_t)NA;
     }
-    for (int64_t s = 0; s < NA; s++) srow[s + 1] += srow[s];
-    std::vector<int64_t> cursor(srow.begin(), srow.end() - 1);
-    for (int64_t c = 0; c < C; c++) {
-        const int32_t node = pl->point_node[pl->candidate[c]];
-        if (node >= 0) order[cursor[node]++] = (int32_t)c;
-    }
+    CGQ_TRY(cgq_sender_index(snode.data(), C, NA + 1, srow.data(), order.data()));
+    const int64_t ns = srow[NA];
     /* the fixed part, laid out alike on host and device and sent in one copy */
     auto lay_fixed = [&](char *q) {
         size_t o = 0;
@@ -913,13 +929,14 @@ static cgq_status pairs_forces(cgq_gpu *g, const mace_ctx &c, cgq_node_result *r
 }
 
 /* Sum of the node energies in fixed order (deterministic), and the per-node energies if asked. */
-static cgq_status collect_energy(cgq_gpu *g, const mace_ctx &c, double *energy, double *node_energy) {
-    g->host_rows.resize((size_t)c.N + 1);
-    if (c.N) CGQ_CHECK_GPU(cudaMemcpy(g->host_rows.data(), c.node_out, sizeof(double) * c.N, cudaMemcpyDeviceToHost));
+/* The energy as the sum of the n local nodes' energies node_out (on the device) in node order, as on the CPU. */
+static cgq_status collect_energy(cgq_gpu *g, const double *node_out, int64_t n, double *energy, double *node_energy) {
+    g->host_rows.resize((size_t)n + 1);
+    if (n) CGQ_CHECK_GPU(cudaMemcpy(g->host_rows.data(), node_out, sizeof(double) * n, cudaMemcpyDeviceToHost));
     double total = 0.0;
-    for (int64_t i = 0; i < c.N; i++) total += g->host_rows[i];
+    for (int64_t i = 0; i < n; i++) total += g->host_rows[i];
     *energy = total;
-    if (node_energy && c.N) memcpy(node_energy, g->host_rows.data(), sizeof(double) * c.N);
+    if (node_energy && n) memcpy(node_energy, g->host_rows.data(), sizeof(double) * n);
     return CGQ_STATUS_OK;
 }
 
@@ -975,7 +992,7 @@ static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     }
     if (N) k_scratch_step<<<blocks_for(N), T>>>(c, STEP_ENERGY, 0, N, g->scratch, per_thread);
     CGQ_LAUNCH_CHECK();
-    CGQ_TRY(collect_energy(g, c, energy, node_energy));
+    CGQ_TRY(collect_energy(g, c.node_out, c.N, energy, node_energy));
     if (!want_grad) return CGQ_STATUS_OK;
 
     if (E) CGQ_CHECK_GPU(cudaMemset(c.edge_grad, 0, sizeof(double) * 3 * E));
@@ -1234,9 +1251,10 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         const int dTt = ly->target.dim, CD = ly->channels * ly->coupling_dim, dB = ly->product_out.dim;
         const int dH = ly->product_linear.out.dim, dsc = ly->skip_tp.out.dim;
         const T *hin = t ? R(c.ls[t - 1].h) : R(c.emb);
+        const T *wskip = reinterpret_cast<const T *>(sly->skip_tp.weight);
         const int64_t n_up = t == 0 ? NA : N;
         node_linear_fwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, n_up, hin, din, hu, dhu_t, (T)1, nullptr, 0);
-        if (ly->residual && N) k_skip_fwd<T><<<blocks_for(N * dsc), TH>>>(&dly->skip_tp, N, c.species, hin, din, sc, dsc);
+        if (ly->residual) skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, hin, din, sc, dsc);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
         if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, hu, s.hu, NA, dhu_t, xc, false));
@@ -1263,7 +1281,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         node_linear_fwd<T>(&ly->linear, &sly->linear, &dly->linear, N, M, dM, Mlin, dTt,
                            (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), nullptr, 0);
         if (ly->density) k_density_scale<T><<<blocks_for(N * dTt), TH>>>(N, dTt, R(s.rho), Mlin);
-        if (!ly->residual) k_skip_fwd<T><<<blocks_for(N * dTt), TH>>>(&dly->skip_tp, N, c.species, Mlin, dTt, Apre, dTt);
+        if (!ly->residual) skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, Mlin, dTt, Apre, dTt);
         else CGQ_CHECK_GPU(cudaMemcpyAsync(Apre, Mlin, sizeof(T) * N * dTt, cudaMemcpyDeviceToDevice));
         k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(dly, N, Apre, dTt, A, CD, 1);
         prof.mark("node_fwd");
@@ -1278,7 +1296,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     }
     if (N) k_scratch_step<<<blocks_for(N), TH>>>(c, STEP_ENERGY, 0, N, g->scratch, c.esz + c.nsz);
     CGQ_LAUNCH_CHECK();
-    CGQ_TRY(collect_energy(g, c, energy, node_energy));
+    CGQ_TRY(collect_energy(g, c.node_out, c.N, energy, node_energy));
     prof.mark("energy");
     if (!want_grad) return CGQ_STATUS_OK;
 
@@ -1294,6 +1312,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         const conv_plan &p = g->plans[t];
         const mace_layer_state &s = c.ls[t];
         T *hu = R(s.hu), *A = R(s.A);
+        const T *wskip = reinterpret_cast<const T *>(sly->skip_tp.weight);
         const int din = mace_layer_in_dim(hm, t), dhu_t = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim;
         const int dTt = ly->target.dim, dH = ly->product_linear.out.dim;
         if (N) {
@@ -1303,7 +1322,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             k_scratch_step<<<blocks_for(N), TH>>>(cr, STEP_READOUT_BWD, t, N, g->scratch, c.esz + c.nsz);
             if (f32) k_add_convert<double, T><<<blocks_for(N * dH), TH>>>(N * dH, gh_readout, gh);
             if (ly->use_sc && ly->residual)
-                k_skip_bwd<T><<<blocks_for(N * din), TH>>>(&dly->skip_tp, N, c.species, gh, dH, gh_prev, din, 0);
+                skip_gemm_bwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, gh, dH, gh_prev, din);
             else CGQ_CHECK_GPU(cudaMemsetAsync(gh_prev, 0, sizeof(T) * N * din));
             node_linear_bwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, gh, dH, gBn, maxb, (T)1, 0);
             prof.mark("node_bwd");
@@ -1312,7 +1331,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             prof.mark("symcon_bwd");
             T *gApre = node_tmp, *gMl = node_tmp + N * dTt;
             k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(dly, N, gAn, maxcd, gApre, dTt, 0);
-            if (!ly->residual) k_skip_bwd<T><<<blocks_for(N * dTt), TH>>>(&dly->skip_tp, N, c.species, gApre, dTt, gMl, dTt, 0);
+            if (!ly->residual) skip_gemm_bwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, gApre, dTt, gMl, dTt);
             T *gsrc = ly->residual ? gApre : gMl;
             if (ly->density)
                 k_density_scale_bwd<T><<<blocks_for(N), TH>>>(N, dTt, R(s.rho), R(s.Mlin), gsrc, R(c.grho));
@@ -1383,38 +1402,79 @@ extern "C" cgq_status cgq_gpu_evaluate_pairs(cgq_gpu *g, const double *positions
                    : evaluate_v2<double>(g, nullptr, positions, xc, &r->energy, r->node_energies, nullptr, r);
 }
 
-/* ---- kernel test entry: the product basis alone on caller-given inputs ------------------------------- */
+/* ---- kernel test entries: one map alone on caller-given inputs ----------------------------------------- */
+/* Copies the host arrays `in` (double) to the device in T, runs launch(species, inputs, outputs), and copies the
+ * outputs back into `out` (double). */
+template <class T, class F>
+static cgq_status run_on_device(const std::vector<std::pair<const double *, int64_t>> &in,
+                                const std::vector<std::pair<double *, int64_t>> &out, const int32_t *species, int64_t n,
+                                F launch) {
+    std::vector<void *> bufs;
+    std::vector<T *> din, dout;
+    auto run = [&]() -> cgq_status {
+        int32_t *dsp = nullptr;
+        CGQ_CHECK_GPU(cudaMalloc(&dsp, sizeof(int32_t) * n));
+        bufs.push_back(dsp);
+        CGQ_CHECK_GPU(cudaMemcpy(dsp, species, sizeof(int32_t) * n, cudaMemcpyHostToDevice));
+        for (const auto &a : in) {
+            const std::vector<T> h(a.first, a.first + a.second);
+            T *d = nullptr;
+            CGQ_CHECK_GPU(cudaMalloc(&d, sizeof(T) * a.second));
+            bufs.push_back(d), din.push_back(d);
+            CGQ_CHECK_GPU(cudaMemcpy(d, h.data(), sizeof(T) * a.second, cudaMemcpyHostToDevice));
+        }
+        for (const auto &a : out) {
+            T *d = nullptr;
+            CGQ_CHECK_GPU(cudaMalloc(&d, sizeof(T) * a.second));
+            bufs.push_back(d), dout.push_back(d);
+        }
+        launch(dsp, din.data(), dout.data());
+        CGQ_CHECK_GPU(cudaGetLastError());
+        for (size_t k = 0; k < out.size(); k++) {
+            std::vector<T> h((size_t)out[k].second);
+            CGQ_CHECK_GPU(cudaMemcpy(h.data(), dout[k], sizeof(T) * h.size(), cudaMemcpyDeviceToHost));
+            std::copy(h.begin(), h.end(), out[k].first);
+        }
+        return CGQ_STATUS_OK;
+    };
+    const cgq_status st = run();
+    for (void *p : bufs) cudaFree(p);
+    return st;
+}
+
 template <class T>
 static cgq_status product_basis_t(cgq_gpu *g, int layer, int64_t n, const int32_t *species, const double *A,
                                   const double *gB, double *B, double *gA) {
     const cgq_mace_layer *ly = &g->host_model->layers[layer];
     const symcon_plan &sp = g->symcon[layer];
     const int64_t CD = (int64_t)ly->channels * ly->coupling_dim, dB = ly->product_out.dim;
-    std::vector<T> hA(A, A + n * CD), hgB(gB, gB + n * dB), hB((size_t)(n * dB)), hgA((size_t)(n * CD));
-    T *dA = nullptr, *dgB = nullptr, *dB_ = nullptr, *dgA = nullptr;
-    int32_t *dsp = nullptr;
-    cgq_status st = CGQ_STATUS_OK;
-    auto run = [&]() -> cgq_status {
-        CGQ_CHECK_GPU(cudaMalloc(&dA, sizeof(T) * n * CD));
-        CGQ_CHECK_GPU(cudaMalloc(&dgA, sizeof(T) * n * CD));
-        CGQ_CHECK_GPU(cudaMalloc(&dgB, sizeof(T) * n * dB));
-        CGQ_CHECK_GPU(cudaMalloc(&dB_, sizeof(T) * n * dB));
-        CGQ_CHECK_GPU(cudaMalloc(&dsp, sizeof(int32_t) * n));
-        CGQ_CHECK_GPU(cudaMemcpy(dA, hA.data(), sizeof(T) * n * CD, cudaMemcpyHostToDevice));
-        CGQ_CHECK_GPU(cudaMemcpy(dgB, hgB.data(), sizeof(T) * n * dB, cudaMemcpyHostToDevice));
-        CGQ_CHECK_GPU(cudaMemcpy(dsp, species, sizeof(int32_t) * n, cudaMemcpyHostToDevice));
-        symcon_forward<T>(sp, n, dsp, dA, CD, dB_, dB);
-        symcon_backward<T>(sp, n, dsp, dA, CD, dgB, dB, dgA, CD);
-        CGQ_CHECK_GPU(cudaGetLastError());
-        CGQ_CHECK_GPU(cudaMemcpy(hB.data(), dB_, sizeof(T) * n * dB, cudaMemcpyDeviceToHost));
-        CGQ_CHECK_GPU(cudaMemcpy(hgA.data(), dgA, sizeof(T) * n * CD, cudaMemcpyDeviceToHost));
-        return CGQ_STATUS_OK;
-    };
-    st = run();
-    for (void *p : {(void *)dA, (void *)dgA, (void *)dgB, (void *)dB_, (void *)dsp}) cudaFree(p);
-    std::copy(hB.begin(), hB.end(), B);
-    std::copy(hgA.begin(), hgA.end(), gA);
-    return st;
+    return run_on_device<T>({{A, n * CD}, {gB, n * dB}}, {{B, n * dB}, {gA, n * CD}}, species, n,
+                            [&](const int32_t *dsp, T *const *i, T *const *o) {
+                                symcon_forward<T>(sp, n, dsp, i[0], CD, o[0], dB);
+                                symcon_backward<T>(sp, n, dsp, i[0], CD, i[1], dB, o[1], CD);
+                            });
+}
+
+template <class T>
+static cgq_status skip_tp_t(cgq_gpu *g, int layer, int64_t n, const int32_t *species, const double *x,
+                            const double *gout, double *out, double *gx) {
+    const cgq_tp *tp = &g->host_model->layers[layer].skip_tp;
+    const T *W = reinterpret_cast<const T *>((g->fp32 ? g->shadow_f : g->shadow).layers[layer].skip_tp.weight);
+    const int64_t din = tp->in1.dim, dout = tp->out.dim;
+    return run_on_device<T>({{x, n * din}, {gout, n * dout}}, {{out, n * dout}, {gx, n * din}}, species, n,
+                            [&](const int32_t *dsp, T *const *i, T *const *o) {
+                                skip_gemm_fwd<T>(tp, g->skips[layer], W, n, dsp, i[0], din, o[0], dout);
+                                skip_gemm_bwd<T>(tp, g->skips[layer], W, n, dsp, i[1], dout, o[1], din);
+                            });
+}
+
+extern "C" cgq_status cgq_gpu_skip_tp(cgq_gpu *g, int layer, int64_t n, const int32_t *species, const double *x,
+                                      const double *gout, double *out, double *gx) {
+    if (layer < 0 || layer >= g->host_model->n_layers || !g->skips[layer].ok || n <= 0)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_gpu_skip_tp: layer %d has no GPU skip plan (or no nodes)",
+                        layer);
+    return g->fp32 ? skip_tp_t<float>(g, layer, n, species, x, gout, out, gx)
+                   : skip_tp_t<double>(g, layer, n, species, x, gout, out, gx);
 }
 
 extern "C" cgq_status cgq_gpu_product_basis(cgq_gpu *g, int layer, int64_t n, const int32_t *species, const double *A,

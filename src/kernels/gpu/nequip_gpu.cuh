@@ -4,11 +4,6 @@
 #ifndef CGQ_NEQUIP_GPU_CUH
 #define CGQ_NEQUIP_GPU_CUH
 
-static cgq_status upload_nq_mlp(cgq_gpu *g, cgq_nq_mlp *f) {
-    for (int k = 0; k < f->n_layers; k++) CGQ_TRY(upload(g, &f->W[k], (size_t)f->h[k] * f->h[k + 1]));
-    return CGQ_STATUS_OK;
-}
-
 static cgq_status upload_nq_gate(cgq_gpu *g, cgq_nq_gate *q) {
     const size_t ns = (size_t)q->n_scalar, ng = (size_t)q->n_gated;
     CGQ_TRY(upload(g, &q->scalar_src, ns));
@@ -38,10 +33,10 @@ static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm) {
         CGQ_TRY(upload_linear(g, &ly->linear_2));
         CGQ_TRY(upload_tp(g, &ly->tp));
         if (ly->use_sc) CGQ_TRY(upload_tp(g, &ly->sc));
-        CGQ_TRY(upload_nq_mlp(g, &ly->edge_mlp));
+        CGQ_TRY(upload_mlp(g, &ly->edge_mlp));
         CGQ_TRY(upload_nq_gate(g, &ly->gate));
     }
-    CGQ_TRY(upload_nq_mlp(g, &nq.readout));
+    CGQ_TRY(upload_mlp(g, &nq.readout));
     cgq_nequip *dnq = &nq;
     CGQ_TRY(upload(g, &dnq, 1));
     g->dev_nequip = dnq;
@@ -135,12 +130,7 @@ static cgq_status evaluate_nequip(cgq_gpu *g, const cgq_graph *gr, const cgq_exc
     }
     if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_ENERGY, 0, N, g->scratch, per_thread);
     CGQ_LAUNCH_CHECK();
-    g->host_rows.resize((size_t)N + 1);
-    if (N) CGQ_CHECK_GPU(cudaMemcpy(g->host_rows.data(), c.node_out, sizeof(double) * N, cudaMemcpyDeviceToHost));
-    double total = 0.0;
-    for (int64_t i = 0; i < N; i++) total += g->host_rows[i]; /* fixed order, as on the CPU */
-    *energy = total;
-    if (node_energy && N) memcpy(node_energy, g->host_rows.data(), sizeof(double) * N);
+    CGQ_TRY(collect_energy(g, c.node_out, N, energy, node_energy));
     if (!want_grad) return CGQ_STATUS_OK;
 
     if (E) CGQ_CHECK_GPU(cudaMemset(c.edge_grad, 0, sizeof(double) * 3 * E));

@@ -1,9 +1,13 @@
-/* node_ops.cuh: the node-side maps of a MACE layer as one GPU thread per (node, output element): e3nn
- * linears and the species-weighted skip tensor product (one-hot second input), forward and transposed.
+/* node_ops.cuh: the node-side maps of a MACE layer: e3nn linears and the species-weighted skip tensor product
+ * (one-hot second input) as tiled GEMMs, forward and transposed, and one GPU thread per (node, output element)
+ * for linears the GEMM form does not cover.
  * Each output element is summed by its own thread in a fixed order (deterministic). The structs are a
  * device copy of the model whose weight arrays are stored in the working precision T (see wt()). */
 #ifndef CGQ_GPU_NODE_OPS_CUH
 #define CGQ_GPU_NODE_OPS_CUH
+
+#include <climits>
+#include <vector>
 
 #include "kernels/gpu/gemm.cuh" /* the 64 x 64 tile of the node linears */
 
@@ -108,26 +112,30 @@ struct lin_gemm {
     int a_off[LG_MAX_SEGS], K[LG_MAX_SEGS], ld[LG_MAX_SEGS];
     int64_t w_off[LG_MAX_SEGS];
     double pw[LG_MAX_SEGS];
+    const int32_t *species; /* per-species weights (the skip tensor product): species s's start s * w_species[seg] later */
+    int64_t w_species[LG_MAX_SEGS];
+    const T *diag[LG_MAX_SEGS]; /* or per row r: A(r, k) *= diag[r % d] (the skip's diagonal couplings) */
 };
 
-/* BT false: B(k, n) = pw W[w_off + k*ld + n] (forward); true: B(k, n) = pw W[w_off + n*ld + k] (transpose) */
+/* One 64 x 64 output tile over every segment; with per-species weights, those of species sp, and only the rows of
+ * species sp are written. */
 template <class T, bool BT>
-__global__ void __launch_bounds__(256) k_lin_gemm(lin_gemm<T> g) {
-    __shared__ T As[GEMM_BK][GEMM_BM + 1];
-    __shared__ T Bs[GEMM_BK][GEMM_BN + 1];
-    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-    const int64_t rows = g.n_nodes * g.d, r0 = (int64_t)blockIdx.x * GEMM_BM;
-    const int n0 = blockIdx.y * GEMM_BN;
+__device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, T (&As)[GEMM_BK][GEMM_BM + 1], T (&Bs)[GEMM_BK][GEMM_BN + 1],
+                                              int tx, int ty, int64_t r0, int64_t rows, int n0, int sp) {
     double acc[4][4] = {{0}};
     for (int s = 0; s < g.n_segs; s++) {
         const T pw = (T)g.pw[s];
+        const T *W = g.W + g.w_off[s] + (g.species ? sp * g.w_species[s] : 0);
         for (int k0 = 0; k0 < g.K[s]; k0 += GEMM_BK) {
             for (int q = threadIdx.x; q < GEMM_BM * GEMM_BK; q += 256) {
                 const int mm = q / GEMM_BK, kk = q % GEMM_BK;
                 const int64_t r = r0 + mm;
                 const int k = k0 + kk;
                 T v = 0;
-                if (r < rows && k < g.K[s]) v = g.A[(r / g.d) * g.lda + g.a_off[s] + (int64_t)k * g.d + r % g.d];
+                if (r < rows && k < g.K[s]) {
+                    v = g.A[(r / g.d) * g.lda + g.a_off[s] + (int64_t)k * g.d + r % g.d];
+                    if (g.diag[s]) v *= g.diag[s][r % g.d];
+                }
                 As[kk][mm] = v;
             }
             for (int q = threadIdx.x; q < GEMM_BK * GEMM_BN; q += 256) {
@@ -137,7 +145,7 @@ __global__ void __launch_bounds__(256) k_lin_gemm(lin_gemm<T> g) {
                 const int k = k0 + kk, n = n0 + nn;
                 T v = 0;
                 if (k < g.K[s] && n < g.N)
-                    v = pw * (BT ? g.W[g.w_off[s] + (int64_t)n * g.ld[s] + k] : g.W[g.w_off[s] + (int64_t)k * g.ld[s] + n]);
+                    v = pw * (BT ? W[(int64_t)n * g.ld[s] + k] : W[(int64_t)k * g.ld[s] + n]);
                 Bs[kk][nn] = v;
             }
             __syncthreads();
@@ -149,6 +157,7 @@ __global__ void __launch_bounds__(256) k_lin_gemm(lin_gemm<T> g) {
         const int64_t r = r0 + ty + 16 * i;
         if (r >= rows) continue;
         const int64_t node = r / g.d;
+        if (g.species && g.species[node] != sp) continue;
         const int m = (int)(r % g.d);
         for (int j = 0; j < 4; j++) {
             const int n = n0 + tx + 16 * j;
@@ -163,6 +172,36 @@ __global__ void __launch_bounds__(256) k_lin_gemm(lin_gemm<T> g) {
                 *c = v;
             }
         }
+    }
+}
+
+/* The smallest species above `above` among the nodes of rows [r0, r0 + GEMM_BM), or INT_MAX (block-uniform). */
+__device__ inline int lin_gemm_next_species(const int32_t *species, int64_t r0, int64_t rows, int d, int above) {
+    __shared__ int next;
+    __syncthreads(); /* every thread has read the previous value */
+    if (threadIdx.x == 0) next = INT_MAX;
+    __syncthreads();
+    if (threadIdx.x < GEMM_BM && r0 + threadIdx.x < rows) {
+        const int s = species[(r0 + threadIdx.x) / d];
+        if (s > above) atomicMin(&next, s); /* an integer minimum: the same for any order */
+    }
+    __syncthreads();
+    return next;
+}
+
+/* BT false: B(k, n) = pw W[w_off + k*ld + n] (forward); true: B(k, n) = pw W[w_off + n*ld + k] (transpose).
+ * With per-species weights the tile runs once per species among its rows and writes only that species' rows. */
+template <class T, bool BT>
+__global__ void __launch_bounds__(256) k_lin_gemm(lin_gemm<T> g) {
+    __shared__ T As[GEMM_BK][GEMM_BM + 1];
+    __shared__ T Bs[GEMM_BK][GEMM_BN + 1];
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int64_t rows = g.n_nodes * g.d, r0 = (int64_t)blockIdx.x * GEMM_BM;
+    const int n0 = blockIdx.y * GEMM_BN;
+    for (int sp = -1;;) {
+        if (g.species && (sp = lin_gemm_next_species(g.species, r0, rows, g.d, sp)) == INT_MAX) break;
+        lin_gemm_tile<T, BT>(g, As, Bs, tx, ty, r0, rows, n0, sp);
+        if (!g.species) break;
     }
 }
 
@@ -222,64 +261,80 @@ static void lin_gemm_bwd(const cgq_linear *hl, const T *W, int64_t n_nodes, cons
     }
 }
 
-/* The skip tensor product with a one-hot species second input (MACE's skip_tp / first-layer
- * linear-with-species): a per-species linear, out[w,c] = sum pw W[u,s,w] sum_a C[a,0,c] x1[u,a]. */
-template <class T>
-__global__ void k_skip_fwd(const cgq_tp *tp, int64_t n_nodes, const int32_t *species, const T *x1, int64_t ldx, T *out,
-                           int64_t ldo) {
-    const int dout = tp->out.dim, m2 = tp->in2.b[0].mul;
-    const int64_t total = n_nodes * dout;
-    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t n = q / dout;
-        const int j = (int)(q % dout), s = species[n];
-        int w, c;
-        const int bo = irreps_locate(&tp->out, j, &w, &c);
-        const int mo = tp->out.b[bo].mul, d3 = 2 * tp->out.b[bo].l + 1;
-        double acc = 0; /* float products, double sums */
-        for (int k = 0; k < tp->n_ins; k++) {
-            if (tp->io[k] != bo) continue;
-            const cgq_irrep_block *B1 = &tp->in1.b[tp->i1[k]];
-            const int d1 = 2 * B1->l + 1;
-            const T pw = (T)tp->path_weight[k], *C = wt<T>(tp->w3j[k]);
-            const T *W = wt<T>(tp->weight) + tp->w_offset[k];
-            const T *xb = x1 + n * ldx + B1->offset;
-            for (int u = 0; u < B1->mul; u++) {
-                T t = 0;
-                for (int a = 0; a < d1; a++) t += C[a * d3 + c] * xb[u * d1 + a];
-                acc += (pw * W[((int64_t)u * m2 + s) * mo + w]) * t;
-            }
+/* The skip tensor product with a one-hot species second input runs as per-species GEMMs when every instruction is
+ * l x 0e -> l with a diagonal coupling C[a,0,c] = C_c delta_ac (e3nn's w3j(l, 0, l)) and few instructions per block:
+ * out[n, w, c] = sum_k pw_k sum_u W_k[u, s_n, w] C_c x[n, u, c]. */
+static bool skip_gemm_ok(const cgq_tp *tp) {
+    if (tp->in2.n != 1 || tp->in2.b[0].l != 0 || tp->external_weights || !tp->weight) return false;
+    for (int k = 0; k < tp->n_ins; k++) {
+        const int l = tp->in1.b[tp->i1[k]].l, d = 2 * l + 1;
+        if (tp->i2[k] != 0 || tp->mode[k] != CGQ_TP_UVW || !tp->has_weight[k] || tp->out.b[tp->io[k]].l != l) return false;
+        for (int a = 0; a < d; a++)
+            for (int c = 0; c < d; c++)
+                if (a != c && tp->w3j[k][a * d + c] != 0.0) return false;
+    }
+    for (int side = 0; side < 2; side++) {
+        const cgq_irreps &ir = side ? tp->in1 : tp->out;
+        for (int b = 0; b < ir.n; b++) {
+            int n = 0;
+            for (int k = 0; k < tp->n_ins; k++) n += (side ? tp->i1[k] : tp->io[k]) == b;
+            if (n > LG_MAX_SEGS) return false;
         }
-        out[n * ldo + j] = (T)acc;
+    }
+    return true;
+}
+
+/* A skip tensor product of that form: the diagonals C_c of its instructions on the GPU (instruction k's at off[k]) */
+struct skip_plan {
+    bool ok = false;
+    std::vector<int> off;
+    double *diag = nullptr;   /* double */
+    double *diag_f = nullptr; /* the same in float (stored in a double* field, as the model's float copies) */
+    template <class T>
+    const T *at(int k) const { return reinterpret_cast<const T *>(sizeof(T) == sizeof(float) ? diag_f : diag) + off[k]; }
+};
+
+/* out[n] = skip_tp(x[n], onehot(species[n])) as per-species GEMMs (hl: host copy, W: its weights on the GPU in T) */
+template <class T>
+static void skip_gemm_fwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int64_t n_nodes, const int32_t *species, const T *x,
+                          int64_t ldx, T *out, int64_t ldo) {
+    const int m2 = hl->in2.b[0].mul;
+    for (int j = 0; j < hl->out.n && n_nodes; j++) {
+        const cgq_irrep_block &ob = hl->out.b[j];
+        lin_gemm<T> g{};
+        g.n_nodes = n_nodes, g.d = 2 * ob.l + 1, g.A = x, g.lda = ldx, g.C = out, g.ldc = ldo, g.c_off = ob.offset;
+        g.N = ob.mul, g.alpha = 1.0, g.W = W, g.species = species;
+        for (int k = 0; k < hl->n_ins; k++) {
+            if (hl->io[k] != j) continue;
+            const int s = g.n_segs++;
+            g.a_off[s] = hl->in1.b[hl->i1[k]].offset, g.K[s] = hl->in1.b[hl->i1[k]].mul;
+            g.ld[s] = m2 * ob.mul, g.w_off[s] = hl->w_offset[k], g.pw[s] = hl->path_weight[k];
+            g.w_species[s] = ob.mul, g.diag[s] = sp.at<T>(k);
+        }
+        const dim3 grid((unsigned)((n_nodes * g.d + GEMM_BM - 1) / GEMM_BM), (unsigned)((g.N + GEMM_BN - 1) / GEMM_BN));
+        k_lin_gemm<T, false><<<grid, 256>>>(g);
     }
 }
 
-/* gx1[n] (+)= skip_tp^T(gout[n]) for the one-hot species input */
+/* gx1[n] = skip_tp^T(gout[n]) for the one-hot species input, as per-species GEMMs */
 template <class T>
-__global__ void k_skip_bwd(const cgq_tp *tp, int64_t n_nodes, const int32_t *species, const T *gout, int64_t ldg, T *gx1,
-                           int64_t ldgx, int accumulate) {
-    const int din = tp->in1.dim, m2 = tp->in2.b[0].mul;
-    const int64_t total = n_nodes * din;
-    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t n = q / din;
-        const int i = (int)(q % din), s = species[n];
-        int u, a;
-        const int b1 = irreps_locate(&tp->in1, i, &u, &a);
-        double acc = 0; /* float products, double sums */
-        for (int k = 0; k < tp->n_ins; k++) {
-            if (tp->i1[k] != b1) continue;
-            const cgq_irrep_block *BO = &tp->out.b[tp->io[k]];
-            const int d3 = 2 * BO->l + 1, mo = BO->mul;
-            const T pw = (T)tp->path_weight[k], *C = wt<T>(tp->w3j[k]) + a * d3;
-            const T *W = wt<T>(tp->weight) + tp->w_offset[k] + ((int64_t)u * m2 + s) * mo;
-            const T *gb = gout + n * ldg + BO->offset;
-            for (int c = 0; c < d3; c++) {
-                T g = 0;
-                for (int w = 0; w < mo; w++) g += (pw * W[w]) * gb[w * d3 + c];
-                acc += C[c] * g;
-            }
+static void skip_gemm_bwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int64_t n_nodes, const int32_t *species,
+                          const T *gout, int64_t ldg, T *gx1, int64_t ldgx) {
+    const int m2 = hl->in2.b[0].mul;
+    for (int i = 0; i < hl->in1.n && n_nodes; i++) {
+        const cgq_irrep_block &ib = hl->in1.b[i];
+        lin_gemm<T> g{};
+        g.n_nodes = n_nodes, g.d = 2 * ib.l + 1, g.A = gout, g.lda = ldg, g.C = gx1, g.ldc = ldgx, g.c_off = ib.offset;
+        g.N = ib.mul, g.alpha = 1.0, g.W = W, g.species = species;
+        for (int k = 0; k < hl->n_ins; k++) {
+            if (hl->i1[k] != i) continue;
+            const cgq_irrep_block &ob = hl->out.b[hl->io[k]];
+            const int s = g.n_segs++;
+            g.a_off[s] = ob.offset, g.K[s] = ob.mul, g.ld[s] = m2 * ob.mul, g.w_off[s] = hl->w_offset[k];
+            g.pw[s] = hl->path_weight[k], g.w_species[s] = ob.mul, g.diag[s] = sp.at<T>(k);
         }
-        T *dst = gx1 + n * ldgx + i;
-        *dst = (T)((accumulate ? (double)*dst : 0.0) + acc);
+        const dim3 grid((unsigned)((n_nodes * g.d + GEMM_BM - 1) / GEMM_BM), (unsigned)((g.N + GEMM_BN - 1) / GEMM_BN));
+        k_lin_gemm<T, true><<<grid, 256>>>(g);
     }
 }
 

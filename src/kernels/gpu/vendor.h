@@ -37,10 +37,12 @@
 #define cudaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
 #define CGQ_WARP 64 /* wavefront */
 #define CGQ_SHFL_DOWN_W(v, d, w) __shfl_down(v, d, w) /* within groups of w lanes */
+#define CGQ_SHFL_XOR_W(v, m, w) __shfl_xor(v, m, w)
 #else
 #include <cuda_runtime.h>
 #define CGQ_WARP 32
 #define CGQ_SHFL_DOWN_W(v, d, w) __shfl_down_sync(0xffffffffu, v, d, w)
+#define CGQ_SHFL_XOR_W(v, m, w) __shfl_xor_sync(0xffffffffu, v, m, w)
 #endif
 
 #endif
