@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # device_water_train.sh SECONDS "NAME:ARGS" ...: on the GPU machine, trains water MACE candidates with
-# tools/train_water_mace.py (mace-torch from the wheels in .whl, on the GPU, all at once under CUDA MPS), each
+# tools/train_water_mace.py (mace-torch from the wheels in ${WHL:-.whl}, on the GPU, all at once under CUDA MPS), each
 # stopped after SECONDS. The data travels in .device/data/water_train.xyz. The exported candidates and the
 # training logs come back in $OUT/water_candidates.tgz; the held-out line of each is printed last.
 set -u
@@ -8,7 +8,7 @@ SECS=$1
 shift
 OUT=${OUT:-device-out}
 mkdir -p "$OUT" /tmp/site /tmp/cand
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site ${WHL:-.whl}/*.whl || exit 1
 # mace imports python-hostlist (SLURM node lists; PyPI has no wheel of it): a stand-in for one machine
 [ -f /tmp/site/hostlist.py ] || echo 'def expand_hostlist(s): return [s]' > /tmp/site/hostlist.py
 export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH OMP_NUM_THREADS=1

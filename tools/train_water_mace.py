@@ -10,8 +10,12 @@ The shipped potentials/water-mace-small.h5 was made with the defaults, on one CP
 
 usage: python3 tools/train_water_mace.py [--epochs N] [--workdir DIR] [--out FILE.h5] [--hidden IRREPS]
            [--max-ell L] [--r-max R] [--radial-mlp LIST] [--num-interactions N] [--correlation NU] [--seed S]
-           [--holdout K] [--device cpu|cuda] [--data FILE] [--mace-args "..."]
-           [--no-pair-repulsion]"""
+           [--holdout K] [--device cpu|cuda] [--data FILE] [--extra FILE ...] [--dft-weight W] [--mace-args "..."]
+           [--no-pair-repulsion]
+
+--extra adds frames labelled by a teacher model (tools/sample_water_teacher.py: REF_energy, REF_forces,
+config_type=teacher) to the training set; the held-out frame and the reported errors stay those of the DFT data.
+--dft-weight weights each DFT frame's loss against a teacher frame's (mace's per-frame config_weight)."""
 import argparse
 import os
 import shlex
@@ -41,6 +45,8 @@ def main():
     ap.add_argument("--device", default="cpu", help="where mace trains: cpu or cuda")
     ap.add_argument("--mace-args", default="", help="more mace_run_train options (later ones win), e.g. '--weight_decay 5e-5'")
     ap.add_argument("--data", default=DATA, help="the water frames (default ../shared/data/water_train.xyz)")
+    ap.add_argument("--extra", nargs="*", default=[], help="teacher-labelled frames to add to the training set")
+    ap.add_argument("--dft-weight", type=float, default=1.0, help="loss weight of a DFT frame (a teacher frame's is 1)")
     ap.add_argument("--no-pair-repulsion", action="store_true",
                     help="no ZBL pair repulsion (the repulsive core keeps atoms from collapsing in MD)")
     args = ap.parse_args()
@@ -50,7 +56,11 @@ def main():
         a.info["REF_energy"] = a.get_potential_energy() if a.calc else a.info["energy"]
         a.arrays["REF_forces"] = a.get_forces() if a.calc else a.arrays["forces"]
         a.calc = None
-    ase.io.write(os.path.join(args.workdir, "train.xyz"), [a for i, a in enumerate(frames) if i != args.holdout])
+        a.info["config_weight"] = args.dft_weight
+    extra = [a for f in args.extra for a in ase.io.read(f, index=":")]
+    ase.io.write(os.path.join(args.workdir, "train.xyz"), [a for i, a in enumerate(frames) if i != args.holdout] + extra)
+    if extra:
+        print(f"{len(extra)} teacher frames added from {', '.join(args.extra)}", flush=True)
     ase.io.write(os.path.join(args.workdir, "test.xyz"), [frames[args.holdout]])
     # Every frame has the same composition (64 O, 128 H), so E0s by least squares ("average") are not
     # identifiable per element: only E0(O) + 2 E0(H) is; mace takes the minimum-norm split. That changes no

@@ -7,7 +7,8 @@
  * Forward: M[i] = sum_e sum_k pw_k w[e,k,u] sum_a x_s[u,a] P_k[a][c], with the SH-contracted couplings
  * P_k[a][c] = sum_b C_k[a,b,c] Y[b] of a batch of up to fwd_eb edges of the row built together in shared memory
  * (three barriers per batch, not per edge); then each instruction runs over the batch's edges of the slot with
- * its messages summed in registers (double), added once per batch to the slot's sums in shared memory.
+ * its messages summed in registers, added once per batch to the slot's sums in shared memory (in T: float sums in
+ * fp32, whose tolerance they meet with margin; the energy, forces and virial are summed in double elsewhere).
  * Reverse: per edge dE/dw (for the MLP reverse), dE/dY and dE/dcut (sums over the slot's channels), and
  * the edge's contribution to dE/dx of its sender (summed per sender row afterwards, in order). */
 #ifndef CGQ_GPU_CONV_CUH
@@ -55,28 +56,27 @@ __device__ inline const T *conv_cg(const conv_plan &p) {
     return sizeof(T) == sizeof(float) ? reinterpret_cast<const T *>(p.cg_f) : reinterpret_cast<const T *>(p.cg);
 }
 
-/* The sender's features of channel u as xv[l^2 + a] (the in1 blocks are l = 0, 1, ..., in order; checked by
+/* The sender's features of channel u as xv[l^2 + a] (the in1 blocks are l = 0, 1, ..., NL1 - 1 in order; checked by
  * build_conv_plan), in registers: every index below is a compile-time constant after unrolling. */
-template <class T>
+template <class T, int NL1>
 __device__ __forceinline__ void conv_load_x(const conv_plan &p, const T *x, int u, T (&xv)[CONV_MAX_XDIM]) {
 #pragma unroll
-    for (int l = 0; l < 4; l++)
+    for (int l = 0; l < NL1; l++)
 #pragma unroll
-        for (int a = 0; a < 2 * l + 1; a++)
-            xv[l * l + a] = l < p.n_in1 ? x[p.in1b[l].off + u * (2 * l + 1) + a] : (T)0;
+        for (int a = 0; a < 2 * l + 1; a++) xv[l * l + a] = x[p.in1b[l].off + u * (2 * l + 1) + a];
 }
 
 #define CONV_L12_CASES(F) \
     F(0, 0) F(0, 1) F(0, 2) F(0, 3) F(1, 0) F(1, 1) F(1, 2) F(1, 3) F(2, 0) F(2, 1) F(2, 2) F(2, 3) F(3, 0) F(3, 1) F(3, 2) F(3, 3)
 
 /* One instruction's messages for channel u over the slot's edges of a batch (edges eb + el, el = slot, slot + S, ...
- * < nb): sum_e s_e sum_a x_e[a] P_e[a][c] in registers (double), then added to the slot's sums my[(acc_off + c) C]. */
+ * < nb): sum_e s_e sum_a x_e[a] P_e[a][c] in registers, then added to the slot's sums my[(acc_off + c) C]. */
 template <class T, int L1, int D3>
 __device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins &k, int u, int slot, int nb, int64_t eb,
                                              const int32_t *sid, const T *hu, const T *w, int64_t e0, const T *cut,
-                                             const T *Pb, double *my) {
+                                             const T *Pb, T *my) {
     constexpr int D1 = 2 * L1 + 1;
-    double racc[D3];
+    T racc[D3];
 #pragma unroll
     for (int c = 0; c < D3; c++) racc[c] = 0;
     for (int el = slot; el < nb; el += p.slots) {
@@ -93,7 +93,7 @@ __device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins 
             T t = 0;
 #pragma unroll
             for (int a = 0; a < D1; a++) t += x[a] * Pk[a * D3 + c];
-            racc[c] += (double)(s * t);
+            racc[c] += s * t;
         }
     }
 #pragma unroll
@@ -110,11 +110,11 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
                            const T *w, int64_t e0, const T *cut, T *M) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots, stride = p.acc_dim * p.C, EB = p.fwd_eb;
-    double *acc = reinterpret_cast<double *>(smem_raw); /* message sums in double in both precisions, per slot */
+    T *acc = reinterpret_cast<T *>(smem_raw); /* message sums per slot */
     T *Pb = reinterpret_cast<T *>(acc + (size_t)stride * S); /* [EB][p_dim] */
     T *Ys = Pb + (size_t)EB * p.p_dim;                       /* [EB][nY] */
     int32_t *sid = reinterpret_cast<int32_t *>(Ys + (size_t)EB * p.nY);
-    double *my = acc + (size_t)slot * stride + u;
+    T *my = acc + (size_t)slot * stride + u;
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
     for (int j = threadIdx.x; j < stride * S; j += blockDim.x) acc[j] = 0;
     for (int64_t eb = r0; eb < r1; eb += EB) {
@@ -148,7 +148,7 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
     T *Mi = M + i * p.dM;
     for (int j = threadIdx.x; j < stride; j += blockDim.x) { /* slots in order */
         const int idx = j / p.C, v = j % p.C;
-        double m = 0;
+        T m = 0;
         for (int q = 0; q < S; q++) m += acc[(size_t)q * stride + j];
         int b = 0;
         while (idx >= p.outb[b].acc_off + p.outb[b].d) b++;
@@ -221,15 +221,18 @@ __device__ __forceinline__ T conv_bwd_ins(int C, const T (&xv)[CONV_MAX_XDIM], c
  * then per edge and instruction, with t[a] = sum_b Y[b] G[a][b]:
  *   dE/dw = pw sum_a x[a] t[a],  dE/dx[a] = pw w t[a],  dE/dY[b] = pw w sum_a x[a] G[a][b]. */
 /* The most threads of a reverse block; the compiler keeps the registers within it. A thread holds its edge's x,
- * Y, dE/dx and dE/dY in registers: 65 values, which fit 128 registers (512 threads) in float, not in double. */
+ * Y, dE/dx and dE/dY in registers: up to 65 values, which fit 128 registers (512 threads) in float, not in double.
+ * The kernel is instantiated per number of in1 blocks NL1 (l < NL1) and SH width NY, so a thread holds only the
+ * registers its layer uses (MACE-MP-0's first layer: one x value, not 16). */
 template <class T>
 constexpr int conv_bwd_max_threads() { return sizeof(T) == sizeof(float) ? 512 : 256; }
 
-template <class T>
-__global__ void __launch_bounds__(conv_bwd_max_threads<T>()) k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
-                           const T *w, int64_t e0, const T *cut, const T *gM, T *gw, T *gY, T *gcut, T *gx1e) {
+template <class T, int NL1, int NY>
+__global__ void __launch_bounds__(conv_bwd_max_threads<T>())
+    k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu, const T *w,
+               int64_t e0, const T *cut, const T *gM, T *gw, T *gY, T *gcut, T *gx1e) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots_bwd, nred = p.nY + 1;
+    const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots_bwd, nred = NY + 1;
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP, groups = p.cw / width, nbuf = S * groups;
     T *red = reinterpret_cast<T *>(smem_raw), *G = red + 2 * (size_t)CONV_BWD_STEPS * nbuf * (CONV_MAX_Y + 1);
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
@@ -258,9 +261,9 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>()) k_conv_bwd(conv_pla
         for (int b = 0; b <= CONV_MAX_Y; b++) gy[b] = 0;
         if (active && e < r1) {
             T xv[CONV_MAX_XDIM], yv[CONV_MAX_Y], gx[CONV_MAX_XDIM];
-            conv_load_x<T>(p, hu + (int64_t)sender[e] * p.dhu, u, xv);
+            conv_load_x<T, NL1>(p, hu + (int64_t)sender[e] * p.dhu, u, xv);
 #pragma unroll
-            for (int b = 0; b < CONV_MAX_Y; b++) yv[b] = b < p.nY ? Y[e * p.nY + b] : (T)0;
+            for (int b = 0; b < NY; b++) yv[b] = Y[e * NY + b];
 #pragma unroll
             for (int a = 0; a < CONV_MAX_XDIM; a++) gx[a] = 0;
             const T *we = w + (e - e0) * p.wn;
@@ -272,8 +275,10 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>()) k_conv_bwd(conv_pla
                 const T *Gk = G + (size_t)k.g_off * p.C + u;
                 T s = 0;
                 switch (k.l12) {
-#define CONV_BWD_CASE(L1, L2) \
-    case L1 * 4 + L2: s = conv_bwd_ins<T, L1, L2>(p.C, xv, yv, Gk, pww, gx, gy); break;
+#define CONV_BWD_CASE(L1, L2)                                                                  \
+    case L1 * 4 + L2:                                                                              \
+        if constexpr (L1 < NL1 && (L2 + 1) * (L2 + 1) <= NY) s = conv_bwd_ins<T, L1, L2>(p.C, xv, yv, Gk, pww, gx, gy); \
+        break;
                     CONV_L12_CASES(CONV_BWD_CASE)
 #undef CONV_BWD_CASE
                 }
@@ -290,7 +295,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>()) k_conv_bwd(conv_pla
             for (int l = 0; l < 4; l++)
 #pragma unroll
                 for (int a = 0; a < 2 * l + 1; a++)
-                    if (l < p.n_in1) gxe[p.in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
+                    if (l < NL1) gxe[p.in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
         }
         /* sums over each slot's channels: shuffles within groups of lanes into the step's buffer, then, every
          * CONV_BWD_STEPS steps, the groups in order (the batches double-buffered: one barrier per batch) */
@@ -298,14 +303,13 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>()) k_conv_bwd(conv_pla
         T *rb = red + ((size_t)half * CONV_BWD_STEPS + bi) * nbuf * (CONV_MAX_Y + 1);
         const int grp = threadIdx.x / width; /* = slot * groups + group within the slot */
         T *rg = rb + grp * (CONV_MAX_Y + 1);
-        group_sum_to_red(gy[CONV_MAX_Y], width, rg + p.nY); /* dE/dcut */
-        if (p.nY == 1) group_sum_to_red(gy[0], width, rg);
-        else if (p.nY <= 4 && width >= 4) group_scatter_sum<T, 4>(gy, p.nY, width, rg);
-        else if (width >= 16) group_scatter_sum<T, 16>(gy, p.nY, width, rg);
+        group_sum_to_red(gy[CONV_MAX_Y], width, rg + NY); /* dE/dcut */
+        if (NY == 1) group_sum_to_red(gy[0], width, rg);
+        else if (NY <= 4 && width >= 4) group_scatter_sum<T, 4>(gy, NY, width, rg);
+        else if (width >= 16) group_scatter_sum<T, 16>(gy, NY, width, rg);
         else
 #pragma unroll
-            for (int b = 0; b < CONV_MAX_Y; b++)
-                if (b < p.nY) group_sum_to_red(gy[b], width, rg + b);
+            for (int b = 0; b < NY; b++) group_sum_to_red(gy[b], width, rg + b);
         if (bi + 1 < CONV_BWD_STEPS && base + S < r1) continue; /* uniform over the block */
         __syncthreads();
         const int64_t base0 = base - (int64_t)bi * S;
@@ -316,10 +320,26 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>()) k_conv_bwd(conv_pla
             const T *rs = red + ((size_t)half * CONV_BWD_STEPS + st) * nbuf * (CONV_MAX_Y + 1);
             T acc = 0;
             for (int q = 0; q < groups; q++) acc += rs[(s2 * groups + q) * (CONV_MAX_Y + 1) + b];
-            if (b < p.nY) gY[e2 * p.nY + b] = acc;
+            if (b < NY) gY[e2 * NY + b] = acc;
             else if (gcut) gcut[e2] = cut ? acc : 0.0;
         }
     }
+}
+
+template <class T>
+using conv_bwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const T *, const T *, const T *, int64_t,
+                             const T *, const T *, T *, T *, T *, T *);
+
+/* the reverse kernel for the plan's in1 blocks and SH width (NULL: none instantiated) */
+template <class T>
+static conv_bwd_fn<T> conv_bwd_kernel(int n_in1, int nY) {
+#define CONV_BWD_KERNEL(NL1, NY) \
+    if (n_in1 == NL1 && nY == NY) return k_conv_bwd<T, NL1, NY>;
+#define CONV_BWD_KERNELS(NL1) CONV_BWD_KERNEL(NL1, 1) CONV_BWD_KERNEL(NL1, 4) CONV_BWD_KERNEL(NL1, 9) CONV_BWD_KERNEL(NL1, 16)
+    CONV_BWD_KERNELS(1) CONV_BWD_KERNELS(2) CONV_BWD_KERNELS(3) CONV_BWD_KERNELS(4)
+#undef CONV_BWD_KERNELS
+#undef CONV_BWD_KERNEL
+    return nullptr;
 }
 
 /* first position in sedge[r0, r1) (increasing edge ids) whose edge id is >= e */
@@ -403,7 +423,7 @@ __global__ void k_density_edge_bwd(int64_t e0, int64_t e1, const int32_t *erecv,
 
 /* shared memory of the kernels for element size `es` (the double size is the larger, used to plan) */
 static size_t conv_fwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
-    return sizeof(double) * (size_t)p.acc_dim * p.C * p.slots + es * (size_t)p.fwd_eb * (p.p_dim + p.nY) +
+    return es * ((size_t)p.acc_dim * p.C * p.slots + (size_t)p.fwd_eb * (p.p_dim + p.nY)) +
            sizeof(int32_t) * (size_t)p.fwd_eb;
 }
 static size_t conv_bwd_smem(const conv_plan &p, size_t es = sizeof(double)) {

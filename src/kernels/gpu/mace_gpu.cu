@@ -504,17 +504,19 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
     CGQ_TRY(upload(g, &dpa, p_a.size()));
     CGQ_TRY(upload(g, &dpc, p_c.size()));
     p->ins = di, p->outb = dob, p->in1b = dib, p->cg = dcg, p->p_ins = dpi, p->p_a = dpa, p->p_c = dpc;
-    p->ok = 1;
+    p->ok = conv_bwd_kernel<double>(p->n_in1, p->nY) != nullptr;
     return CGQ_STATUS_OK;
 }
 
 template <class T>
 static cudaError_t set_smem_limits(int cap) {
-    const void *kernels[] = {(const void *)k_conv_fwd<T>,       (const void *)k_conv_bwd<T>,
-                             (const void *)k_symcon_fwd<T, 1>, (const void *)k_symcon_fwd<T, 2>,
-                             (const void *)k_symcon_fwd<T, 3>, (const void *)k_symcon_fwd<T, 4>,
-                             (const void *)k_symcon_bwd<T, 1>, (const void *)k_symcon_bwd<T, 2>,
-                             (const void *)k_symcon_bwd<T, 3>, (const void *)k_symcon_bwd<T, 4>};
+    std::vector<const void *> kernels = {(const void *)k_conv_fwd<T>,       (const void *)k_symcon_fwd<T, 1>,
+                                         (const void *)k_symcon_fwd<T, 2>, (const void *)k_symcon_fwd<T, 3>,
+                                         (const void *)k_symcon_fwd<T, 4>, (const void *)k_symcon_bwd<T, 1>,
+                                         (const void *)k_symcon_bwd<T, 2>, (const void *)k_symcon_bwd<T, 3>,
+                                         (const void *)k_symcon_bwd<T, 4>};
+    for (int n_in1 = 1; n_in1 <= 4; n_in1++)
+        for (int l = 0; l <= 3; l++) kernels.push_back((const void *)conv_bwd_kernel<T>(n_in1, (l + 1) * (l + 1)));
     for (const void *k : kernels) {
         cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, cap);
         if (e != cudaSuccess) return e;
@@ -1346,7 +1348,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             T *const *W = reinterpret_cast<T *const *>(fc.W);
             if (!keep) CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act_of[t], w_of[t], p.wn, g->blas, 0)));
             prof.mark("mlp_fwd");
-            k_conv_bwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
+            conv_bwd_kernel<T>(p.n_in1, p.nY)<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
                 p, ch.i0, c.row_ptr, c.sender, Y, hu, w_at(t, ch), ch.e0, cut_w, gM, gw, gY, gcut, gx1e);
             prof.mark("conv_bwd");
             CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, act_at(t, ch), gw, p.wn, gef, nb, gtmp, g->blas, 0)));

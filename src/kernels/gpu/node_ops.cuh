@@ -90,8 +90,9 @@ __global__ void k_linear_bwd(const cgq_linear *lin, int64_t n_nodes, const T *gy
  * One output block (mul_out x (2l+1)) of y = alpha * linear(x) is a GEMM over rows r = (node, m):
  *   y[n, w, m] = alpha sum_k pw_k sum_u x[n, in_k + u*d + m] W_k[u, w]
  * with K running over the instructions into that block (in order) and their input channels u (in order), so
- * every output is summed in the same order as k_linear_fwd (bitwise the same numbers). The transposed map
- * (dE/dx from dE/dy) is the same GEMM with W read transposed. Products in T, sums in double. */
+ * every output is summed in the same order as k_linear_fwd. The transposed map (dE/dx from dE/dy) is the same GEMM
+ * with W read transposed. Products and sums in T (float sums in fp32 meet its tolerance with margin; the energy,
+ * forces and virial are summed in double elsewhere). */
 #define LG_MAX_SEGS 8
 
 template <class T>
@@ -122,7 +123,7 @@ struct lin_gemm {
 template <class T, bool BT>
 __device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, T (&As)[GEMM_BK][GEMM_BM + 1], T (&Bs)[GEMM_BK][GEMM_BN + 1],
                                               int tx, int ty, int64_t r0, int64_t rows, int n0, int sp) {
-    double acc[4][4] = {{0}};
+    T acc[4][4] = {{0}};
     for (int s = 0; s < g.n_segs; s++) {
         const T pw = (T)g.pw[s];
         const T *W = g.W + g.w_off[s] + (g.species ? sp * g.w_species[s] : 0);
