@@ -508,24 +508,17 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
     return CGQ_STATUS_OK;
 }
 
-/* Lets the kernels use up to `cap` bytes of dynamic shared memory; the convolutions also ask for the SM's largest
- * shared-memory split (more of their blocks resident per SM) rather than the driver's default L1 share. */
 template <class T>
 static cudaError_t set_smem_limits(int cap) {
-    std::vector<const void *> conv = {(const void *)k_conv_fwd<T>};
+    std::vector<const void *> kernels = {(const void *)k_conv_fwd<T>,       (const void *)k_symcon_fwd<T, 1>,
+                                         (const void *)k_symcon_fwd<T, 2>, (const void *)k_symcon_fwd<T, 3>,
+                                         (const void *)k_symcon_fwd<T, 4>, (const void *)k_symcon_bwd<T, 1>,
+                                         (const void *)k_symcon_bwd<T, 2>, (const void *)k_symcon_bwd<T, 3>,
+                                         (const void *)k_symcon_bwd<T, 4>};
     for (int n_in1 = 1; n_in1 <= 4; n_in1++)
-        for (int l = 0; l <= 3; l++) conv.push_back((const void *)conv_bwd_kernel<T>(n_in1, (l + 1) * (l + 1)));
-    const void *other[] = {(const void *)k_symcon_fwd<T, 1>, (const void *)k_symcon_fwd<T, 2>,
-                           (const void *)k_symcon_fwd<T, 3>, (const void *)k_symcon_fwd<T, 4>,
-                           (const void *)k_symcon_bwd<T, 1>, (const void *)k_symcon_bwd<T, 2>,
-                           (const void *)k_symcon_bwd<T, 3>, (const void *)k_symcon_bwd<T, 4>};
-    for (const void *k : conv) {
+        for (int l = 0; l <= 3; l++) kernels.push_back((const void *)conv_bwd_kernel<T>(n_in1, (l + 1) * (l + 1)));
+    for (const void *k : kernels) {
         cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, cap);
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-        if (e != cudaSuccess) return e;
-    }
-    for (const void *k : other) {
-        const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, cap);
         if (e != cudaSuccess) return e;
     }
     return cudaSuccess;
