@@ -110,7 +110,7 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
                            const T *w, int64_t e0, const T *cut, T *M) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots, stride = p.acc_dim * p.C, EB = p.fwd_eb;
-    T *acc = reinterpret_cast<T *>(smem_raw); /* message sums per slot */
+    T *acc = reinterpret_cast<T *>(smem_raw);                /* message sums per slot */
     T *Pb = reinterpret_cast<T *>(acc + (size_t)stride * S); /* [EB][p_dim] */
     T *Ys = Pb + (size_t)EB * p.p_dim;                       /* [EB][nY] */
     int32_t *sid = reinterpret_cast<int32_t *>(Ys + (size_t)EB * p.nY);
@@ -229,8 +229,8 @@ constexpr int conv_bwd_max_threads() { return sizeof(T) == sizeof(float) ? 512 :
 
 template <class T, int NL1, int NY>
 __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
-    k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu, const T *w,
-               int64_t e0, const T *cut, const T *gM, T *gw, T *gY, T *gcut, T *gx1e) {
+    k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
+               const T *w, int64_t e0, const T *cut, const T *gM, T *gw, T *gY, T *gcut, T *gx1e) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots_bwd, nred = NY + 1;
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP, groups = p.cw / width, nbuf = S * groups;
@@ -275,9 +275,10 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
                 const T *Gk = G + (size_t)k.g_off * p.C + u;
                 T s = 0;
                 switch (k.l12) {
-#define CONV_BWD_CASE(L1, L2)                                                                  \
-    case L1 * 4 + L2:                                                                              \
-        if constexpr (L1 < NL1 && (L2 + 1) * (L2 + 1) <= NY) s = conv_bwd_ins<T, L1, L2>(p.C, xv, yv, Gk, pww, gx, gy); \
+#define CONV_BWD_CASE(L1, L2)                                          \
+    case L1 * 4 + L2:                                                  \
+        if constexpr (L1 < NL1 && (L2 + 1) * (L2 + 1) <= NY)           \
+            s = conv_bwd_ins<T, L1, L2>(p.C, xv, yv, Gk, pww, gx, gy); \
         break;
                     CONV_L12_CASES(CONV_BWD_CASE)
 #undef CONV_BWD_CASE
@@ -304,9 +305,12 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
         const int grp = threadIdx.x / width; /* = slot * groups + group within the slot */
         T *rg = rb + grp * (CONV_MAX_Y + 1);
         group_sum_to_red(gy[CONV_MAX_Y], width, rg + NY); /* dE/dcut */
-        if (NY == 1) group_sum_to_red(gy[0], width, rg);
-        else if (NY <= 4 && width >= 4) group_scatter_sum<T, 4>(gy, NY, width, rg);
-        else if (width >= 16) group_scatter_sum<T, 16>(gy, NY, width, rg);
+        if (NY == 1)
+            group_sum_to_red(gy[0], width, rg);
+        else if (NY <= 4 && width >= 4)
+            group_scatter_sum<T, 4>(gy, NY, width, rg);
+        else if (width >= 16)
+            group_scatter_sum<T, 16>(gy, NY, width, rg);
         else
 #pragma unroll
             for (int b = 0; b < NY; b++) group_sum_to_red(gy[b], width, rg + b);
@@ -320,26 +324,29 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
             const T *rs = red + ((size_t)half * CONV_BWD_STEPS + st) * nbuf * (CONV_MAX_Y + 1);
             T acc = 0;
             for (int q = 0; q < groups; q++) acc += rs[(s2 * groups + q) * (CONV_MAX_Y + 1) + b];
-            if (b < NY) gY[e2 * NY + b] = acc;
+            if (b < NY)
+                gY[e2 * NY + b] = acc;
             else if (gcut) gcut[e2] = cut ? acc : 0.0;
         }
     }
 }
 
 template <class T>
-using conv_bwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const T *, const T *, const T *, int64_t,
-                             const T *, const T *, T *, T *, T *, T *);
+using conv_bwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const T *, const T *, const T *,
+                             int64_t, const T *, const T *, T *, T *, T *, T *);
 
 /* the reverse kernel for the plan's in1 blocks and SH width (NULL: none instantiated) */
 template <class T>
 static conv_bwd_fn<T> conv_bwd_kernel(int n_in1, int nY) {
 #define CONV_BWD_KERNEL(NL1, NY) \
     if (n_in1 == NL1 && nY == NY) return k_conv_bwd<T, NL1, NY>;
-#define CONV_BWD_KERNELS(NL1) CONV_BWD_KERNEL(NL1, 1) CONV_BWD_KERNEL(NL1, 4) CONV_BWD_KERNEL(NL1, 9) CONV_BWD_KERNEL(NL1, 16)
-    CONV_BWD_KERNELS(1) CONV_BWD_KERNELS(2) CONV_BWD_KERNELS(3) CONV_BWD_KERNELS(4)
+#define CONV_BWD_KERNELS(NL1) \
+    CONV_BWD_KERNEL(NL1, 1) CONV_BWD_KERNEL(NL1, 4) CONV_BWD_KERNEL(NL1, 9) CONV_BWD_KERNEL(NL1, 16)
+    CONV_BWD_KERNELS(1)
+    CONV_BWD_KERNELS(2) CONV_BWD_KERNELS(3) CONV_BWD_KERNELS(4)
 #undef CONV_BWD_KERNELS
 #undef CONV_BWD_KERNEL
-    return nullptr;
+        return nullptr;
 }
 
 /* first position in sedge[r0, r1) (increasing edge ids) whose edge id is >= e */

@@ -314,7 +314,8 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
         for (int nu = 1; nu <= ct->correlation; nu++)
             for (int64_t q = 0; q < ct->nnz[nu]; q++)
                 mono_of.push_back(
-                    &ix.emplace(std::make_pair(ct->u_m[nu][q], monomial_code(ct->u_idx[nu] + q * nu, nu)), 0).first->second);
+                    &ix.emplace(std::make_pair(ct->u_m[nu][q], monomial_code(ct->u_idx[nu] + q * nu, nu)), 0)
+                         .first->second);
         symcon_block &bk = a.blk[j];
         bk.dm = 2 * ct->l_out + 1, bk.out_off = ly->product_out.b[j].offset;
         for (int m = 0; m <= bk.dm; m++) bk.mstart[m] = (int)codes.size(); /* components without monomials stay empty */
@@ -510,11 +511,10 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
 
 template <class T>
 static cudaError_t set_smem_limits(int cap) {
-    std::vector<const void *> kernels = {(const void *)k_conv_fwd<T>,       (const void *)k_symcon_fwd<T, 1>,
-                                         (const void *)k_symcon_fwd<T, 2>, (const void *)k_symcon_fwd<T, 3>,
-                                         (const void *)k_symcon_fwd<T, 4>, (const void *)k_symcon_bwd<T, 1>,
-                                         (const void *)k_symcon_bwd<T, 2>, (const void *)k_symcon_bwd<T, 3>,
-                                         (const void *)k_symcon_bwd<T, 4>};
+    std::vector<const void *> kernels = {
+        (const void *)k_conv_fwd<T>,      (const void *)k_symcon_fwd<T, 1>, (const void *)k_symcon_fwd<T, 2>,
+        (const void *)k_symcon_fwd<T, 3>, (const void *)k_symcon_fwd<T, 4>, (const void *)k_symcon_bwd<T, 1>,
+        (const void *)k_symcon_bwd<T, 2>, (const void *)k_symcon_bwd<T, 3>, (const void *)k_symcon_bwd<T, 4>};
     for (int n_in1 = 1; n_in1 <= 4; n_in1++)
         for (int l = 0; l <= 3; l++) kernels.push_back((const void *)conv_bwd_kernel<T>(n_in1, (l + 1) * (l + 1)));
     for (const void *k : kernels) {
@@ -1283,7 +1283,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         node_linear_fwd<T>(&ly->linear, &sly->linear, &dly->linear, N, M, dM, Mlin, dTt,
                            (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), nullptr, 0);
         if (ly->density) k_density_scale<T><<<blocks_for(N * dTt), TH>>>(N, dTt, R(s.rho), Mlin);
-        if (!ly->residual) skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, Mlin, dTt, Apre, dTt);
+        if (!ly->residual)
+            skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, Mlin, dTt, Apre, dTt);
         else CGQ_CHECK_GPU(cudaMemcpyAsync(Apre, Mlin, sizeof(T) * N * dTt, cudaMemcpyDeviceToDevice));
         k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(dly, N, Apre, dTt, A, CD, 1);
         prof.mark("node_fwd");
@@ -1348,7 +1349,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             T *const *W = reinterpret_cast<T *const *>(fc.W);
             if (!keep) CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act_of[t], w_of[t], p.wn, g->blas, 0)));
             prof.mark("mlp_fwd");
-            conv_bwd_kernel<T>(p.n_in1, p.nY)<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
+            conv_bwd_kernel<T>(p.n_in1,
+                               p.nY)<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
                 p, ch.i0, c.row_ptr, c.sender, Y, hu, w_at(t, ch), ch.e0, cut_w, gM, gw, gY, gcut, gx1e);
             prof.mark("conv_bwd");
             CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, act_at(t, ch), gw, p.wn, gef, nb, gtmp, g->blas, 0)));

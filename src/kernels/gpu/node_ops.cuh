@@ -113,7 +113,8 @@ struct lin_gemm {
     int a_off[LG_MAX_SEGS], K[LG_MAX_SEGS], ld[LG_MAX_SEGS];
     int64_t w_off[LG_MAX_SEGS];
     double pw[LG_MAX_SEGS];
-    const int32_t *species; /* per-species weights (the skip tensor product): species s's start s * w_species[seg] later */
+    const int32_t
+        *species; /* per-species weights (the skip tensor product): species s's start s * w_species[seg] later */
     int64_t w_species[LG_MAX_SEGS];
     const T *diag[LG_MAX_SEGS]; /* or per row r: A(r, k) *= diag[r % d] (the skip's diagonal couplings) */
 };
@@ -121,8 +122,9 @@ struct lin_gemm {
 /* One 64 x 64 output tile over every segment; with per-species weights, those of species sp, and only the rows of
  * species sp are written. */
 template <class T, bool BT>
-__device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, T (&As)[GEMM_BK][GEMM_BM + 1], T (&Bs)[GEMM_BK][GEMM_BN + 1],
-                                              int tx, int ty, int64_t r0, int64_t rows, int n0, int sp) {
+__device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, T (&As)[GEMM_BK][GEMM_BM + 1],
+                                              T (&Bs)[GEMM_BK][GEMM_BN + 1], int tx, int ty, int64_t r0, int64_t rows,
+                                              int n0, int sp) {
     T acc[4][4] = {{0}};
     for (int s = 0; s < g.n_segs; s++) {
         const T pw = (T)g.pw[s];
@@ -145,8 +147,7 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, T (&As)[GEMM
                 else kk = q / GEMM_BN, nn = q % GEMM_BN;
                 const int k = k0 + kk, n = n0 + nn;
                 T v = 0;
-                if (k < g.K[s] && n < g.N)
-                    v = pw * (BT ? W[(int64_t)n * g.ld[s] + k] : W[(int64_t)k * g.ld[s] + n]);
+                if (k < g.K[s] && n < g.N) v = pw * (BT ? W[(int64_t)n * g.ld[s] + k] : W[(int64_t)k * g.ld[s] + n]);
                 Bs[kk][nn] = v;
             }
             __syncthreads();
@@ -269,7 +270,8 @@ static bool skip_gemm_ok(const cgq_tp *tp) {
     if (tp->in2.n != 1 || tp->in2.b[0].l != 0 || tp->external_weights || !tp->weight) return false;
     for (int k = 0; k < tp->n_ins; k++) {
         const int l = tp->in1.b[tp->i1[k]].l, d = 2 * l + 1;
-        if (tp->i2[k] != 0 || tp->mode[k] != CGQ_TP_UVW || !tp->has_weight[k] || tp->out.b[tp->io[k]].l != l) return false;
+        if (tp->i2[k] != 0 || tp->mode[k] != CGQ_TP_UVW || !tp->has_weight[k] || tp->out.b[tp->io[k]].l != l)
+            return false;
         for (int a = 0; a < d; a++)
             for (int c = 0; c < d; c++)
                 if (a != c && tp->w3j[k][a * d + c] != 0.0) return false;
@@ -292,13 +294,15 @@ struct skip_plan {
     double *diag = nullptr;   /* double */
     double *diag_f = nullptr; /* the same in float (stored in a double* field, as the model's float copies) */
     template <class T>
-    const T *at(int k) const { return reinterpret_cast<const T *>(sizeof(T) == sizeof(float) ? diag_f : diag) + off[k]; }
+    const T *at(int k) const {
+        return reinterpret_cast<const T *>(sizeof(T) == sizeof(float) ? diag_f : diag) + off[k];
+    }
 };
 
 /* out[n] = skip_tp(x[n], onehot(species[n])) as per-species GEMMs (hl: host copy, W: its weights on the GPU in T) */
 template <class T>
-static void skip_gemm_fwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int64_t n_nodes, const int32_t *species, const T *x,
-                          int64_t ldx, T *out, int64_t ldo) {
+static void skip_gemm_fwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int64_t n_nodes, const int32_t *species,
+                          const T *x, int64_t ldx, T *out, int64_t ldo) {
     const int m2 = hl->in2.b[0].mul;
     for (int j = 0; j < hl->out.n && n_nodes; j++) {
         const cgq_irrep_block &ob = hl->out.b[j];
