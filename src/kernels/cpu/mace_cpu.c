@@ -15,6 +15,29 @@ void cgq_arena_free(cgq_arena *a) {
     a->cap = 0;
 }
 
+cgq_status cgq_arena_reserve(cgq_arena *a, size_t need, int64_t n_atoms, int64_t n_edges) {
+    if (need <= a->cap) return CGQ_STATUS_OK;
+    double *nbuf = realloc(a->buf, sizeof(double) * (need + need / 16 + 1));
+    if (!nbuf)
+        return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory: the CPU evaluator needs %.1f MB of work memory "
+                        "for %lld atoms and %lld edges", 8e-6 * (double)need, (long long)n_atoms, (long long)n_edges);
+    a->buf = nbuf;
+    a->cap = need + need / 16 + 1;
+    return CGQ_STATUS_OK;
+}
+
+void cgq_fill_receivers(const int64_t *row_ptr, int64_t n_local, int32_t *erecv) {
+    for (int64_t i = 0; i < n_local; i++)
+        for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++) erecv[e] = (int32_t)i;
+}
+
+void cgq_sum_node_energies(const double *node_out, int64_t n_local, double *energy, double *node_energy) {
+    double total = 0.0;
+    for (int64_t i = 0; i < n_local; i++) total += node_out[i];
+    *energy = total;
+    if (node_energy && n_local) memcpy(node_energy, node_out, sizeof(double) * (size_t)n_local);
+}
+
 
 cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const cgq_exchange *xc, double *energy,
                                  double *node_energy, double *edge_grad, cgq_arena *arena) {
@@ -28,21 +51,13 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const c
     const int64_t N = c.N, NA = c.NA, E = c.E;
     const int cache_edges = want_grad && mace_cache_doubles(m, E) * sizeof(double) <= CGQ_EDGE_CACHE_BUDGET_BYTES;
     const size_t need = mace_layout(&c, NULL, want_grad, cache_edges, 0);
-    if (need > arena->cap) {
-        double *nbuf = realloc(arena->buf, sizeof(double) * (need + need / 16 + 1));
-        if (!nbuf)
-            return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory: the CPU evaluator needs %.1f MB of work memory "
-                            "for %lld atoms and %lld edges", 8e-6 * (double)need, (long long)N, (long long)E);
-        arena->buf = nbuf;
-        arena->cap = need + need / 16 + 1;
-    }
+    CGQ_TRY(cgq_arena_reserve(arena, need, N, E));
     mace_layout(&c, arena->buf, want_grad, cache_edges, 0);
     if (want_grad) c.edge_grad = edge_grad; /* written in place */
     volatile int oom = 0;
     const size_t work = c.esz + c.nsz;
 
-    for (int64_t i = 0; i < N; i++)
-        for (int64_t e = c.row_ptr[i]; e < c.row_ptr[i + 1]; e++) c.erecv[e] = (int32_t)i;
+    cgq_fill_receivers(c.row_ptr, N, c.erecv);
 #pragma omp parallel for schedule(static)
     for (int64_t e = 0; e < E; e++) mace_step_edge_geometry(&c, e);
 #pragma omp parallel for schedule(static)
@@ -61,10 +76,7 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const c
 #define ENERGY(i, s) mace_step_energy(&c, i, s)
     CGQ_PARALLEL_WITH_SCRATCH(N, c.nsz, oom, ENERGY);
 #undef ENERGY
-    double total = 0.0;
-    for (int64_t i = 0; i < N; i++) total += c.node_out[i]; /* fixed order: deterministic */
-    *energy = total;
-    if (node_energy && N) memcpy(node_energy, c.node_out, sizeof(double) * (size_t)N);
+    cgq_sum_node_energies(c.node_out, N, energy, node_energy);
     if (!want_grad) return CGQ_STATUS_OK;
 
     CGQ_TRY(cgq_sender_index(c.sender, E, NA, c.srow, c.sedge)); /* for the transposed message gradient */

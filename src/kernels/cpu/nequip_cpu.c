@@ -27,21 +27,13 @@ cgq_status cgq_nequip_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const
     for (int t = 0; t < L; t++) cache_doubles += (size_t)E * (size_t)nq->layers[t].tp.weight_numel;
     const int cache_edges = want_grad && cache_doubles * sizeof(double) <= NQ_EDGE_CACHE_BUDGET_BYTES;
     const size_t need = nq_layout(&c, NULL, want_grad, cache_edges);
-    if (need > arena->cap) {
-        double *nbuf = realloc(arena->buf, sizeof(double) * (need + need / 16 + 1));
-        if (!nbuf)
-            return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory: the CPU evaluator needs %.1f MB of work memory "
-                            "for %lld atoms and %lld edges", 8e-6 * (double)need, (long long)N, (long long)E);
-        arena->buf = nbuf;
-        arena->cap = need + need / 16 + 1;
-    }
+    CGQ_TRY(cgq_arena_reserve(arena, need, N, E));
     nq_layout(&c, arena->buf, want_grad, cache_edges);
     if (want_grad) c.edge_grad = edge_grad;
     volatile int oom = 0;
     const size_t work = c.esz + c.nsz;
 
-    for (int64_t i = 0; i < N; i++)
-        for (int64_t e = c.row_ptr[i]; e < c.row_ptr[i + 1]; e++) c.erecv[e] = (int32_t)i;
+    cgq_fill_receivers(c.row_ptr, N, c.erecv);
 #pragma omp parallel for schedule(static)
     for (int64_t e = 0; e < E; e++) nq_step_edge(&c, e);
 
@@ -58,10 +50,7 @@ cgq_status cgq_nequip_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const
 #define ENERGY(i, s) nq_step_energy(&c, i, s)
     CGQ_PARALLEL_WITH_SCRATCH(N, c.nsz, oom, ENERGY);
 #undef ENERGY
-    double total = 0.0;
-    for (int64_t i = 0; i < N; i++) total += c.node_out[i]; /* fixed order: deterministic */
-    *energy = total;
-    if (node_energy && N) memcpy(node_energy, c.node_out, sizeof(double) * (size_t)N);
+    cgq_sum_node_energies(c.node_out, N, energy, node_energy);
     if (!want_grad) return CGQ_STATUS_OK;
 
     CGQ_TRY(cgq_sender_index(c.sender, E, NA, c.srow, c.sedge)); /* for the transposed message gradient */
