@@ -113,8 +113,8 @@ struct lin_gemm {
     int a_off[LG_MAX_SEGS], K[LG_MAX_SEGS], ld[LG_MAX_SEGS];
     int64_t w_off[LG_MAX_SEGS];
     double pw[LG_MAX_SEGS];
-    const int32_t
-        *species; /* per-species weights (the skip tensor product): species s's start s * w_species[seg] later */
+    /* per-species weights (the skip tensor product): species s's weights start s * w_species[seg] later */
+    const int32_t *species;
     int64_t w_species[LG_MAX_SEGS];
     const T *diag[LG_MAX_SEGS]; /* or per row r: A(r, k) *= diag[r % d] (the skip's diagonal couplings) */
 };
