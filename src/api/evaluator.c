@@ -247,7 +247,7 @@ static cgq_status evaluate_system(cgq_evaluator *ev, const cgq_system *sys, cgq_
     CGQ_TRY(cgq_grow_array((void **)&ev->edge_grad, &ev->edge_cap, 3 * nl->n_edges + 1, sizeof(double)));
     cgq_graph g = {n, n, nl->n_edges, ev->species, nl->row_ptr, nl->sender, nl->vec};
     /* edge gradients are always needed: the virial is always returned */
-    CGQ_TRY(cgq_evaluate_graph(ev, &g, NULL, &res->energy, res->atomic_energies, ev->edge_grad));
+    CGQ_TRY(evaluate_graph(ev, &g, NULL, &res->energy, res->atomic_energies, ev->edge_grad)); /* threads already set */
     cgq_edge_forces(&g, ev->edge_grad, 1, res->forces, res->virial, res->atomic_virials);
     return CGQ_STATUS_OK;
 }

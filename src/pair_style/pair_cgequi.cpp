@@ -217,9 +217,8 @@ void PairCGEqui::build_candidates(bool fold) {
     cand_pos.resize(3 * np + 3);
     for (int64_t k = 0; k < np; k++)
         for (int d = 0; d < 3; d++) cand_pos[3 * k + d] = x[node_atom[k]][d];
-    cand_tag.resize(np + 1);
-    for (int64_t k = 0; k < np; k++) cand_tag[k] = atom->tag[node_atom[k]];
-    point_id.assign(cand_tag.begin(), cand_tag.end()); /* atoms are named by tag in messages */
+    point_id.resize(np + 1); /* the tags: atoms are named by them in messages, and a changed tag forces a rebuild */
+    for (int64_t k = 0; k < np; k++) point_id[k] = (int64_t)atom->tag[node_atom[k]];
     const int32_t nopbc[3] = {0, 0, 0};
     const double nocell[9] = {0};
     nl->ids = point_id.data();
@@ -230,9 +229,9 @@ void PairCGEqui::build_candidates(bool fold) {
     if (fold) { /* one rank: every ghost is an image of a local atom, the graph node of its owner */
         std::unordered_map<tagint, int32_t> node_of_tag;
         node_of_tag.reserve(2 * cand_local + 1);
-        for (int64_t k = 0; k < cand_local; k++) node_of_tag[cand_tag[k]] = (int32_t)k;
+        for (int64_t k = 0; k < cand_local; k++) node_of_tag[(tagint)point_id[k]] = (int32_t)k;
         for (int64_t k = 0; k < np; k++) {
-            auto it = node_of_tag.find(cand_tag[k]);
+            auto it = node_of_tag.find((tagint)point_id[k]);
             point_node[k] = it == node_of_tag.end() ? -1 : it->second;
         }
     } else {
@@ -264,7 +263,7 @@ void PairCGEqui::update_points(bool fold) {
         for (int64_t k = 0; k < np; k++) {
             const double *p = x[node_atom[k]], *q = &cand_pos[3 * k];
             const double dx = p[0] - q[0], dy = p[1] - q[1], dz = p[2] - q[2];
-            moved |= (dx * dx + dy * dy + dz * dz > half_skin2) || atom->tag[node_atom[k]] != cand_tag[k];
+            moved |= (dx * dx + dy * dy + dz * dz > half_skin2) || (int64_t)atom->tag[node_atom[k]] != point_id[k];
             points[3 * k] = p[0], points[3 * k + 1] = p[1], points[3 * k + 2] = p[2];
         }
         rebuild = moved != 0;

@@ -49,12 +49,11 @@ class PairCGEqui : public Pair {
     /* points of the graph: point k is LAMMPS atom node_atom[k]; atom_node[j] = point of atom j or -1 */
     std::vector<int> node_atom, atom_node;
     std::vector<int32_t> species, point_node; /* point_node: graph node of each point (its owner when folded) */
-    std::vector<int64_t> point_id;            /* atom tags, for the evaluator's messages */
+    std::vector<int64_t> point_id;            /* atom tags: the evaluator's messages, and the rebuild check */
     std::vector<double> points, node_force, node_energy, node_virial;
     /* candidate pairs within cutoff + skin of the local points, and the positions they were built from */
     ::cgq_neighbor_list *nl = nullptr;
     std::vector<double> cand_pos;
-    std::vector<tagint> cand_tag;
     double cand_skin = 0.0;
     int64_t cand_local = 0;
     bigint cand_ncalls = -1;

@@ -38,7 +38,6 @@ void cgq_sum_node_energies(const double *node_out, int64_t n_local, double *ener
     if (node_energy && n_local) memcpy(node_energy, node_out, sizeof(double) * (size_t)n_local);
 }
 
-
 cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const cgq_exchange *xc, double *energy,
                                  double *node_energy, double *edge_grad, cgq_arena *arena) {
     mace_ctx c;
