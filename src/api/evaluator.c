@@ -42,17 +42,14 @@ cgq_status cgq_evaluator_create(const cgq_model *model, const cgq_evaluator_para
                         (int)p.num_threads);
     if (p.precision != CGQ_PRECISION_DEFAULT && p.precision != CGQ_PRECISION_FP64 && p.precision != CGQ_PRECISION_FP32)
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "unknown precision %d", (int)p.precision);
-    /* NequIP on the GPU runs the float64 reference steps one thread per atom (latency-bound: 166 ms per step at 192
-     * water atoms, 181 ms at 5,184 on an H100, against 352 ms on 16 CPU threads): auto keeps the CPU for it and
-     * device cuda asks for the GPU. */
-    if (model->nequip && p.device == CGQ_DEVICE_AUTO) p.device = CGQ_DEVICE_CPU;
 #ifdef CGQ_HAVE_GPU
-    const int use_gpu = p.device == CGQ_DEVICE_CUDA || (p.device == CGQ_DEVICE_AUTO && cgq_gpu_available());
+    const int auto_device = p.device == CGQ_DEVICE_AUTO;
+    int use_gpu = p.device == CGQ_DEVICE_CUDA || (auto_device && cgq_gpu_available());
 #else
     if (p.device == CGQ_DEVICE_CUDA)
         return cgq_fail(CGQ_STATUS_DEVICE_ERROR, "this cgequi build has no GPU backend; use device cpu (or auto), or "
                         "rebuild with -DCGQ_CUDA=ON");
-    const int use_gpu = 0;
+    int use_gpu = 0;
 #endif
     if (p.precision == CGQ_PRECISION_FP32 && !use_gpu)
         return cgq_fail(CGQ_STATUS_UNSUPPORTED, "precision fp32 runs on the GPU only; the CPU backend evaluates in "
@@ -74,6 +71,15 @@ cgq_status cgq_evaluator_create(const cgq_model *model, const cgq_evaluator_para
             return st;
         }
         p.precision = fp32 ? CGQ_PRECISION_FP32 : CGQ_PRECISION_FP64;
+        /* A NequIP model the parallel kernels do not cover runs the float64 reference steps one thread per atom on
+         * the GPU (latency-bound: 166 ms per step at 192 water atoms on an H100, against 67 ms on 2 CPU threads):
+         * auto takes the CPU for it; device cuda still gets the GPU. */
+        if (model->nequip && auto_device && !cgq_gpu_runs_pairs(ev->gpu)) {
+            cgq_gpu_free(ev->gpu);
+            ev->gpu = NULL;
+            use_gpu = 0;
+            p.device = CGQ_DEVICE_CPU;
+        }
     }
 #endif
     if (!use_gpu) p.precision = CGQ_PRECISION_FP64;

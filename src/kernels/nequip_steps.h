@@ -277,11 +277,11 @@ CGQ_INTERNAL void nq_step_up(const nq_ctx *c, int t, int64_t i) {
     for (int k = 0; k < din; k++) hi[k] = nc * hi[k];
 }
 
-CGQ_INTERNAL void nq_step_conv(const nq_ctx *c, int t, int64_t i, double *scratch) {
-    const cgq_nequip *nq = c->nq;
-    const cgq_nq_layer *ly = &nq->layers[t];
-    const int din = nq_layer_in_dim(nq, t), dM = ly->tp.out.dim, dG = ly->gate.dim_in, dO = ly->gate.dim_out;
-    double *w = scratch, *cache = scratch + ly->tp.weight_numel, *tmp = scratch + c->esz;
+/* M[i] = sum over the active edges of receiver i of tp(h[sender], Y, w) */
+CGQ_INTERNAL void nq_step_messages(const nq_ctx *c, int t, int64_t i, double *scratch) {
+    const cgq_nq_layer *ly = &c->nq->layers[t];
+    const int din = nq_layer_in_dim(c->nq, t), dM = ly->tp.out.dim;
+    double *w = scratch, *cache = scratch + ly->tp.weight_numel;
     double *Mi = c->M[t] + i * dM;
     memset(Mi, 0, sizeof(double) * (size_t)dM);
     for (int64_t e = c->row_ptr[i]; e < c->row_ptr[i + 1]; e++) {
@@ -290,8 +290,15 @@ CGQ_INTERNAL void nq_step_conv(const nq_ctx *c, int t, int64_t i, double *scratc
         nq_edge_weights(c, t, e, w, cache, 1, &we);
         cgq_tp_conv_forward(&ly->tp, c->h[t] + (int64_t)c->sender[e] * din, c->Y + e * c->nY, we, Mi);
     }
+}
+
+/* The node side of layer t from the messages M[i]: linear_2, self-connection, gate, resnet. tmp: gate.dim_in. */
+CGQ_INTERNAL void nq_step_node(const nq_ctx *c, int t, int64_t i, double *tmp) {
+    const cgq_nequip *nq = c->nq;
+    const cgq_nq_layer *ly = &nq->layers[t];
+    const int dM = ly->tp.out.dim, dG = ly->gate.dim_in, dO = ly->gate.dim_out;
     double *pre = c->pre[t] + i * dG;
-    cgq_linear_forward(&ly->linear_2, Mi, pre);
+    cgq_linear_forward(&ly->linear_2, c->M[t] + i * dM, pre);
     const double *xin = nq_layer_in(c, t, i);
     if (ly->use_sc) {
         cgq_tp_node_forward(&ly->sc, xin, nq->embed + (size_t)c->species[i] * nq->emb_dim, tmp);
@@ -301,6 +308,11 @@ CGQ_INTERNAL void nq_step_conv(const nq_ctx *c, int t, int64_t i, double *scratc
     nq_gate_forward(&ly->gate, pre, xo);
     if (ly->resnet)
         for (int k = 0; k < dO; k++) xo[k] = xin[k] + xo[k];
+}
+
+CGQ_INTERNAL void nq_step_conv(const nq_ctx *c, int t, int64_t i, double *scratch) {
+    nq_step_messages(c, t, i, scratch);
+    nq_step_node(c, t, i, scratch + c->esz);
 }
 
 CGQ_INTERNAL void nq_step_energy(const nq_ctx *c, int64_t i, double *tmp) {
@@ -348,6 +360,28 @@ CGQ_INTERNAL void nq_step_node_backward(const nq_ctx *c, int t, int64_t i, doubl
     cgq_linear_backward(&ly->linear_2, gpre, gM);
 }
 
+/* Edge e (receiver i) from dE/d(edge embedding) gef and dE/dY gY: dE/dvec through the Bessel basis, the cutoff and
+ * the spherical harmonics, added to edge_grad. ef, def: n_bessel each; dY: 3 x 16. */
+CGQ_INTERNAL void nq_edge_tail(const nq_ctx *c, int64_t i, int64_t e, const double *gef, const double *gY, double *ef,
+                               double *def, double *dY) {
+    const cgq_nequip *nq = c->nq;
+    const int tc = c->species[i], tn = c->species[c->sender[e]];
+    const double k = nq->rmax_recip[tc * nq->n_types + tn];
+    nq_edge_embedding(nq, c->xn[e], ef, def);
+    double gr = 0.0;
+    for (int n = 0; n < c->nb; n++) gr += gef[n] * def[n];
+    gr *= k;
+    const double *u = c->u + 3 * e, r = c->r[e];
+    double Yt[16];
+    cgq_sh_eval(c->m->lmax_sh, u, Yt, dY);
+    double *ge = c->edge_grad + 3 * e;
+    for (int q = 0; q < 3; q++) {
+        double acc = gr * u[q] / r;
+        for (int j = 0; j < c->nY; j++) acc += gY[j] * dY[3 * j + q];
+        ge[q] -= acc; /* d/dvec = -d/du */
+    }
+}
+
 /* dE/dv for the edges of receiver i through Y, the edge MLP, the Bessel basis and cutoff (+=). */
 CGQ_INTERNAL void nq_step_edge_backward(const nq_ctx *c, int t, int64_t i, double *scratch) {
     const cgq_nequip *nq = c->nq;
@@ -365,21 +399,7 @@ CGQ_INTERNAL void nq_step_edge_backward(const nq_ctx *c, int t, int64_t i, doubl
         cgq_tp_conv_backward(&ly->tp, c->h[t] + (int64_t)c->sender[e] * din, c->Y + e * nY, w, c->gM + i * dM, NULL, gY,
                              gw);
         nq_mlp_backward(&ly->edge_mlp, cache, gw, gef, mscr);
-        const int tc = c->species[i], tn = c->species[c->sender[e]];
-        const double k = nq->rmax_recip[tc * nq->n_types + tn];
-        nq_edge_embedding(nq, c->xn[e], ef, def);
-        double gr = 0.0;
-        for (int n = 0; n < nb; n++) gr += gef[n] * def[n];
-        gr *= k;
-        const double *u = c->u + 3 * e, r = c->r[e];
-        double Yt[16];
-        cgq_sh_eval(c->m->lmax_sh, u, Yt, dY);
-        double *ge = c->edge_grad + 3 * e;
-        for (int q = 0; q < 3; q++) {
-            double acc = gr * u[q] / r;
-            for (int j = 0; j < nY; j++) acc += gY[j] * dY[3 * j + q];
-            ge[q] -= acc; /* d/dvec = -d/du */
-        }
+        nq_edge_tail(c, i, e, gef, gY, ef, def, dY);
     }
 }
 

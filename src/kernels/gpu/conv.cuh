@@ -18,11 +18,12 @@
 #define CONV_MAX_XDIM 16    /* per-channel width of the sender features (sum of 2l+1) */
 #define CONV_MAX_Y 16       /* (l_sh+1)^2 */
 #define CONV_BWD_STEPS 8    /* edge steps of the reverse between barriers (its per-edge channel sums buffered) */
+#define CONV_MAX_GROUPS 8   /* plans of one layer (build_conv_group) */
 
 struct conv_ins {
     int d1, d2, d3;
     int l12;           /* l1 * 4 + l2: selects the kernels' unrolled instruction body */
-    int x_off, xa_off; /* in1 block: e3nn offset; per-channel offset (= l1^2, see build_conv_plan) */
+    int x_off, xa_off; /* in1 block: e3nn offset; per-channel offset (= l1^2, see build_conv_group) */
     int y_off;         /* SH block offset */
     int acc_off;       /* output block: per-channel offset */
     int out_off;       /* output block: e3nn offset */
@@ -41,7 +42,7 @@ struct conv_plan {
     int n_ins, n_out, n_in1;
     int C, threads, acc_dim, p_dim, g_dim, x_dim, nY, dhu, dM;
     int cw, slots; /* threads per slot (>= C: a divisor or a multiple of the warp), slots per block */
-    int slots_bwd, threads_bwd; /* the reverse's (more slots: they share G, see build_conv_plan) */
+    int slots_bwd, threads_bwd; /* the reverse's (more slots: they share G, see build_conv_group) */
     int fwd_eb;                 /* edges per batch of the forward (its P tables in shared memory) */
     int64_t wn;
     conv_ins *ins;
@@ -56,14 +57,15 @@ __device__ inline const T *conv_cg(const conv_plan &p) {
     return sizeof(T) == sizeof(float) ? reinterpret_cast<const T *>(p.cg_f) : reinterpret_cast<const T *>(p.cg);
 }
 
-/* The sender's features of channel u as xv[l^2 + a] (the in1 blocks are l = 0, 1, ..., NL1 - 1 in order; checked by
- * build_conv_plan), in registers: every index below is a compile-time constant after unrolling. */
+/* The sender's features of channel u as xv[l^2 + a] (in1b[l] is the plan's block of degree l < NL1; d = 0 where the
+ * plan has none, see build_conv_group), in registers: every index below is a compile-time constant after unrolling. */
 template <class T, int NL1>
 __device__ __forceinline__ void conv_load_x(const conv_plan &p, const T *x, int u, T (&xv)[CONV_MAX_XDIM]) {
 #pragma unroll
     for (int l = 0; l < NL1; l++)
+        if (p.in1b[l].d)
 #pragma unroll
-        for (int a = 0; a < 2 * l + 1; a++) xv[l * l + a] = x[p.in1b[l].off + u * (2 * l + 1) + a];
+            for (int a = 0; a < 2 * l + 1; a++) xv[l * l + a] = x[p.in1b[l].off + u * (2 * l + 1) + a];
 }
 
 #define CONV_L12_CASES(F) \
@@ -215,8 +217,9 @@ __device__ __forceinline__ T conv_bwd_ins(int C, const T (&xv)[CONV_MAX_XDIM], c
 }
 
 /* Reverse of k_conv_fwd for receivers [i0, i0 + gridDim.x), given gM = dE/dM. Writes per edge: gw (dE/d raw
- * MLP output, row stride wn, from e0), gY (dE/dY, stride nY), gcut (dE/dcut through the weights, when cut),
- * gx1e (this edge's dE/dx of its sender, stride dhu, from e0).
+ * MLP output, row stride wn, from e0), gY (dE/dY, stride nY; added to it when accumulate: the second and later
+ * plans of a layer split by build_conv_group), gcut (dE/dcut through the weights, when cut), gx1e (this edge's
+ * dE/dx of its sender, stride dhu, from e0; the plan's in1 blocks).
  * gM[i] is fixed along the row, so each channel first folds it into G_k[a][b] = sum_c C_k[a,b,c] gM[u,c];
  * then per edge and instruction, with t[a] = sum_b Y[b] G[a][b]:
  *   dE/dw = pw sum_a x[a] t[a],  dE/dx[a] = pw w t[a],  dE/dY[b] = pw w sum_a x[a] G[a][b]. */
@@ -230,7 +233,7 @@ constexpr int conv_bwd_max_threads() { return sizeof(T) == sizeof(float) ? 512 :
 template <class T, int NL1, int NY>
 __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
-               const T *w, int64_t e0, const T *cut, const T *gM, T *gw, T *gY, T *gcut, T *gx1e) {
+               const T *w, int64_t e0, const T *cut, const T *gM, T *gw, T *gY, T *gcut, T *gx1e, int accumulate) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots_bwd, nred = NY + 1;
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP, groups = p.cw / width, nbuf = S * groups;
@@ -296,7 +299,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
             for (int l = 0; l < 4; l++)
 #pragma unroll
                 for (int a = 0; a < 2 * l + 1; a++)
-                    if (l < NL1) gxe[p.in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
+                    if (l < NL1 && p.in1b[l].d) gxe[p.in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
         }
         /* sums over each slot's channels: shuffles within groups of lanes into the step's buffer, then, every
          * CONV_BWD_STEPS steps, the groups in order (the batches double-buffered: one barrier per batch) */
@@ -325,7 +328,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
             T acc = 0;
             for (int q = 0; q < groups; q++) acc += rs[(s2 * groups + q) * (CONV_MAX_Y + 1) + b];
             if (b < NY)
-                gY[e2 * NY + b] = acc;
+                gY[e2 * NY + b] = accumulate ? gY[e2 * NY + b] + acc : acc;
             else if (gcut) gcut[e2] = cut ? acc : 0.0;
         }
     }
@@ -333,7 +336,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
 
 template <class T>
 using conv_bwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const T *, const T *, const T *,
-                             int64_t, const T *, const T *, T *, T *, T *, T *);
+                             int64_t, const T *, const T *, T *, T *, T *, T *, int);
 
 /* the reverse kernel for the plan's in1 blocks and SH width (NULL: none instantiated) */
 template <class T>

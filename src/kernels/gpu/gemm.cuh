@@ -196,10 +196,12 @@ static int mlp_hidden_width(const cgq_fcnet &fc) {
 }
 
 /* The e3nn FullyConnectedNet over rows [0, M) of x (ld ldx): hidden pre-activations and activations into
- * cache (row stride cgq_fcnet_cache_size), outputs into out (row stride ldo). Same layout as the reference. */
+ * cache (row stride cgq_fcnet_cache_size), outputs into out (row stride ldo). Same layout as the reference.
+ * Each product is scaled by 1/sqrt(fan-in), as e3nn does, unless the weights carry it (prescaled: nequip's
+ * ScalarMLPFunction, whose W_k are stored times alpha_k). */
 template <class T>
 static int mlp_forward(const cgq_fcnet &fc, const T *const *W, int64_t M, const T *x, int64_t ldx, T *cache, T *out,
-                       int64_t ldo, cgq_blas blas, cudaStream_t s) {
+                       int64_t ldo, cgq_blas blas, cudaStream_t s, bool prescaled = false) {
     int err = 0;
     const int cs = cgq_fcnet_cache_size(&fc);
     const T *in = x;
@@ -209,7 +211,7 @@ static int mlp_forward(const cgq_fcnet &fc, const T *const *W, int64_t M, const 
         gemm_args<T> g = {};
         g.M = M, g.N = fc.h[k + 1], g.K = fc.h[k];
         g.A = in, g.lda = ldin, g.B = W[k], g.ldb = fc.h[k + 1];
-        g.alpha = (T)(1.0 / sqrt((double)fc.h[k]));
+        g.alpha = prescaled ? (T)1 : (T)(1.0 / sqrt((double)fc.h[k]));
         g.act = fc.act, g.act_cst = fc.act_cst;
         if (k == fc.n_layers - 1) {
             g.C = out, g.ldc = ldo;
@@ -227,7 +229,7 @@ static int mlp_forward(const cgq_fcnet &fc, const T *const *W, int64_t M, const 
 /* Reverse of mlp_forward: gx[M, h0] (ld ldgx) from gout [M, h_last] (ld ldg); tmp holds 2 x M x mlp_hidden_width. */
 template <class T>
 static int mlp_backward(const cgq_fcnet &fc, const T *const *W, int64_t M, const T *cache, const T *gout, int64_t ldg,
-                        T *gx, int64_t ldgx, T *tmp, cgq_blas blas, cudaStream_t s) {
+                        T *gx, int64_t ldgx, T *tmp, cgq_blas blas, cudaStream_t s, bool prescaled = false) {
     int err = 0;
     const int cs = cgq_fcnet_cache_size(&fc), maxw = mlp_hidden_width(fc);
     int off[CGQ_MAX_FC_LAYERS + 1], o = 0;
@@ -241,7 +243,7 @@ static int mlp_backward(const cgq_fcnet &fc, const T *const *W, int64_t M, const
         gemm_args<T> a = {};
         a.M = M, a.N = fc.h[k], a.K = fc.h[k + 1];
         a.A = g, a.lda = ldin, a.B = W[k], a.ldb = fc.h[k + 1];
-        a.alpha = (T)(1.0 / sqrt((double)fc.h[k]));
+        a.alpha = prescaled ? (T)1 : (T)(1.0 / sqrt((double)fc.h[k]));
         a.act = fc.act, a.act_cst = fc.act_cst;
         if (k == 0) {
             a.C = gx, a.ldc = ldgx;

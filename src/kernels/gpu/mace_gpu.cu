@@ -108,6 +108,11 @@ struct cgq_gpu {
     std::vector<double> host_rows; /* staging for exchanges and node energies */
     pair_state pairs;
     cgq_nequip *dev_nequip = nullptr; /* NequIP models: the device copy of the model's NequIP part */
+    cgq_nequip nq_shadow;             /* host copy of *dev_nequip: device pointers, host-readable sizes */
+    int nq_v2 = 0;                    /* NequIP on the parallel kernels (nequip_gpu.cuh) */
+    int nq_groups[CGQ_MAX_LAYERS] = {0};
+    conv_plan nq_plans[CGQ_MAX_LAYERS][CONV_MAX_GROUPS];
+    cgq_fcnet nq_mlp[CGQ_MAX_LAYERS], nq_mlp_f[CGQ_MAX_LAYERS]; /* edge MLPs as GEMM views: double, float weights */
     double *edge_grad = nullptr;      /* NequIP models: dE/dv per edge */
     size_t edge_grad_cap = 0;
 };
@@ -408,47 +413,88 @@ static cgq_status build_skip_plan(cgq_gpu *g, const cgq_tp *tp, skip_plan *p) {
     return upload(g, &p->diag, diag.size());
 }
 
-static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_plan *p) {
-    const cgq_mace_layer *ly = &m->layers[t];
-    const cgq_tp *tp = &ly->conv_tp;
+/* The in1 blocks of a uvu convolution split into groups that the kernels run one after another: each group has
+ * one multiplicity and at most one block per degree l (held as xv[l^2 + a]; MACE's hidden irreps, 128x0e+128x1o,
+ * are one group; NequIP's 16x0e+16x0o+16x1o+16x1e two: 0e+1o and 0o+1e). Blocks go to the first group that has
+ * their multiplicity and no block of their l. Returns the group of each block. */
+static std::vector<int> conv_groups(const cgq_tp *tp, int *n_groups) {
+    std::vector<int> grp(tp->in1.n);
+    std::vector<std::vector<int>> members;
+    for (int b = 0; b < tp->in1.n; b++) {
+        const cgq_irrep_block &B = tp->in1.b[b];
+        int q = 0;
+        for (; q < (int)members.size(); q++) {
+            bool fits = tp->in1.b[members[q][0]].mul == B.mul;
+            for (int o : members[q]) fits = fits && tp->in1.b[o].l != B.l;
+            if (fits) break;
+        }
+        if (q == (int)members.size()) members.emplace_back();
+        members[q].push_back(b);
+        grp[b] = q;
+    }
+    *n_groups = (int)members.size();
+    return grp;
+}
+
+/* The plan of group `group` of the layer's convolution tp (conv_groups): its instructions, the output blocks they
+ * write (each output block must be written by one group; blocks no instruction writes go with group 0, as zeros),
+ * shared-memory sizes and block shapes. p->ok = 0 where the form is not covered (the caller runs the v1 steps). */
+static cgq_status build_conv_group(cgq_gpu *g, const cgq_tp *tp, int lmax_sh, int group, conv_plan *p) {
     memset(p, 0, sizeof *p);
-    const int C = tp->in1.b[0].mul;
-    bool ok = tp->external_weights && m->lmax_sh <= CGQ_MAX_SH_L && skip_tp_is_species_linear(m, &ly->skip_tp);
-    int x_dim = 0;
-    /* the kernels unroll each instruction for its (l1, l2) and index the sender's features as l1^2 + a and the SH
-     * as l2^2 + b: in1 must be l = 0, 1, ... in order (MACE's hidden irreps, e.g. 128x0e+128x1o), in2 the SH */
-    ok = ok && tp->in1.n <= 4;
+    int n_groups = 0;
+    const std::vector<int> grp = conv_groups(tp, &n_groups);
+    std::vector<int> out_grp(tp->out.n, -1), mine;
+    bool ok = tp->external_weights && lmax_sh <= CGQ_MAX_SH_L && (lmax_sh + 1) * (lmax_sh + 1) <= CONV_MAX_Y;
+    for (int k = 0; k < tp->n_ins; k++) {
+        const cgq_irrep_block *B1 = &tp->in1.b[tp->i1[k]], *B2 = &tp->in2.b[tp->i2[k]];
+        ok = ok && tp->mode[k] == CGQ_TP_UVU && B2->mul == 1 && tp->has_weight[k] && B2->offset == B2->l * B2->l;
+        ok = ok && tp->out.b[tp->io[k]].mul == B1->mul && B1->l <= 3;
+        int &og = out_grp[tp->io[k]];
+        ok = ok && (og < 0 || og == grp[tp->i1[k]]);
+        og = grp[tp->i1[k]];
+        if (grp[tp->i1[k]] == group) mine.push_back(k);
+    }
+    int C = 0, NL1 = 0;
+    std::vector<conv_block> in1b(4, conv_block{0, 0, 0});
     for (int b = 0; b < tp->in1.n; b++)
-        ok = ok && tp->in1.b[b].mul == C && tp->in1.b[b].l == b, x_dim += 2 * tp->in1.b[b].l + 1;
-    for (int k = 0; k < tp->n_ins; k++) ok = ok && tp->in2.b[tp->i2[k]].offset == tp->in2.b[tp->i2[k]].l * tp->in2.b[tp->i2[k]].l;
-    for (int b = 0; b < tp->out.n; b++) ok = ok && tp->out.b[b].mul == C;
-    for (int k = 0; k < tp->n_ins; k++)
-        ok = ok && tp->mode[k] == CGQ_TP_UVU && tp->in2.b[tp->i2[k]].mul == 1 && tp->has_weight[k];
-    ok = ok && x_dim <= CONV_MAX_XDIM && (m->lmax_sh + 1) * (m->lmax_sh + 1) <= CONV_MAX_Y && C <= 1024;
+        if (grp[b] == group) {
+            const int l = tp->in1.b[b].l;
+            C = tp->in1.b[b].mul, NL1 = std::max(NL1, l + 1);
+            if (l <= 3) in1b[l] = {tp->in1.b[b].offset, 2 * l + 1, l * l};
+        }
+    ok = ok && group < n_groups && NL1 <= 4 && NL1 * NL1 <= CONV_MAX_XDIM && C <= 1024 && !mine.empty();
     if (!ok) return CGQ_STATUS_OK;
-    std::vector<conv_block> outb(tp->out.n), in1b(tp->in1.n);
-    int acc = 0, xa = 0, g_dim = 0;
-    for (int b = 0; b < tp->out.n; b++) outb[b] = {tp->out.b[b].offset, 2 * tp->out.b[b].l + 1, acc}, acc += outb[b].d;
-    for (int b = 0; b < tp->in1.n; b++) in1b[b] = {tp->in1.b[b].offset, 2 * tp->in1.b[b].l + 1, xa}, xa += in1b[b].d;
-    std::vector<conv_ins> ins(tp->n_ins);
+    in1b.resize(NL1);
+    std::vector<conv_block> outb;
+    std::vector<int> local(tp->out.n, -1);
+    int acc = 0, g_dim = 0;
+    for (int b = 0; b < tp->out.n; b++)
+        if (out_grp[b] == group || (out_grp[b] < 0 && group == 0)) {
+            local[b] = (int)outb.size();
+            outb.push_back({tp->out.b[b].offset, 2 * tp->out.b[b].l + 1, acc});
+            acc += outb.back().d;
+        }
+    std::vector<conv_ins> ins(mine.size());
     std::vector<double> cg;
     std::vector<int> p_ins, p_a, p_c;
-    for (int k = 0; k < tp->n_ins; k++) {
-        conv_ins &q = ins[k];
+    for (size_t q = 0; q < mine.size(); q++) {
+        const int k = mine[q];
+        conv_ins &c = ins[q];
         const cgq_irrep_block *B1 = &tp->in1.b[tp->i1[k]], *B2 = &tp->in2.b[tp->i2[k]];
-        q.d1 = 2 * B1->l + 1, q.d2 = 2 * B2->l + 1, q.d3 = outb[tp->io[k]].d, q.l12 = B1->l * 4 + B2->l;
-        q.x_off = B1->offset, q.xa_off = in1b[tp->i1[k]].acc_off, q.y_off = B2->offset;
-        q.acc_off = outb[tp->io[k]].acc_off, q.out_off = outb[tp->io[k]].off;
-        q.g_off = g_dim, g_dim += q.d1 * q.d2;
-        q.p_off = (int)p_ins.size(), q.c_off = (int)cg.size();
-        q.w_off = tp->w_offset[k], q.pw = tp->path_weight[k];
-        cg.insert(cg.end(), g->host_model->layers[t].conv_tp.w3j[k], g->host_model->layers[t].conv_tp.w3j[k] + q.d1 * q.d2 * q.d3);
-        for (int a = 0; a < q.d1; a++)
-            for (int c = 0; c < q.d3; c++) p_ins.push_back(k), p_a.push_back(a), p_c.push_back(c);
+        const conv_block &ob = outb[local[tp->io[k]]];
+        c.d1 = 2 * B1->l + 1, c.d2 = 2 * B2->l + 1, c.d3 = ob.d, c.l12 = B1->l * 4 + B2->l;
+        c.x_off = B1->offset, c.xa_off = B1->l * B1->l, c.y_off = B2->offset;
+        c.acc_off = ob.acc_off, c.out_off = ob.off;
+        c.g_off = g_dim, g_dim += c.d1 * c.d2;
+        c.p_off = (int)p_ins.size(), c.c_off = (int)cg.size();
+        c.w_off = tp->w_offset[k], c.pw = tp->path_weight[k];
+        cg.insert(cg.end(), tp->w3j[k], tp->w3j[k] + c.d1 * c.d2 * c.d3);
+        for (int a = 0; a < c.d1; a++)
+            for (int d = 0; d < c.d3; d++) p_ins.push_back((int)q), p_a.push_back(a), p_c.push_back(d);
     }
-    p->n_ins = tp->n_ins, p->n_out = tp->out.n, p->n_in1 = tp->in1.n;
-    p->C = C, p->acc_dim = acc, p->p_dim = (int)p_ins.size(), p->g_dim = g_dim, p->x_dim = x_dim;
-    p->nY = (m->lmax_sh + 1) * (m->lmax_sh + 1), p->dhu = tp->in1.dim, p->dM = tp->out.dim, p->wn = tp->weight_numel;
+    p->n_ins = (int)ins.size(), p->n_out = (int)outb.size(), p->n_in1 = NL1;
+    p->C = C, p->acc_dim = acc, p->p_dim = (int)p_ins.size(), p->g_dim = g_dim, p->x_dim = NL1 * NL1;
+    p->nY = (lmax_sh + 1) * (lmax_sh + 1), p->dhu = tp->in1.dim, p->dM = tp->out.dim, p->wn = tp->weight_numel;
     /* a slot's threads: a power of two up to the warp (so shuffles stay within it), else whole warps;
      * slots fill a block of 128 threads where shared memory allows (more edges of the row at once) */
     if (C <= CGQ_WARP) {
@@ -509,6 +555,17 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
     return CGQ_STATUS_OK;
 }
 
+/* MACE's layer convolution: one group (its in1 blocks l = 0, 1, ... of one multiplicity), with the species skip
+ * product the v2 steps run as a GEMM. */
+static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_plan *p) {
+    const cgq_tp *tp = &m->layers[t].conv_tp;
+    int n_groups = 0;
+    conv_groups(tp, &n_groups);
+    memset(p, 0, sizeof *p);
+    if (n_groups != 1 || !skip_tp_is_species_linear(m, &m->layers[t].skip_tp)) return CGQ_STATUS_OK;
+    return build_conv_group(g, tp, m->lmax_sh, 0, p);
+}
+
 template <class T>
 static cudaError_t set_smem_limits(int cap) {
     std::vector<const void *> kernels = {
@@ -522,6 +579,27 @@ static cudaError_t set_smem_limits(int cap) {
         if (e != cudaSuccess) return e;
     }
     return cudaSuccess;
+}
+
+/* the conv and product-basis kernels may use the GPU's opt-in shared memory per block; false where refused */
+static bool set_smem_limits_all(cgq_gpu *g) {
+    const int cap = (int)g->smem_optin;
+    if (set_smem_limits<double>(cap) == cudaSuccess && set_smem_limits<float>(cap) == cudaSuccess) return true;
+    cudaGetLastError();
+    return false;
+}
+
+/* the vendor BLAS handle of the radial-MLP GEMMs (none in HIP builds: the tiled kernel runs them) */
+static cgq_status create_blas(cgq_gpu *g, int gpu_id) {
+#if !defined(__HIPCC__)
+    if (cublasCreate(&g->blas) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS)
+        return cgq_fail(CGQ_STATUS_DEVICE_ERROR, "cuBLAS could not be initialised on GPU %d (out of GPU memory, or a "
+                        "CUDA driver older than the toolkit cgequi was built with)", gpu_id);
+#else
+    (void)g, (void)gpu_id;
+#endif
+    return CGQ_STATUS_OK;
 }
 
 extern "C" size_t cgq_gpu_bytes(const cgq_gpu *g) {
@@ -562,6 +640,7 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
 }
 
 static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm); /* nequip_gpu.cuh */
+static cgq_status build_nequip_v2(cgq_gpu *g);          /* nequip_gpu.cuh */
 
 extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, cgq_gpu **out) {
     *out = nullptr;
@@ -578,10 +657,17 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
         optin = 48 * 1024;
     g->smem_optin = (size_t)optin;
     g->fp32 = fp32; /* the plans size their blocks for it */
-    if (m->nequip) { /* the reference steps in float64, one thread per node or edge (nequip_gpu.cuh) */
-        cgq_status st = fp32 ? cgq_fail(CGQ_STATUS_UNSUPPORTED, "NequIP models run on the GPU in fp64 only (the "
-                                        "fp32 kernels are MACE's); use precision fp64")
-                             : upload_nequip(g, m);
+    if (m->nequip) {
+        cgq_status st = upload_nequip(g, m);
+        if (st == CGQ_STATUS_OK) st = build_nequip_v2(g);
+        if (getenv("CGQ_GPU_V1")) g->nq_v2 = 0; /* the reference steps, for comparisons */
+        if (st == CGQ_STATUS_OK && g->nq_v2) st = create_blas(g, gpu_id);
+        if (st == CGQ_STATUS_OK && g->nq_v2 && !set_smem_limits_all(g)) g->nq_v2 = 0;
+        if (const char *mc = getenv("CGQ_GPU_MAX_CHUNK_EDGES")) g->max_chunk_edges = std::max(1LL, atoll(mc));
+        if (st == CGQ_STATUS_OK && fp32 && !g->nq_v2)
+            st = cgq_fail(CGQ_STATUS_UNSUPPORTED, "precision fp32 on the GPU covers NequIP layers with uvu convolutions "
+                          "of l <= 3 features and at most 64 Bessel functions; this model runs in fp64 only (use "
+                          "precision fp64)");
         if (st != CGQ_STATUS_OK) {
             cgq_gpu_free(g);
             return st;
@@ -590,14 +676,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
         return CGQ_STATUS_OK;
     }
     cgq_status st = upload_model(g, m);
-#if !defined(__HIPCC__)
-    if (st == CGQ_STATUS_OK) {
-        if (cublasCreate(&g->blas) != CUBLAS_STATUS_SUCCESS ||
-            cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS)
-            st = cgq_fail(CGQ_STATUS_DEVICE_ERROR, "cuBLAS could not be initialised on GPU %d (out of GPU memory, "
-                          "or a CUDA driver older than the toolkit cgequi was built with)", gpu_id);
-    }
-#endif
+    if (st == CGQ_STATUS_OK) st = create_blas(g, gpu_id);
     g->v2 = 1;
     for (int t = 0; t < m->n_layers && st == CGQ_STATUS_OK; t++) {
         st = build_conv_plan(g, m, t, &g->plans[t]);
@@ -605,13 +684,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
         if (st == CGQ_STATUS_OK) st = build_skip_plan(g, &m->layers[t].skip_tp, &g->skips[t]);
         g->v2 = g->v2 && g->plans[t].ok && g->symcon[t].ok && g->skips[t].ok;
     }
-    if (st == CGQ_STATUS_OK && g->v2) {
-        const int cap = (int)g->smem_optin;
-        if (set_smem_limits<double>(cap) != cudaSuccess || set_smem_limits<float>(cap) != cudaSuccess) {
-            cudaGetLastError();
-            g->v2 = 0;
-        }
-    }
+    if (st == CGQ_STATUS_OK && g->v2 && !set_smem_limits_all(g)) g->v2 = 0;
     if (getenv("CGQ_GPU_V1")) g->v2 = 0; /* the v1 steps, for comparisons */
     if (const char *mc = getenv("CGQ_GPU_MAX_CHUNK_EDGES")) g->max_chunk_edges = std::max(1LL, atoll(mc));
     if (st == CGQ_STATUS_OK && fp32 && !g->v2)
@@ -802,7 +875,7 @@ static void scan_flags(const int32_t *in, int64_t n, int64_t *out, int64_t *tile
     if (nt) k_scan_apply<<<(unsigned)nt, CGQ_SCAN_THREADS>>>(n, in, tiles, out);
 }
 
-extern "C" int cgq_gpu_runs_pairs(const cgq_gpu *g) { return g && g->v2; }
+extern "C" int cgq_gpu_runs_pairs(const cgq_gpu *g) { return g && (g->v2 || g->nq_v2); }
 
 extern "C" cgq_status cgq_gpu_set_pairs(cgq_gpu *g, const cgq_pair_list *pl) {
     pair_state &ps = g->pairs;
@@ -941,8 +1014,6 @@ static cgq_status collect_energy(cgq_gpu *g, const double *node_out, int64_t n, 
     if (node_energy && n) memcpy(node_energy, g->host_rows.data(), sizeof(double) * n);
     return CGQ_STATUS_OK;
 }
-
-#include "kernels/gpu/nequip_gpu.cuh"
 
 /* ---- v1: the reference steps, one thread per node or edge ----------------------------------------- */
 static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchange *xc, double *energy,
@@ -1351,7 +1422,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             prof.mark("mlp_fwd");
             conv_bwd_kernel<T>(p.n_in1,
                                p.nY)<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
-                p, ch.i0, c.row_ptr, c.sender, Y, hu, w_at(t, ch), ch.e0, cut_w, gM, gw, gY, gcut, gx1e);
+                p, ch.i0, c.row_ptr, c.sender, Y, hu, w_at(t, ch), ch.e0, cut_w, gM, gw, gY, gcut, gx1e, 0);
             prof.mark("conv_bwd");
             CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, act_at(t, ch), gw, p.wn, gef, nb, gtmp, g->blas, 0)));
             prof.mark("mlp_bwd");
@@ -1390,8 +1461,13 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     return CGQ_STATUS_OK;
 }
 
+#include "kernels/gpu/nequip_gpu.cuh"
+
 extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cgq_exchange *xc, double *energy,
                                        double *node_energy, double *edge_grad) {
+    if (g->host_model->nequip && g->nq_v2)
+        return g->fp32 ? evaluate_nequip_v2<float>(g, gr, nullptr, xc, energy, node_energy, edge_grad, nullptr)
+                       : evaluate_nequip_v2<double>(g, gr, nullptr, xc, energy, node_energy, edge_grad, nullptr);
     if (g->host_model->nequip) return evaluate_nequip(g, gr, xc, energy, node_energy, edge_grad);
     if (!g->v2) return evaluate_v1(g, gr, xc, energy, node_energy, edge_grad);
     return g->fp32 ? evaluate_v2<float>(g, gr, nullptr, xc, energy, node_energy, edge_grad, nullptr)
@@ -1400,8 +1476,11 @@ extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cg
 
 extern "C" cgq_status cgq_gpu_evaluate_pairs(cgq_gpu *g, const double *positions, const cgq_exchange *xc,
                                              cgq_node_result *r) {
-    if (!g->v2 || !g->pairs.set)
+    if (!cgq_gpu_runs_pairs(g) || !g->pairs.set)
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_gpu_evaluate_pairs: no candidate pairs on the device");
+    if (g->host_model->nequip)
+        return g->fp32 ? evaluate_nequip_v2<float>(g, nullptr, positions, xc, &r->energy, r->node_energies, nullptr, r)
+                       : evaluate_nequip_v2<double>(g, nullptr, positions, xc, &r->energy, r->node_energies, nullptr, r);
     return g->fp32 ? evaluate_v2<float>(g, nullptr, positions, xc, &r->energy, r->node_energies, nullptr, r)
                    : evaluate_v2<double>(g, nullptr, positions, xc, &r->energy, r->node_energies, nullptr, r);
 }

@@ -1,6 +1,11 @@
-/* nequip_gpu.cuh: NequIP models on the GPU, float64: the steps of kernels/nequip_steps.h, one thread per node or
- * edge, with the reductions owned as on the CPU (receiver rows, sender rows): deterministic, no atomics. Included
- * by mace_gpu.cu, which owns the upload, buffer and graph helpers. */
+/* nequip_gpu.cuh: NequIP models on the GPU. Two paths, both deterministic (no atomics):
+ * - v2 (evaluate_nequip_v2, float64 or float32): the edge MLP as GEMMs over chunks of edges, the convolution on the
+ *   block-per-receiver kernels of conv.cuh (a plan per group of input blocks, build_conv_group), and the node side
+ *   (linear_1, linear_2, self-connection, gate, readout) and the edge geometry as the float64 steps of
+ *   kernels/nequip_steps.h, one thread per node or edge;
+ * - v1 (evaluate_nequip, float64): every step of kernels/nequip_steps.h one thread per node or edge, for layer forms
+ *   the v2 kernels do not cover.
+ * Included by mace_gpu.cu, which owns the upload, buffer, graph and GEMM helpers. */
 #ifndef CGQ_NEQUIP_GPU_CUH
 #define CGQ_NEQUIP_GPU_CUH
 
@@ -37,6 +42,7 @@ static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm) {
         CGQ_TRY(upload_nq_gate(g, &ly->gate));
     }
     CGQ_TRY(upload_mlp(g, &nq.readout));
+    g->nq_shadow = nq;
     cgq_nequip *dnq = &nq;
     CGQ_TRY(upload(g, &dnq, 1));
     g->dev_nequip = dnq;
@@ -48,7 +54,7 @@ static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm) {
     return CGQ_STATUS_OK;
 }
 
-enum { NQ_CONV, NQ_ENERGY, NQ_RO_BWD, NQ_NODE_BWD, NQ_EDGE_BWD, NQ_SEND_BWD, NQ_UP_BWD };
+enum { NQ_CONV, NQ_NODE, NQ_ENERGY, NQ_RO_BWD, NQ_NODE_BWD, NQ_EDGE_BWD, NQ_SEND_BWD, NQ_UP_BWD };
 
 __global__ void k_nq_edge(nq_ctx c) {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < c.E; e += (int64_t)gridDim.x * blockDim.x)
@@ -72,6 +78,7 @@ __global__ void k_nq_step(nq_ctx c, int kind, int t, int64_t n, double *pool, si
     for (int64_t i = tid; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         switch (kind) {
         case NQ_CONV: nq_step_conv(&c, t, i, scr); break;
+        case NQ_NODE: nq_step_node(&c, t, i, scr); break;
         case NQ_ENERGY: nq_step_energy(&c, i, scr); break;
         case NQ_RO_BWD: nq_step_readout_backward(&c, i, scr); break;
         case NQ_NODE_BWD: nq_step_node_backward(&c, t, i, scr); break;
@@ -154,6 +161,233 @@ static cgq_status evaluate_nequip(cgq_gpu *g, const cgq_graph *gr, const cgq_exc
         c.gx_prev = swap;
     }
     if (E) CGQ_CHECK_GPU(cudaMemcpy(edge_grad, c.edge_grad, sizeof(double) * 3 * E, cudaMemcpyDeviceToHost));
+    return CGQ_STATUS_OK;
+}
+
+/* ---- v2 ------------------------------------------------------------------------------------------------- */
+/* The layer convolutions as conv.cuh plans (one per group of input blocks) and the edge MLPs as GEMM views (nequip's
+ * weights carry alpha: the products are unscaled). g->nq_v2 = 1 when every layer has the covered form. */
+static cgq_status build_nequip_v2(cgq_gpu *g) {
+    const cgq_model *hm = g->host_model;
+    const cgq_nequip *nq = hm->nequip;
+    bool ok = nq->n_bessel <= 64 && hm->lmax_sh <= 3;
+    for (int t = 0; t < nq->n_layers && ok; t++) {
+        const cgq_nq_layer *ly = &nq->layers[t];
+        int n = 0;
+        conv_groups(&ly->tp, &n);
+        ok = n <= CONV_MAX_GROUPS && ly->edge_mlp.n_layers <= CGQ_MAX_FC_LAYERS;
+        for (int q = 0; q < n && ok; q++) {
+            CGQ_TRY(build_conv_group(g, &ly->tp, hm->lmax_sh, q, &g->nq_plans[t][q]));
+            ok = g->nq_plans[t][q].ok;
+        }
+        g->nq_groups[t] = n;
+        const cgq_nq_mlp &hf = ly->edge_mlp, &df = g->nq_shadow.layers[t].edge_mlp;
+        cgq_fcnet &v = g->nq_mlp[t], &vf = g->nq_mlp_f[t];
+        memset(&v, 0, sizeof v);
+        v.n_layers = hf.n_layers, v.act = hf.act, v.act_cst = hf.act_cst;
+        memcpy(v.h, hf.h, sizeof v.h);
+        vf = v;
+        for (int k = 0; k < hf.n_layers && ok; k++) {
+            v.W[k] = df.W[k];
+            if (g->fp32) CGQ_TRY(upload_as_float(g, &vf.W[k], hf.W[k], (size_t)hf.h[k] * hf.h[k + 1]));
+        }
+    }
+    g->nq_v2 = ok;
+    return CGQ_STATUS_OK;
+}
+
+/* The edges' active flags (x < 1 for the type pair) as weight multipliers for the conv kernels. */
+template <class T>
+__global__ void k_nq_mask(int64_t E, const char *active, T *mask) {
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < E; e += (int64_t)gridDim.x * blockDim.x)
+        mask[e] = active[e] ? (T)1 : (T)0;
+}
+
+/* dE/dvec of the active edges [e0, e1) from dE/d(embedding) gef (chunk rows) and dE/dY gY, in double. */
+template <class T>
+__global__ void k_nq_edge_tail(nq_ctx c, int64_t e0, int64_t e1, const T *gef, const T *gY) {
+    for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1; e += (int64_t)gridDim.x * blockDim.x) {
+        if (!c.active[e]) continue;
+        double ge[64], gy[16], ef[64], def[64], dY[48];
+        for (int n = 0; n < c.nb; n++) ge[n] = (double)gef[(e - e0) * c.nb + n];
+        for (int j = 0; j < c.nY; j++) gy[j] = (double)gY[e * c.nY + j];
+        nq_edge_tail(&c, c.erecv[e], e, ge, gy, ef, def, dY);
+    }
+}
+
+/* v2 in working precision T; the graph from the host (gr: edge gradients out) or built on the device from positions
+ * and the candidate pairs (pos: forces and virials out in nr). The double arrays of nq_layout hold the node side;
+ * for T = float their T copies sit at the same element offsets of arena_f. */
+template <class T>
+static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos, const cgq_exchange *xc,
+                                     double *energy, double *node_energy, double *edge_grad, cgq_node_result *nr) {
+    const bool f32 = sizeof(T) == sizeof(float);
+    const cgq_model *hm = g->host_model;
+    const cgq_nequip *nq = hm->nequip;
+    phase_profiler prof;
+    nq_ctx c;
+    memset(&c, 0, sizeof c);
+    c.m = hm, c.nq = nq; /* the layout reads the host model; the kernels get the device copies below */
+    if (!gr) CGQ_TRY(pairs_count(g, pos));
+    const int64_t *h_row = gr ? gr->row_ptr : g->pairs.h_row.data();
+    c.N = gr ? gr->n_local : g->pairs.n_local, c.NA = gr ? gr->n_nodes : g->pairs.n_nodes, c.E = h_row[c.N];
+    c.nY = (hm->lmax_sh + 1) * (hm->lmax_sh + 1), c.nb = nq->n_bessel;
+    const int64_t N = c.N, NA = c.NA, E = c.E;
+    const int L = nq->n_layers, want_grad = !gr || edge_grad != nullptr, nb = c.nb, nY = c.nY;
+    prof.mark("graph_build");
+    const size_t need = nq_layout(&c, nullptr, want_grad, 0);
+    CGQ_TRY(grow((void **)&g->arena, &g->arena_cap, sizeof(double) * (need + 1)));
+    nq_layout(&c, g->arena, want_grad, 0);
+    if (f32) CGQ_TRY(grow(&g->arena_f, &g->arena_f_cap, sizeof(T) * (need + 1)));
+    auto R = [&](double *q) -> T * { /* the T copy of a double-arena array */
+        if (!q) return nullptr;
+        return f32 ? reinterpret_cast<T *>(g->arena_f) + (q - g->arena) : reinterpret_cast<T *>(q);
+    };
+    const size_t per_thread = c.esz + c.nsz;
+    CGQ_TRY(grow((void **)&g->scratch, &g->scratch_cap, sizeof(double) * per_thread * scratch_threads(std::max(N, NA))));
+    CGQ_TRY(grow((void **)&g->edge_grad, &g->edge_grad_cap, sizeof(double) * (3 * E + 1)));
+    mace_ctx gc; /* the graph: species, rows, senders, vectors, sender index, receivers */
+    memset(&gc, 0, sizeof gc);
+    gc.N = N, gc.NA = NA, gc.E = E;
+    CGQ_TRY(gr ? upload_graph(g, gr, &gc) : pairs_fill(g, &gc));
+    gc.edge_grad = g->edge_grad;
+    c.species = gc.species, c.row_ptr = gc.row_ptr, c.sender = gc.sender, c.vec = gc.vec;
+    c.srow = gc.srow, c.sedge = gc.sedge, c.erecv = gc.erecv;
+    c.m = g->dev_model, c.nq = g->dev_nequip;
+    c.edge_grad = g->edge_grad;
+    prof.mark("graph_upload");
+
+    /* per-edge buffers of one chunk of receivers: MLP outputs and activations, and in reverse their gradients */
+    int64_t wn = 1, cs = 1, maxw = 1, din_max = 1;
+    for (int t = 0; t < L; t++) {
+        const cgq_fcnet &fc = g->nq_mlp[t];
+        wn = std::max<int64_t>(wn, nq->layers[t].tp.weight_numel);
+        cs = std::max<int64_t>(cs, cgq_fcnet_cache_size(&fc));
+        maxw = std::max<int64_t>(maxw, mlp_hidden_width(fc));
+        din_max = std::max<int64_t>(din_max, nq_layer_in_dim(nq, t));
+    }
+    const int64_t per_edge = wn + cs + (want_grad ? wn + 2 * maxw + nb + din_max : 0);
+    int64_t max_deg = 1;
+    for (int64_t i = 0; i < N; i++) max_deg = std::max(max_deg, h_row[i + 1] - h_row[i]);
+    size_t free_b = 0, total_b = 0;
+    CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
+    v2_buffers &b = g->vb;
+    free_b += b.caps[0] + b.caps[1];
+    const size_t budget = std::min<size_t>(free_b / 3, (size_t)4 << 30);
+    const int64_t chunk_edges = std::max<int64_t>(
+        max_deg, std::min<int64_t>({E, (int64_t)(budget / (sizeof(T) * per_edge)), g->max_chunk_edges}));
+    const std::vector<edge_chunk> chunks = edge_chunks(h_row, N, chunk_edges);
+    CGQ_TRY(grow_d(&b.edge_in, &b.caps[10], (size_t)E * (f32 ? nY + nb + 1 : 1)));
+    CGQ_TRY(grow_d(&b.w, &b.caps[0], (size_t)chunk_edges * wn));
+    CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * cs));
+    if (want_grad) {
+        CGQ_TRY(grow_d(&b.gw, &b.caps[2], (size_t)chunk_edges * wn));
+        CGQ_TRY(grow_d(&b.gtmp, &b.caps[3], (size_t)2 * chunk_edges * maxw));
+        CGQ_TRY(grow_d(&b.gef, &b.caps[4], (size_t)chunk_edges * nb));
+        CGQ_TRY(grow_d(&b.gY, &b.caps[5], (size_t)E * nY));
+        CGQ_TRY(grow_d(&b.gcut, &b.caps[6], (size_t)E));
+        CGQ_TRY(grow_d(&b.gx1e, &b.caps[7], (size_t)chunk_edges * din_max));
+    }
+    T *w = reinterpret_cast<T *>(b.w), *act = reinterpret_cast<T *>(b.act), *gw = reinterpret_cast<T *>(b.gw);
+    T *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef), *gY = reinterpret_cast<T *>(b.gY);
+    T *gcut = reinterpret_cast<T *>(b.gcut), *gx1e = reinterpret_cast<T *>(b.gx1e);
+    T *mask = reinterpret_cast<T *>(b.edge_in);
+    const T *Y = reinterpret_cast<const T *>(c.Y), *ef = reinterpret_cast<const T *>(c.ef);
+    const int TH = CGQ_GPU_THREADS;
+    prof.mark("buffers");
+
+    if (E) k_nq_edge<<<blocks_for(E), TH>>>(c);
+    if (E) k_nq_mask<T><<<blocks_for(E), TH>>>(E, c.active, mask);
+    if (f32 && E) {
+        T *q = mask + E;
+        k_convert<double, T><<<blocks_for(E * nY), TH>>>(E * nY, c.Y, q);
+        k_convert<double, T><<<blocks_for(E * nb), TH>>>(E * nb, c.ef, q + E * nY);
+        Y = q, ef = q + E * nY;
+    }
+    CGQ_LAUNCH_CHECK();
+    prof.mark("geometry");
+    for (int t = 0; t < L; t++) {
+        const int din = nq_layer_in_dim(nq, t), dM = nq->layers[t].tp.out.dim;
+        const cgq_fcnet &fc = f32 ? g->nq_mlp_f[t] : g->nq_mlp[t];
+        T *const *W = reinterpret_cast<T *const *>(fc.W);
+        /* layer 0 reads the type embedding, known for ghosts too; later layers get ghost rows by exchange */
+        const int64_t n_up = t == 0 ? NA : N;
+        if (n_up) k_nq_up<<<blocks_for(n_up), TH>>>(c, t, n_up);
+        CGQ_LAUNCH_CHECK();
+        if (t > 0 && xc) CGQ_TRY(exchange_rows(g, c.h[t], NA, din, xc, false));
+        if (f32 && NA) k_convert<double, T><<<blocks_for(NA * din), TH>>>(NA * din, c.h[t], R(c.h[t]));
+        prof.mark("node_fwd");
+        for (const edge_chunk &ch : chunks) {
+            CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ch.e1 - ch.e0, ef + ch.e0 * nb, nb, act, w, wn, g->blas, 0, true)));
+            prof.mark("mlp_fwd");
+            for (int q = 0; q < g->nq_groups[t]; q++) {
+                const conv_plan &p = g->nq_plans[t][q];
+                k_conv_fwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
+                    p, ch.i0, c.row_ptr, c.sender, Y, R(c.h[t]), w, ch.e0, mask, R(c.M[t]));
+            }
+            CGQ_LAUNCH_CHECK();
+            prof.mark("conv_fwd");
+        }
+        if (!N) continue;
+        if (f32) k_convert<T, double><<<blocks_for(N * dM), TH>>>(N * dM, R(c.M[t]), c.M[t]);
+        k_nq_step<<<blocks_for(N), TH>>>(c, NQ_NODE, t, N, g->scratch, per_thread);
+        CGQ_LAUNCH_CHECK();
+        prof.mark("node_fwd");
+    }
+    if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_ENERGY, 0, N, g->scratch, per_thread);
+    CGQ_LAUNCH_CHECK();
+    CGQ_TRY(collect_energy(g, c.node_out, N, energy, node_energy));
+    prof.mark("energy");
+    if (!want_grad) return CGQ_STATUS_OK;
+
+    if (E) CGQ_CHECK_GPU(cudaMemset(c.edge_grad, 0, sizeof(double) * 3 * E));
+    if (N) CGQ_CHECK_GPU(cudaMemset(c.gx, 0, sizeof(double) * N * c.maxdim));
+    if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_RO_BWD, 0, N, g->scratch, per_thread);
+    if (nq->zbl && N) k_nq_zbl_bwd<<<blocks_for(N), TH>>>(c);
+    CGQ_LAUNCH_CHECK();
+    for (int t = L - 1; t >= 0; t--) {
+        const int din = nq_layer_in_dim(nq, t), dM = nq->layers[t].tp.out.dim;
+        const cgq_fcnet &fc = f32 ? g->nq_mlp_f[t] : g->nq_mlp[t];
+        T *const *W = reinterpret_cast<T *const *>(fc.W);
+        if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_NODE_BWD, t, N, g->scratch, per_thread);
+        if (f32 && N) k_convert<double, T><<<blocks_for(N * dM), TH>>>(N * dM, c.gM, R(c.gM));
+        CGQ_LAUNCH_CHECK();
+        prof.mark("node_bwd");
+        for (const edge_chunk &ch : chunks) {
+            const int64_t ne = ch.e1 - ch.e0;
+            CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act, w, wn, g->blas, 0, true)));
+            prof.mark("mlp_fwd");
+            for (int q = 0; q < g->nq_groups[t]; q++) { /* the groups' dE/dY add up in group order */
+                const conv_plan &p = g->nq_plans[t][q];
+                conv_bwd_kernel<T>(p.n_in1, p.nY)<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
+                    p, ch.i0, c.row_ptr, c.sender, Y, R(c.h[t]), w, ch.e0, mask, R(c.gM), gw, gY, gcut, gx1e, q > 0);
+            }
+            CGQ_LAUNCH_CHECK();
+            prof.mark("conv_bwd");
+            CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, act, gw, wn, gef, nb, gtmp, g->blas, 0, true)));
+            prof.mark("mlp_bwd");
+            if (ne) k_nq_edge_tail<T><<<blocks_for(ne), TH>>>(c, ch.e0, ch.e1, gef, gY);
+            if (t > 0 && NA) /* the chunk's dE/dh rows into their senders' sums (layer 0's input is the embedding) */
+                k_sender_sum_rows<T><<<blocks_for(NA * din), TH>>>(NA, din, c.srow, c.sedge, ch.e0, ch.e1,
+                                                                  &ch == &chunks[0], gx1e, R(c.gh));
+            CGQ_LAUNCH_CHECK();
+            prof.mark("edge_tail");
+        }
+        if (t == 0) break; /* the type embedding does not depend on positions */
+        if (NA && chunks.empty()) CGQ_CHECK_GPU(cudaMemsetAsync(R(c.gh), 0, sizeof(T) * NA * din)); /* no edges */
+        if (f32 && NA) k_convert<T, double><<<blocks_for(NA * din), TH>>>(NA * din, R(c.gh), c.gh);
+        /* gradients that landed on ghost senders belong to their owners */
+        if (xc) CGQ_TRY(exchange_rows(g, c.gh, NA, din, xc, true));
+        if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_UP_BWD, t, N, g->scratch, per_thread);
+        CGQ_LAUNCH_CHECK();
+        prof.mark("node_bwd");
+        double *swap = c.gx;
+        c.gx = c.gx_prev;
+        c.gx_prev = swap;
+    }
+    if (!gr) CGQ_TRY(pairs_forces(g, gc, nr));
+    else if (E) CGQ_CHECK_GPU(cudaMemcpy(edge_grad, c.edge_grad, sizeof(double) * 3 * E, cudaMemcpyDeviceToHost));
+    prof.mark("download");
     return CGQ_STATUS_OK;
 }
 
