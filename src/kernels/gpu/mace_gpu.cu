@@ -78,6 +78,16 @@ struct pair_state {
     std::vector<int64_t> h_row, point_id; /* this step's rows (host copy, for the edge chunks); ids for messages */
 };
 
+/* The node side of a NequIP layer on the GEMM kernels (nequip_gpu.cuh): linear_1 and linear_2 weights, and the
+ * self-connection with the type embedding folded in (a species-weighted skip product), all in the working precision. */
+struct nq_node_plan {
+    const double *w1 = nullptr, *w2 = nullptr, *wsc = nullptr; /* device, T data in double* (as the float model) */
+    cgq_tp sc;                                                 /* host: the folded self-connection */
+    std::vector<double> sc_weight;
+    std::vector<int64_t> sc_offset;
+    skip_plan skip;
+};
+
 struct cgq_gpu {
     const cgq_model *host_model;
     cgq_model *dev_model; /* device copy of the model struct (pointers to device arrays) */
@@ -113,6 +123,7 @@ struct cgq_gpu {
     int nq_groups[CGQ_MAX_LAYERS] = {0};
     conv_plan nq_plans[CGQ_MAX_LAYERS][CONV_MAX_GROUPS];
     cgq_fcnet nq_mlp[CGQ_MAX_LAYERS], nq_mlp_f[CGQ_MAX_LAYERS]; /* edge MLPs as GEMM views: double, float weights */
+    nq_node_plan nq_node[CGQ_MAX_LAYERS];
     double *edge_grad = nullptr;      /* NequIP models: dE/dv per edge */
     size_t edge_grad_cap = 0;
 };

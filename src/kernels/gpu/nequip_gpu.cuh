@@ -1,8 +1,8 @@
 /* nequip_gpu.cuh: NequIP models on the GPU. Two paths, both deterministic (no atomics):
- * - v2 (evaluate_nequip_v2, float64 or float32): the edge MLP as GEMMs over chunks of edges, the convolution on the
- *   block-per-receiver kernels of conv.cuh (a plan per group of input blocks, build_conv_group), and the node side
- *   (linear_1, linear_2, self-connection, gate, readout) and the edge geometry as the float64 steps of
- *   kernels/nequip_steps.h, one thread per node or edge;
+ * - v2 (evaluate_nequip_v2, float64 or float32): the edge MLP as GEMMs over chunks of edges; the convolution on the
+ *   block-per-receiver kernels of conv.cuh (a plan per group of input blocks, build_conv_group); linear_1, linear_2
+ *   and the self-connection (type embedding folded in) as the node GEMMs of node_ops.cuh; the gate one thread per
+ *   node; the edge geometry, the readout and the edge tail as the float64 steps of kernels/nequip_steps.h;
  * - v1 (evaluate_nequip, float64): every step of kernels/nequip_steps.h one thread per node or edge, for layer forms
  *   the v2 kernels do not cover.
  * Included by mace_gpu.cu, which owns the upload, buffer, graph and GEMM helpers. */
@@ -54,7 +54,7 @@ static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm) {
     return CGQ_STATUS_OK;
 }
 
-enum { NQ_CONV, NQ_NODE, NQ_ENERGY, NQ_RO_BWD, NQ_NODE_BWD, NQ_EDGE_BWD, NQ_SEND_BWD, NQ_UP_BWD };
+enum { NQ_CONV, NQ_ENERGY, NQ_RO_BWD, NQ_NODE_BWD, NQ_EDGE_BWD, NQ_SEND_BWD, NQ_UP_BWD };
 
 __global__ void k_nq_edge(nq_ctx c) {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < c.E; e += (int64_t)gridDim.x * blockDim.x)
@@ -78,7 +78,6 @@ __global__ void k_nq_step(nq_ctx c, int kind, int t, int64_t n, double *pool, si
     for (int64_t i = tid; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         switch (kind) {
         case NQ_CONV: nq_step_conv(&c, t, i, scr); break;
-        case NQ_NODE: nq_step_node(&c, t, i, scr); break;
         case NQ_ENERGY: nq_step_energy(&c, i, scr); break;
         case NQ_RO_BWD: nq_step_readout_backward(&c, i, scr); break;
         case NQ_NODE_BWD: nq_step_node_backward(&c, t, i, scr); break;
@@ -165,14 +164,62 @@ static cgq_status evaluate_nequip(cgq_gpu *g, const cgq_graph *gr, const cgq_exc
 }
 
 /* ---- v2 ------------------------------------------------------------------------------------------------- */
-/* The layer convolutions as conv.cuh plans (one per group of input blocks) and the edge MLPs as GEMM views (nequip's
- * weights carry alpha: the products are unscaled). g->nq_v2 = 1 when every layer has the covered form. */
+/* A device copy of `count` host weights in the working precision (float copies; double ones exist as dev). */
+static cgq_status nq_weights(cgq_gpu *g, const double *host, const double *dev, size_t count, const double **out) {
+    if (!g->fp32) {
+        *out = dev;
+        return CGQ_STATUS_OK;
+    }
+    double *d = nullptr;
+    CGQ_TRY(upload_as_float(g, &d, host, count));
+    *out = d;
+    return CGQ_STATUS_OK;
+}
+
+static size_t linear_numel(const cgq_linear *l) {
+    size_t n = 0;
+    for (int k = 0; k < l->n_ins; k++) n += (size_t)l->in.b[l->ins_in[k]].mul * l->out.b[l->ins_out[k]].mul;
+    return n;
+}
+
+/* The self-connection FCTP(x, embed[type]) with the type embedding folded into its weights: for the fixed second
+ * input e_s of type s, W'[u, s, w] = sum_v W[u, v, w] e_s[v], a tensor product with a one-hot second input (the
+ * skip GEMM's form). False where the form differs (the v1 steps then run the model). */
+static bool fold_self_connection(const cgq_nequip *nq, const cgq_tp *sc, nq_node_plan *np) {
+    if (sc->in2.n != 1 || sc->in2.b[0].l != 0 || sc->in2.dim != nq->emb_dim || sc->external_weights || !sc->weight)
+        return false;
+    const int T = nq->n_types, V = sc->in2.b[0].mul;
+    np->sc = *sc;
+    np->sc.in2.b[0].mul = T, np->sc.in2.dim = T;
+    np->sc_offset.assign((size_t)sc->n_ins, 0);
+    np->sc_weight.clear();
+    for (int k = 0; k < sc->n_ins; k++) {
+        if (sc->mode[k] != CGQ_TP_UVW || !sc->has_weight[k]) return false;
+        const int m1 = sc->in1.b[sc->i1[k]].mul, mo = sc->out.b[sc->io[k]].mul;
+        const double *W = sc->weight + sc->w_offset[k];
+        np->sc_offset[(size_t)k] = (int64_t)np->sc_weight.size();
+        for (int u = 0; u < m1; u++)
+            for (int t = 0; t < T; t++)
+                for (int w = 0; w < mo; w++) {
+                    double acc = 0.0;
+                    for (int v = 0; v < V; v++) acc += W[((size_t)u * V + v) * mo + w] * nq->embed[(size_t)t * V + v];
+                    np->sc_weight.push_back(acc);
+                }
+    }
+    np->sc.weight = np->sc_weight.data(), np->sc.w_offset = np->sc_offset.data();
+    np->sc.weight_numel = (int64_t)np->sc_weight.size();
+    return skip_gemm_ok(&np->sc);
+}
+
+/* The layer convolutions as conv.cuh plans (one per group of input blocks), the edge MLPs as GEMM views (nequip's
+ * weights carry alpha: the products are unscaled) and the node maps as GEMMs. g->nq_v2 = 1 when every layer has
+ * the covered form. */
 static cgq_status build_nequip_v2(cgq_gpu *g) {
     const cgq_model *hm = g->host_model;
     const cgq_nequip *nq = hm->nequip;
     bool ok = nq->n_bessel <= 64 && hm->lmax_sh <= 3;
     for (int t = 0; t < nq->n_layers && ok; t++) {
-        const cgq_nq_layer *ly = &nq->layers[t];
+        const cgq_nq_layer *ly = &nq->layers[t], *dly = &g->nq_shadow.layers[t];
         int n = 0;
         conv_groups(&ly->tp, &n);
         ok = n <= CONV_MAX_GROUPS && ly->edge_mlp.n_layers <= CGQ_MAX_FC_LAYERS;
@@ -181,7 +228,7 @@ static cgq_status build_nequip_v2(cgq_gpu *g) {
             ok = g->nq_plans[t][q].ok;
         }
         g->nq_groups[t] = n;
-        const cgq_nq_mlp &hf = ly->edge_mlp, &df = g->nq_shadow.layers[t].edge_mlp;
+        const cgq_nq_mlp &hf = ly->edge_mlp, &df = dly->edge_mlp;
         cgq_fcnet &v = g->nq_mlp[t], &vf = g->nq_mlp_f[t];
         memset(&v, 0, sizeof v);
         v.n_layers = hf.n_layers, v.act = hf.act, v.act_cst = hf.act_cst;
@@ -190,6 +237,19 @@ static cgq_status build_nequip_v2(cgq_gpu *g) {
         for (int k = 0; k < hf.n_layers && ok; k++) {
             v.W[k] = df.W[k];
             if (g->fp32) CGQ_TRY(upload_as_float(g, &vf.W[k], hf.W[k], (size_t)hf.h[k] * hf.h[k + 1]));
+        }
+        nq_node_plan &np = g->nq_node[t];
+        ok = ok && lin_gemm_ok(&ly->linear_1) && lin_gemm_ok(&ly->linear_2);
+        ok = ok && (!ly->use_sc || fold_self_connection(nq, &ly->sc, &np));
+        if (!ok) break;
+        CGQ_TRY(nq_weights(g, ly->linear_1.weight, dly->linear_1.weight, linear_numel(&ly->linear_1), &np.w1));
+        CGQ_TRY(nq_weights(g, ly->linear_2.weight, dly->linear_2.weight, linear_numel(&ly->linear_2), &np.w2));
+        if (ly->use_sc) {
+            CGQ_TRY(build_skip_plan(g, &np.sc, &np.skip));
+            double *d = np.sc_weight.data();
+            if (g->fp32) CGQ_TRY(upload_as_float(g, &d, np.sc_weight.data(), np.sc_weight.size()));
+            else CGQ_TRY(upload(g, &d, np.sc_weight.size()));
+            np.wsc = d;
         }
     }
     g->nq_v2 = ok;
@@ -212,6 +272,79 @@ __global__ void k_nq_edge_tail(nq_ctx c, int64_t e0, int64_t e1, const T *gef, c
         for (int n = 0; n < c.nb; n++) ge[n] = (double)gef[(e - e0) * c.nb + n];
         for (int j = 0; j < c.nY; j++) gy[j] = (double)gY[e * c.nY + j];
         nq_edge_tail(&c, c.erecv[e], e, ge, gy, ef, def, dY);
+    }
+}
+
+/* out[i] = embed[species[i]] (the first layer's input), in T */
+template <class T>
+__global__ void k_nq_embed_rows(int64_t n, int dim, const int32_t *species, const double *embed, T *out) {
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < n * dim; q += (int64_t)gridDim.x * blockDim.x)
+        out[q] = (T)embed[(int64_t)species[q / dim] * dim + q % dim];
+}
+
+/* x[i, :dim] *= scale[species[i]] (row stride ld): nequip's 1/sqrt(avg_num_neighbors) of the node's type */
+template <class T>
+__global__ void k_nq_scale_rows(int64_t n, int dim, int64_t ld, const int32_t *species, const double *scale, T *x) {
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < n * dim; q += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t i = q / dim;
+        x[i * ld + q % dim] *= (T)scale[species[i]];
+    }
+}
+
+/* dst[i, :dim] = src[i, :dim] (src NULL: 0), row stride ld */
+template <class T>
+__global__ void k_nq_copy_rows(int64_t n, int dim, int64_t ld, const T *src, T *dst) {
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < n * dim; q += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t i = q / dim, j = q % dim;
+        dst[i * ld + j] = src ? src[i * ld + j] : (T)0;
+    }
+}
+
+/* dst[i, :dim] += src[i, :dim], row stride ld */
+template <class T>
+__global__ void k_add_rows(int64_t n, int dim, int64_t ld, const T *src, T *dst) {
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < n * dim; q += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t i = q / dim, j = q % dim;
+        dst[i * ld + j] += src[i * ld + j];
+    }
+}
+
+/* xo = gate(pre) (+ xin, resnet), one thread per node (nq_gate_forward in T) */
+template <class T>
+__global__ void k_nq_gate_fwd(int64_t n, const cgq_nq_gate *gt, const T *pre, int ldp, T *xo, int ldo, const T *xin, int ldx) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const T *x = pre + i * ldp;
+        T *o = xo + i * ldo;
+        for (int k = 0; k < gt->n_scalar; k++)
+            o[k] = act_eval_t<T>((cgq_act)gt->scalar_act[k], gt->scalar_cst[k], x[gt->scalar_src[k]], nullptr);
+        for (int j = 0; j < gt->n_gated; j++) {
+            const T a = act_eval_t<T>((cgq_act)gt->gate_act[j], gt->gate_cst[j], x[gt->gated_gate[j]], nullptr);
+            o[gt->n_scalar + j] = (T)gt->gated_factor[j] * x[gt->gated_src[j]] * a;
+        }
+        if (xin)
+            for (int k = 0; k < gt->dim_out; k++) o[k] = xin[i * ldx + k] + o[k];
+    }
+}
+
+/* gpre = d<go, gate(pre)>/dpre, one thread per node (nq_gate_backward in T) */
+template <class T>
+__global__ void k_nq_gate_bwd(int64_t n, const cgq_nq_gate *gt, const T *pre, int ldp, const T *go, int ldg, T *gpre, int ldgp) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const T *x = pre + i * ldp, *g = go + i * ldg;
+        T *gx = gpre + i * ldgp;
+        for (int k = 0; k < gt->dim_in; k++) gx[k] = 0;
+        for (int k = 0; k < gt->n_scalar; k++) {
+            T d;
+            act_eval_t<T>((cgq_act)gt->scalar_act[k], gt->scalar_cst[k], x[gt->scalar_src[k]], &d);
+            gx[gt->scalar_src[k]] += g[k] * d;
+        }
+        for (int j = 0; j < gt->n_gated; j++) {
+            T d;
+            const T a = act_eval_t<T>((cgq_act)gt->gate_act[j], gt->gate_cst[j], x[gt->gated_gate[j]], &d);
+            const T o = g[gt->n_scalar + j] * (T)gt->gated_factor[j];
+            gx[gt->gated_src[j]] += o * a;
+            gx[gt->gated_gate[j]] += o * x[gt->gated_src[j]] * d;
+        }
     }
 }
 
@@ -292,6 +425,8 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
     T *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef), *gY = reinterpret_cast<T *>(b.gY);
     T *gcut = reinterpret_cast<T *>(b.gcut), *gx1e = reinterpret_cast<T *>(b.gx1e);
     T *mask = reinterpret_cast<T *>(b.edge_in);
+    CGQ_TRY(grow_d(&b.node_tmp, &b.caps[8], (size_t)N * c.maxdim + (size_t)NA * nq->emb_dim));
+    T *node_tmp = reinterpret_cast<T *>(b.node_tmp), *x0 = node_tmp + N * c.maxdim; /* dE/dpre; layer 0's input */
     const T *Y = reinterpret_cast<const T *>(c.Y), *ef = reinterpret_cast<const T *>(c.ef);
     const int TH = CGQ_GPU_THREADS;
     prof.mark("buffers");
@@ -304,86 +439,119 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
         k_convert<double, T><<<blocks_for(E * nb), TH>>>(E * nb, c.ef, q + E * nY);
         Y = q, ef = q + E * nY;
     }
+    if (NA) k_nq_embed_rows<T><<<blocks_for(NA * nq->emb_dim), TH>>>(NA, nq->emb_dim, c.species, g->nq_shadow.embed, x0);
     CGQ_LAUNCH_CHECK();
     prof.mark("geometry");
     for (int t = 0; t < L; t++) {
-        const int din = nq_layer_in_dim(nq, t), dM = nq->layers[t].tp.out.dim;
+        const cgq_nq_layer *ly = &nq->layers[t];
+        const nq_node_plan &np = g->nq_node[t];
+        const int din = nq_layer_in_dim(nq, t), dM = ly->tp.out.dim, dG = ly->gate.dim_in, dO = ly->gate.dim_out;
+        const int64_t wnt = ly->tp.weight_numel;
         const cgq_fcnet &fc = f32 ? g->nq_mlp_f[t] : g->nq_mlp[t];
         T *const *W = reinterpret_cast<T *const *>(fc.W);
-        /* layer 0 reads the type embedding, known for ghosts too; later layers get ghost rows by exchange */
+        const T *xin = t ? R(c.xo[t - 1]) : x0;
+        T *h = R(c.h[t]), *M = R(c.M[t]), *pre = R(c.pre[t]);
+        /* h = norm(type) linear_1(x); layer 0 reads the type embedding, known for ghosts too; later layers get
+         * their ghost rows by exchange */
         const int64_t n_up = t == 0 ? NA : N;
-        if (n_up) k_nq_up<<<blocks_for(n_up), TH>>>(c, t, n_up);
+        lin_gemm_fwd<T>(&ly->linear_1, reinterpret_cast<const T *>(np.w1), n_up, xin, din, h, din, (T)1, nullptr, 0);
+        if (n_up) k_nq_scale_rows<T><<<blocks_for(n_up * din), TH>>>(n_up, din, din, c.species,
+                                                                     g->nq_shadow.layers[t].norm_const, h);
         CGQ_LAUNCH_CHECK();
-        if (t > 0 && xc) CGQ_TRY(exchange_rows(g, c.h[t], NA, din, xc, false));
-        if (f32 && NA) k_convert<double, T><<<blocks_for(NA * din), TH>>>(NA * din, c.h[t], R(c.h[t]));
+        if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, h, c.h[t], NA, din, xc, false));
         prof.mark("node_fwd");
         for (const edge_chunk &ch : chunks) {
-            CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ch.e1 - ch.e0, ef + ch.e0 * nb, nb, act, w, wn, g->blas, 0, true)));
+            CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ch.e1 - ch.e0, ef + ch.e0 * nb, nb, act, w, wnt, g->blas, 0, true)));
             prof.mark("mlp_fwd");
             for (int q = 0; q < g->nq_groups[t]; q++) {
                 const conv_plan &p = g->nq_plans[t][q];
                 k_conv_fwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
-                    p, ch.i0, c.row_ptr, c.sender, Y, R(c.h[t]), w, ch.e0, mask, R(c.M[t]));
+                    p, ch.i0, c.row_ptr, c.sender, Y, h, w, ch.e0, mask, M);
             }
             CGQ_LAUNCH_CHECK();
             prof.mark("conv_fwd");
         }
         if (!N) continue;
-        if (f32) k_convert<T, double><<<blocks_for(N * dM), TH>>>(N * dM, R(c.M[t]), c.M[t]);
-        k_nq_step<<<blocks_for(N), TH>>>(c, NQ_NODE, t, N, g->scratch, per_thread);
+        /* pre = linear_2(M) + self-connection(x, type); xo = gate(pre) (+ x) */
+        if (ly->use_sc)
+            skip_gemm_fwd<T>(&np.sc, np.skip, reinterpret_cast<const T *>(np.wsc), N, c.species, xin, din, pre, dG);
+        lin_gemm_fwd<T>(&ly->linear_2, reinterpret_cast<const T *>(np.w2), N, M, dM, pre, dG, (T)1,
+                        ly->use_sc ? pre : nullptr, dG);
+        k_nq_gate_fwd<T><<<blocks_for(N), TH>>>(N, &g->dev_nequip->layers[t].gate, pre, dG, R(c.xo[t]), dO,
+                                                ly->resnet ? xin : nullptr, din);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
     }
-    if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_ENERGY, 0, N, g->scratch, per_thread);
+    const int dO_last = nq->layers[L - 1].gate.dim_out;
+    if (f32 && N) k_convert<T, double><<<blocks_for(N * dO_last), TH>>>(N * dO_last, R(c.xo[L - 1]), c.xo[L - 1]);
+    if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_ENERGY, 0, N, g->scratch, per_thread); /* readout, in double */
     CGQ_LAUNCH_CHECK();
     CGQ_TRY(collect_energy(g, c.node_out, N, energy, node_energy));
     prof.mark("energy");
     if (!want_grad) return CGQ_STATUS_OK;
 
+    const int ld = c.maxdim; /* row stride of gx, gx_prev */
     if (E) CGQ_CHECK_GPU(cudaMemset(c.edge_grad, 0, sizeof(double) * 3 * E));
-    if (N) CGQ_CHECK_GPU(cudaMemset(c.gx, 0, sizeof(double) * N * c.maxdim));
+    if (N) CGQ_CHECK_GPU(cudaMemset(c.gx, 0, sizeof(double) * N * ld));
     if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_RO_BWD, 0, N, g->scratch, per_thread);
     if (nq->zbl && N) k_nq_zbl_bwd<<<blocks_for(N), TH>>>(c);
+    T *gx = R(c.gx), *gx_prev = R(c.gx_prev), *gpre = node_tmp, *gM = R(c.gM), *gh = R(c.gh);
+    if (f32 && N) k_convert<double, T><<<blocks_for(N * ld), TH>>>(N * ld, c.gx, gx);
     CGQ_LAUNCH_CHECK();
     for (int t = L - 1; t >= 0; t--) {
-        const int din = nq_layer_in_dim(nq, t), dM = nq->layers[t].tp.out.dim;
+        const cgq_nq_layer *ly = &nq->layers[t];
+        const nq_node_plan &np = g->nq_node[t];
+        const int din = nq_layer_in_dim(nq, t), dM = ly->tp.out.dim, dG = ly->gate.dim_in;
+        const int64_t wnt = ly->tp.weight_numel;
         const cgq_fcnet &fc = f32 ? g->nq_mlp_f[t] : g->nq_mlp[t];
         T *const *W = reinterpret_cast<T *const *>(fc.W);
-        if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_NODE_BWD, t, N, g->scratch, per_thread);
-        if (f32 && N) k_convert<double, T><<<blocks_for(N * dM), TH>>>(N * dM, c.gM, R(c.gM));
-        CGQ_LAUNCH_CHECK();
+        T *h = R(c.h[t]), *pre = R(c.pre[t]);
+        if (N) {
+            /* through the gate, linear_2 and the self-connection; dE/dx of the layer input starts as the resnet's */
+            k_nq_gate_bwd<T><<<blocks_for(N), TH>>>(N, &g->dev_nequip->layers[t].gate, pre, dG, gx, ld, gpre, dG);
+            lin_gemm_bwd<T>(&ly->linear_2, reinterpret_cast<const T *>(np.w2), N, gpre, dG, gM, dM, (T)1, 0);
+            if (ly->use_sc) {
+                skip_gemm_bwd<T>(&np.sc, np.skip, reinterpret_cast<const T *>(np.wsc), N, c.species, gpre, dG, gx_prev, ld);
+                if (ly->resnet) k_add_rows<T><<<blocks_for(N * din), TH>>>(N, din, ld, gx, gx_prev);
+            } else {
+                k_nq_copy_rows<T><<<blocks_for(N * din), TH>>>(N, din, ld, ly->resnet ? gx : nullptr, gx_prev);
+            }
+            CGQ_LAUNCH_CHECK();
+        }
         prof.mark("node_bwd");
         for (const edge_chunk &ch : chunks) {
             const int64_t ne = ch.e1 - ch.e0;
-            CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act, w, wn, g->blas, 0, true)));
+            CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act, w, wnt, g->blas, 0, true)));
             prof.mark("mlp_fwd");
             for (int q = 0; q < g->nq_groups[t]; q++) { /* the groups' dE/dY add up in group order */
                 const conv_plan &p = g->nq_plans[t][q];
                 conv_bwd_kernel<T>(p.n_in1, p.nY)<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
-                    p, ch.i0, c.row_ptr, c.sender, Y, R(c.h[t]), w, ch.e0, mask, R(c.gM), gw, gY, gcut, gx1e, q > 0);
+                    p, ch.i0, c.row_ptr, c.sender, Y, h, w, ch.e0, mask, gM, gw, gY, gcut, gx1e, q > 0);
             }
             CGQ_LAUNCH_CHECK();
             prof.mark("conv_bwd");
-            CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, act, gw, wn, gef, nb, gtmp, g->blas, 0, true)));
+            CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, act, gw, wnt, gef, nb, gtmp, g->blas, 0, true)));
             prof.mark("mlp_bwd");
             if (ne) k_nq_edge_tail<T><<<blocks_for(ne), TH>>>(c, ch.e0, ch.e1, gef, gY);
             if (t > 0 && NA) /* the chunk's dE/dh rows into their senders' sums (layer 0's input is the embedding) */
                 k_sender_sum_rows<T><<<blocks_for(NA * din), TH>>>(NA, din, c.srow, c.sedge, ch.e0, ch.e1,
-                                                                  &ch == &chunks[0], gx1e, R(c.gh));
+                                                                  &ch == &chunks[0], gx1e, gh);
             CGQ_LAUNCH_CHECK();
             prof.mark("edge_tail");
         }
         if (t == 0) break; /* the type embedding does not depend on positions */
-        if (NA && chunks.empty()) CGQ_CHECK_GPU(cudaMemsetAsync(R(c.gh), 0, sizeof(T) * NA * din)); /* no edges */
-        if (f32 && NA) k_convert<T, double><<<blocks_for(NA * din), TH>>>(NA * din, R(c.gh), c.gh);
+        if (NA && chunks.empty()) CGQ_CHECK_GPU(cudaMemsetAsync(gh, 0, sizeof(T) * NA * din)); /* no edges */
         /* gradients that landed on ghost senders belong to their owners */
-        if (xc) CGQ_TRY(exchange_rows(g, c.gh, NA, din, xc, true));
-        if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_UP_BWD, t, N, g->scratch, per_thread);
+        if (xc) CGQ_TRY(exchange_rows_t<T>(g, gh, c.gh, NA, din, xc, true));
+        if (N) {
+            k_nq_scale_rows<T><<<blocks_for(N * din), TH>>>(N, din, din, c.species, g->nq_shadow.layers[t].norm_const, gh);
+            lin_gemm_bwd<T>(&ly->linear_1, reinterpret_cast<const T *>(np.w1), N, gh, din, gx_prev, ld, (T)1, 1);
+        }
         CGQ_LAUNCH_CHECK();
         prof.mark("node_bwd");
-        double *swap = c.gx;
-        c.gx = c.gx_prev;
-        c.gx_prev = swap;
+        T *swap = gx;
+        gx = gx_prev;
+        gx_prev = swap;
     }
     if (!gr) CGQ_TRY(pairs_forces(g, gc, nr));
     else if (E) CGQ_CHECK_GPU(cudaMemcpy(edge_grad, c.edge_grad, sizeof(double) * 3 * E, cudaMemcpyDeviceToHost));
