@@ -14,7 +14,7 @@ time tools/build-lammps-with-cgequi.sh .device/lammps build-gpu /tmp/lmpbuild -D
 tail -1 "$OUT/lammps_build.log"
 LMP=/tmp/lmpbuild/lmp
 cd examples/lammps
-sed "s#../../potentials/water-mace-small.h5#$MODEL#" in.water_nvt > /tmp/in.fp32
+sed "s#^variable model index .*#variable model index $MODEL#" in.water_nvt > /tmp/in.fp32
 sed 's/^pair_style cgequi device ${dev}$/pair_style cgequi device ${dev} precision fp64/' /tmp/in.fp32 > /tmp/in.fp64
 run() { # name, args...
   local name=$1; shift

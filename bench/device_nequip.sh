@@ -48,7 +48,8 @@ if [ "${LMP:-0}" = 1 ]; then
       echo "nequip $n GPU $prec: $(grep -E '^Performance' "$OUT/log.nequip_${n}_$prec")"
     done
   done
-  OMP_NUM_THREADS=16 /tmp/lmpbuild/lmp -in /tmp/in.fp32 -var steps 400 -var data water_5184.data -log "$OUT/log.mace_5184_fp32" \
+  OMP_NUM_THREADS=16 /tmp/lmpbuild/lmp -in /tmp/in.fp32 -var model ../../potentials/water-mace-small.h5 -var steps 400 \
+    -var data water_5184.data -log "$OUT/log.mace_5184_fp32" \
     -screen none || echo "FAILED mace 5184"
   echo "mace 5184 GPU fp32: $(grep -E '^Performance' "$OUT/log.mace_5184_fp32")"
   grep -E "backend|cuda" "$OUT/log.nequip_5184_fp32" | head -2

@@ -18,7 +18,7 @@ echo "MPS: $MPS"
 for model in "$@"; do
   tag=$(basename "$model" .h5) m=$(realpath "$model")
   for f in in.water_rdf in.water_nve; do
-    sed -e "s#../../potentials/water-mace-small.h5#$m#" \
+    sed -e "s#^variable model index .*#variable model index $m#" \
       -e 's/^pair_style cgequi device ${dev}$/pair_style cgequi device ${dev} precision fp32/' \
       "examples/lammps/$f" > "$W/${tag}_$f"
   done

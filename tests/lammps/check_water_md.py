@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_water_md.py: short MD of the 192-atom liquid-water box (examples/lammps/water_192.data) with the shipped
-potential potentials/water-mace-small.h5 through pair_style cgequi (CPU, fp64): EQUIL steps of Nose-Hoover NVT at
+potentials (potentials/water-nequip-small.h5, potentials/water-mace-small.h5) through pair_style cgequi (CPU, fp64): EQUIL steps of Nose-Hoover NVT at
 300 K, then STEPS of NVE, both at 0.5 fs, thermo every 10 steps.
 usage: check_water_md.py LMP MODEL DATA [--equil 200] [--steps 200] [--max-drift 1e-3] [--max-fluct 2e-4]
                          [--max-excursion 5e-4]
