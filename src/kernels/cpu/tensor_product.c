@@ -160,21 +160,18 @@ CGQ_FN void cgq_tp_conv_backward(const cgq_tp *tp, const double *x1, const doubl
         if (gY) memset(Q, 0, sizeof(double) * (size_t)(d1 * d3));
         for (int u = 0; u < m1; u++) {
             const double *xu = x1b + u * d1, *gu = gb + u * d3;
-            if (gw) {
-                double s = 0.0;
+            if (gw || gx1) { /* t[a] = sum_c P[a,c] g[u,c], computed once for dE/dw and dE/dx */
+                double t[MAXD], s = 0.0;
                 for (int a = 0; a < d1; a++) {
-                    double t = 0.0;
-                    for (int c = 0; c < d3; c++) t += P[a * d3 + c] * gu[c];
-                    s += xu[a] * t;
+                    double ta = 0.0;
+                    for (int c = 0; c < d3; c++) ta += P[a * d3 + c] * gu[c];
+                    t[a] = ta;
+                    s += xu[a] * ta;
                 }
-                gw[tp->w_offset[k] + u] += pw * s;
-            }
-            if (gx1) {
-                double *g1 = gx1 + B1->offset + u * d1;
-                for (int a = 0; a < d1; a++) {
-                    double t = 0.0;
-                    for (int c = 0; c < d3; c++) t += P[a * d3 + c] * gu[c];
-                    g1[a] += pw * wk[u] * t;
+                if (gw) gw[tp->w_offset[k] + u] += pw * s;
+                if (gx1) {
+                    double *g1 = gx1 + B1->offset + u * d1;
+                    for (int a = 0; a < d1; a++) g1[a] += pw * wk[u] * t[a];
                 }
             }
             if (gY)
