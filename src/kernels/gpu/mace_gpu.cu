@@ -1014,6 +1014,15 @@ static cgq_status pairs_forces(cgq_gpu *g, const mace_ctx &c, cgq_node_result *r
     return CGQ_STATUS_OK;
 }
 
+/* The end of a reverse pass: forces and virials for positions-only calls (gr NULL), else the edge gradients to the
+ * host. */
+static cgq_status deliver_gradients(cgq_gpu *g, const cgq_graph *gr, const mace_ctx &c, cgq_node_result *nr,
+                                    double *edge_grad) {
+    if (!gr) return pairs_forces(g, c, nr);
+    if (c.E) CGQ_CHECK_GPU(cudaMemcpy(edge_grad, c.edge_grad, sizeof(double) * 3 * c.E, cudaMemcpyDeviceToHost));
+    return CGQ_STATUS_OK;
+}
+
 /* Sum of the node energies in fixed order (deterministic), and the per-node energies if asked. */
 /* The energy as the sum of the n local nodes' energies node_out (on the device) in node order, as on the CPU. */
 static cgq_status collect_energy(cgq_gpu *g, const double *node_out, int64_t n, double *energy, double *node_energy) {
@@ -1165,6 +1174,54 @@ static std::vector<edge_chunk> edge_chunks(const int64_t *row_ptr, int64_t N, in
 
 static cgq_status grow_d(double **p, size_t *cap, size_t n) { return grow((void **)p, cap, sizeof(double) * (n + 1)); }
 
+/* Receiver chunks of a v2 evaluation whose per-edge buffers (per_edge elements of es bytes) fit a third of the free
+ * GPU memory, at most 4 GiB, never fewer edges than the largest row (CGQ_GPU_MAX_CHUNK_EDGES caps them for tests).
+ * free_b: the free memory counted, with this call's reusable chunk buffers. */
+static cgq_status plan_chunks(cgq_gpu *g, const int64_t *h_row, int64_t N, int64_t E, size_t es, int64_t per_edge,
+                              std::vector<edge_chunk> *chunks, int64_t *chunk_edges, size_t *free_b) {
+    int64_t max_deg = 1;
+    for (int64_t i = 0; i < N; i++) max_deg = std::max(max_deg, h_row[i + 1] - h_row[i]);
+    size_t total_b = 0;
+    CGQ_CHECK_GPU(cudaMemGetInfo(free_b, &total_b));
+    *free_b += g->vb.caps[0] + g->vb.caps[1];
+    const size_t budget = std::min<size_t>(*free_b / 3, (size_t)4 << 30);
+    *chunk_edges = std::max<int64_t>(max_deg, std::min<int64_t>({E, (int64_t)(budget / (es * per_edge)), g->max_chunk_edges}));
+    *chunks = edge_chunks(h_row, N, *chunk_edges);
+    return CGQ_STATUS_OK;
+}
+
+/* Where each layer's edge-MLP outputs (wn[t] per edge) and activations (cs[t]) live: kept for every edge, for the
+ * reverse pass, when a third of the free memory holds them (the chunks index into them); else one chunk's worth,
+ * recomputed in the reverse pass. */
+template <class T>
+struct mlp_store {
+    bool keep = false;
+    T *w_of[CGQ_MAX_LAYERS], *act_of[CGQ_MAX_LAYERS];
+    int64_t wn[CGQ_MAX_LAYERS], cs[CGQ_MAX_LAYERS];
+    T *w_at(int t, const edge_chunk &ch) const { return keep ? w_of[t] + ch.e0 * wn[t] : w_of[t]; }
+    T *act_at(int t, const edge_chunk &ch) const { return keep ? act_of[t] + ch.e0 * cs[t] : act_of[t]; }
+};
+
+template <class T>
+static cgq_status plan_mlp_store(cgq_gpu *g, int L, int64_t E, int64_t chunk_edges, bool want_grad, size_t free_b,
+                                 mlp_store<T> *st) {
+    v2_buffers &b = g->vb;
+    size_t tot = 0;
+    int64_t wn = 1, cs = 1;
+    for (int t = 0; t < L; t++) tot += (size_t)E * (st->wn[t] + st->cs[t]), wn = std::max(wn, st->wn[t]), cs = std::max(cs, st->cs[t]);
+    st->keep = want_grad && sizeof(T) * tot <= (free_b + b.caps[9]) / 3 && grow_d(&b.kept, &b.caps[9], tot) == CGQ_STATUS_OK;
+    T *q = reinterpret_cast<T *>(b.kept);
+    for (int t = 0; t < L && st->keep; t++) {
+        st->w_of[t] = q, q += (size_t)E * st->wn[t];
+        st->act_of[t] = q, q += (size_t)E * st->cs[t];
+    }
+    if (st->keep) return CGQ_STATUS_OK;
+    CGQ_TRY(grow_d(&b.w, &b.caps[0], (size_t)chunk_edges * wn));
+    CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * cs));
+    for (int t = 0; t < L; t++) st->w_of[t] = reinterpret_cast<T *>(b.w), st->act_of[t] = reinterpret_cast<T *>(b.act);
+    return CGQ_STATUS_OK;
+}
+
 /* Rows of a working-precision array through the host exchange (which moves doubles). */
 template <class T>
 static cgq_status exchange_rows_t(cgq_gpu *g, T *dev, double *staging, int64_t rows, int width, const cgq_exchange *xc,
@@ -1249,15 +1306,10 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     }
     const int64_t dens_per_edge = dcs ? 2 + dcs + nb : 2; /* d, activations, gd, gef of the density MLP */
     const int64_t per_edge = wn + cs + dens_per_edge + (want_grad ? wn + 2 * maxw + nb + dhu : 0);
-    int64_t max_deg = 1;
-    for (int64_t i = 0; i < N; i++) max_deg = std::max(max_deg, h_row[i + 1] - h_row[i]);
-    size_t free_b = 0, total_b = 0;
-    CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
-    free_b += g->vb.caps[0] + g->vb.caps[1]; /* this call may reuse its own chunk buffers */
-    const size_t budget = std::min<size_t>(free_b / 3, (size_t)4 << 30);
-    const int64_t chunk_edges = std::max<int64_t>(
-        max_deg, std::min<int64_t>({E, (int64_t)(budget / (sizeof(T) * per_edge)), g->max_chunk_edges}));
-    const std::vector<edge_chunk> chunks = edge_chunks(h_row, N, chunk_edges);
+    std::vector<edge_chunk> chunks;
+    int64_t chunk_edges = 0;
+    size_t free_b = 0;
+    CGQ_TRY(plan_chunks(g, h_row, N, E, sizeof(T), per_edge, &chunks, &chunk_edges, &free_b));
     v2_buffers &b = g->vb;
     /* the buffers are sized in doubles, which also holds them in float */
     CGQ_TRY(grow_d(&b.edge_in, &b.caps[10], f32 ? (size_t)E * (nY + nb + 1) : 0));
@@ -1273,31 +1325,10 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         CGQ_TRY(grow_d(&b.gx1e, &b.caps[7], (size_t)chunk_edges * dhu));
         CGQ_TRY(grow_d(&b.node_tmp, &b.caps[8], (size_t)2 * N * dT));
     }
-    /* keep the forward's MLP outputs of every edge for the reverse pass when memory allows (the chunks then index
-     * into them); else the reverse recomputes them per chunk */
-    T *w_of[CGQ_MAX_LAYERS], *act_of[CGQ_MAX_LAYERS];
-    bool keep = false;
-    if (want_grad) {
-        size_t tot = 0;
-        for (int t = 0; t < L; t++)
-            tot += (size_t)E * (hm->layers[t].conv_tp.weight_numel + cgq_fcnet_cache_size(&hm->layers[t].radial_mlp));
-        keep = sizeof(T) * tot <= (free_b + b.caps[9]) / 3 && grow_d(&b.kept, &b.caps[9], tot) == CGQ_STATUS_OK;
-        T *q = reinterpret_cast<T *>(b.kept);
-        for (int t = 0; t < L && keep; t++) {
-            w_of[t] = q, q += (size_t)E * hm->layers[t].conv_tp.weight_numel;
-            act_of[t] = q, q += (size_t)E * cgq_fcnet_cache_size(&hm->layers[t].radial_mlp);
-        }
-    }
-    if (!keep) { /* per-chunk MLP outputs, recomputed in the reverse pass */
-        CGQ_TRY(grow_d(&b.w, &b.caps[0], (size_t)chunk_edges * wn));
-        CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * cs));
-    }
-    for (int t = 0; t < L && !keep; t++) w_of[t] = reinterpret_cast<T *>(b.w), act_of[t] = reinterpret_cast<T *>(b.act);
-    /* the MLP outputs and activations of a chunk's first edge */
-    auto w_at = [&](int t, const edge_chunk &ch) { return keep ? w_of[t] + ch.e0 * g->plans[t].wn : w_of[t]; };
-    auto act_at = [&](int t, const edge_chunk &ch) {
-        return keep ? act_of[t] + ch.e0 * cgq_fcnet_cache_size(&hm->layers[t].radial_mlp) : act_of[t];
-    };
+    mlp_store<T> ms; /* the radial MLP's outputs and activations */
+    for (int t = 0; t < L; t++)
+        ms.wn[t] = hm->layers[t].conv_tp.weight_numel, ms.cs[t] = cgq_fcnet_cache_size(&hm->layers[t].radial_mlp);
+    CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, free_b, &ms));
     T *gw = reinterpret_cast<T *>(b.gw), *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef);
     T *gY = reinterpret_cast<T *>(b.gY), *gcut = reinterpret_cast<T *>(b.gcut), *gx1e = reinterpret_cast<T *>(b.gx1e);
     T *node_tmp = reinterpret_cast<T *>(b.node_tmp);
@@ -1345,10 +1376,10 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         for (const edge_chunk &ch : chunks) {
             const cgq_fcnet &fc = sm->layers[t].radial_mlp;
             CGQ_TRY(mlp_check(mlp_forward<T>(fc, reinterpret_cast<T *const *>(fc.W), ch.e1 - ch.e0, ef + ch.e0 * nb, nb,
-                                             act_at(t, ch), w_at(t, ch), p.wn, g->blas, 0)));
+                                             ms.act_at(t, ch), ms.w_at(t, ch), p.wn, g->blas, 0)));
             prof.mark("mlp_fwd");
             k_conv_fwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
-                p, ch.i0, c.row_ptr, c.sender, Y, hu, w_at(t, ch), ch.e0, cut_w, M);
+                p, ch.i0, c.row_ptr, c.sender, Y, hu, ms.w_at(t, ch), ch.e0, cut_w, M);
             CGQ_LAUNCH_CHECK();
             prof.mark("conv_fwd");
             if (ly->density) {
@@ -1429,13 +1460,13 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             const int64_t ne = ch.e1 - ch.e0;
             const cgq_fcnet &fc = sm->layers[t].radial_mlp;
             T *const *W = reinterpret_cast<T *const *>(fc.W);
-            if (!keep) CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act_of[t], w_of[t], p.wn, g->blas, 0)));
+            if (!ms.keep) CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, ms.act_at(t, ch), ms.w_at(t, ch), p.wn, g->blas, 0)));
             prof.mark("mlp_fwd");
             conv_bwd_kernel<T>(p.n_in1,
                                p.nY)<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
-                p, ch.i0, c.row_ptr, c.sender, Y, hu, w_at(t, ch), ch.e0, cut_w, gM, gw, gY, gcut, gx1e, 0);
+                p, ch.i0, c.row_ptr, c.sender, Y, hu, ms.w_at(t, ch), ch.e0, cut_w, gM, gw, gY, gcut, gx1e, 0);
             prof.mark("conv_bwd");
-            CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, act_at(t, ch), gw, p.wn, gef, nb, gtmp, g->blas, 0)));
+            CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, ms.act_at(t, ch), gw, p.wn, gef, nb, gtmp, g->blas, 0)));
             prof.mark("mlp_bwd");
             if (ly->density && ne) {
                 const cgq_fcnet &df = sm->layers[t].density_fn;
@@ -1466,8 +1497,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         gh = gh_prev;
         gh_prev = swap;
     }
-    if (!gr) CGQ_TRY(pairs_forces(g, c, nr));
-    else if (E) CGQ_CHECK_GPU(cudaMemcpy(edge_grad, c.edge_grad, sizeof(double) * 3 * E, cudaMemcpyDeviceToHost));
+    CGQ_TRY(deliver_gradients(g, gr, c, nr, edge_grad));
     prof.mark("download");
     return CGQ_STATUS_OK;
 }

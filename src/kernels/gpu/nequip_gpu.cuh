@@ -400,19 +400,15 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
         din_max = std::max<int64_t>(din_max, nq_layer_in_dim(nq, t));
     }
     const int64_t per_edge = wn + cs + (want_grad ? wn + 2 * maxw + nb + din_max : 0);
-    int64_t max_deg = 1;
-    for (int64_t i = 0; i < N; i++) max_deg = std::max(max_deg, h_row[i + 1] - h_row[i]);
-    size_t free_b = 0, total_b = 0;
-    CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
+    std::vector<edge_chunk> chunks;
+    int64_t chunk_edges = 0;
+    size_t free_b = 0;
+    CGQ_TRY(plan_chunks(g, h_row, N, E, sizeof(T), per_edge, &chunks, &chunk_edges, &free_b));
     v2_buffers &b = g->vb;
-    free_b += b.caps[0] + b.caps[1];
-    const size_t budget = std::min<size_t>(free_b / 3, (size_t)4 << 30);
-    const int64_t chunk_edges = std::max<int64_t>(
-        max_deg, std::min<int64_t>({E, (int64_t)(budget / (sizeof(T) * per_edge)), g->max_chunk_edges}));
-    const std::vector<edge_chunk> chunks = edge_chunks(h_row, N, chunk_edges);
     CGQ_TRY(grow_d(&b.edge_in, &b.caps[10], (size_t)E * (f32 ? nY + nb + 1 : 1)));
-    CGQ_TRY(grow_d(&b.w, &b.caps[0], (size_t)chunk_edges * wn));
-    CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * cs));
+    mlp_store<T> ms; /* the edge MLP's outputs and activations */
+    for (int t = 0; t < L; t++) ms.wn[t] = nq->layers[t].tp.weight_numel, ms.cs[t] = cgq_fcnet_cache_size(&g->nq_mlp[t]);
+    CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, free_b, &ms));
     if (want_grad) {
         CGQ_TRY(grow_d(&b.gw, &b.caps[2], (size_t)chunk_edges * wn));
         CGQ_TRY(grow_d(&b.gtmp, &b.caps[3], (size_t)2 * chunk_edges * maxw));
@@ -421,7 +417,7 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
         CGQ_TRY(grow_d(&b.gcut, &b.caps[6], (size_t)E));
         CGQ_TRY(grow_d(&b.gx1e, &b.caps[7], (size_t)chunk_edges * din_max));
     }
-    T *w = reinterpret_cast<T *>(b.w), *act = reinterpret_cast<T *>(b.act), *gw = reinterpret_cast<T *>(b.gw);
+    T *gw = reinterpret_cast<T *>(b.gw);
     T *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef), *gY = reinterpret_cast<T *>(b.gY);
     T *gcut = reinterpret_cast<T *>(b.gcut), *gx1e = reinterpret_cast<T *>(b.gx1e);
     T *mask = reinterpret_cast<T *>(b.edge_in);
@@ -461,12 +457,13 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
         if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, h, c.h[t], NA, din, xc, false));
         prof.mark("node_fwd");
         for (const edge_chunk &ch : chunks) {
-            CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ch.e1 - ch.e0, ef + ch.e0 * nb, nb, act, w, wnt, g->blas, 0, true)));
+            CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ch.e1 - ch.e0, ef + ch.e0 * nb, nb, ms.act_at(t, ch), ms.w_at(t, ch), wnt,
+                                             g->blas, 0, true)));
             prof.mark("mlp_fwd");
             for (int q = 0; q < g->nq_groups[t]; q++) {
                 const conv_plan &p = g->nq_plans[t][q];
                 k_conv_fwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
-                    p, ch.i0, c.row_ptr, c.sender, Y, h, w, ch.e0, mask, M);
+                    p, ch.i0, c.row_ptr, c.sender, Y, h, ms.w_at(t, ch), ch.e0, mask, M);
             }
             CGQ_LAUNCH_CHECK();
             prof.mark("conv_fwd");
@@ -521,7 +518,8 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
         prof.mark("node_bwd");
         for (const edge_chunk &ch : chunks) {
             const int64_t ne = ch.e1 - ch.e0;
-            CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act, w, wnt, g->blas, 0, true)));
+            T *w = ms.w_at(t, ch), *act = ms.act_at(t, ch);
+            if (!ms.keep) CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act, w, wnt, g->blas, 0, true)));
             prof.mark("mlp_fwd");
             for (int q = 0; q < g->nq_groups[t]; q++) { /* the groups' dE/dY add up in group order */
                 const conv_plan &p = g->nq_plans[t][q];
@@ -553,8 +551,7 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
         gx = gx_prev;
         gx_prev = swap;
     }
-    if (!gr) CGQ_TRY(pairs_forces(g, gc, nr));
-    else if (E) CGQ_CHECK_GPU(cudaMemcpy(edge_grad, c.edge_grad, sizeof(double) * 3 * E, cudaMemcpyDeviceToHost));
+    CGQ_TRY(deliver_gradients(g, gr, gc, nr, edge_grad));
     prof.mark("download");
     return CGQ_STATUS_OK;
 }
