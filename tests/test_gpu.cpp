@@ -159,6 +159,10 @@ TEST_P(Gpu, PairsOnDeviceMatchCpuAndAreDeterministic) {
                 const double escale = std::fmax(std::fabs(a.energy), sites), fs = std::fmax(max_abs(a.forces), 1e-6);
                 const double vs = std::fmax(max_abs(std::vector<double>(a.virial, a.virial + 9)), 1e-6);
                 const double tol = f32 ? 1e-5 : 1e-10;
+                std::printf("  pairs %-30s %-32s dE/scale=%.1e  dF/max|F|=%.1e\n",
+                            GetParam().substr(GetParam().find_last_of('/') + 1).c_str(), what.c_str(),
+                            std::fabs(a.energy - b.energy) / escale,
+                            max_abs_diff(a.forces.data(), b.forces.data(), 3 * p.n) / fs);
                 EXPECT_LE(std::fabs(a.energy - b.energy), (f32 ? 1e-6 : 1e-10) * escale) << what;
                 EXPECT_LE(max_abs_diff(a.forces.data(), b.forces.data(), 3 * p.n), (f32 ? 1e-3 : 1e-10) * fs) << what;
                 EXPECT_LE(max_abs_diff(a.virial, b.virial, 9), (f32 ? 1e-3 : 1e-10) * vs) << what;

@@ -1609,3 +1609,91 @@ extern "C" cgq_status cgq_gpu_product_basis(cgq_gpu *g, int layer, int64_t n, co
     return g->fp32 ? product_basis_t<float>(g, layer, n, species, A, gB, B, gA)
                    : product_basis_t<double>(g, layer, n, species, A, gB, B, gA);
 }
+
+/* The layer's convolution plans (MACE: one; NequIP: one per group of input blocks) and its tensor product. */
+static int layer_conv(const cgq_gpu *g, int layer, const conv_plan **plans, const cgq_tp **tp) {
+    const cgq_model *m = g->host_model;
+    if (layer < 0) return 0;
+    if (m->nequip) {
+        if (!g->nq_v2 || layer >= m->nequip->n_layers) return 0;
+        *plans = g->nq_plans[layer], *tp = &m->nequip->layers[layer].tp;
+        return g->nq_groups[layer];
+    }
+    if (!g->v2 || layer >= m->n_layers) return 0;
+    *plans = &g->plans[layer], *tp = &m->layers[layer].conv_tp;
+    return 1;
+}
+
+template <class T>
+static cgq_status conv_t(const conv_plan *plans, int n_plans, const cgq_tp *tp, int64_t n, const int64_t *row_ptr,
+                         const int32_t *sender, const double *x, const double *Y, const double *w, const double *gM,
+                         double *M, double *gw, double *gY, double *gx) {
+    const int64_t E = row_ptr[n], din = tp->in1.dim, dM = tp->out.dim, wn = tp->weight_numel, nY = plans[0].nY;
+    std::vector<int64_t> srow(n + 1);
+    std::vector<int32_t> sedge(E + 1);
+    CGQ_TRY(cgq_sender_index(sender, E, n, srow.data(), sedge.data()));
+    std::vector<void *> bufs;
+    auto run = [&]() -> cgq_status {
+        auto dev = [&](const void *h, size_t bytes, void **d) -> cgq_status {
+            CGQ_CHECK_GPU(cudaMalloc(d, bytes + 16));
+            bufs.push_back(*d);
+            if (h) CGQ_CHECK_GPU(cudaMemcpy(*d, h, bytes, cudaMemcpyHostToDevice));
+            return CGQ_STATUS_OK;
+        };
+        auto devT = [&](const double *h, int64_t count, T **d) -> cgq_status { /* h NULL: an output */
+            if (!h) return dev(nullptr, sizeof(T) * count, (void **)d);
+            const std::vector<T> v(h, h + count);
+            return dev(v.data(), sizeof(T) * count, (void **)d);
+        };
+        int64_t *drow, *dsrow;
+        int32_t *dsend, *dsedge;
+        T *dx, *dY, *dw, *dgM, *dMsg, *dgw, *dgY, *dgx1e, *dgx, *dgcut;
+        CGQ_TRY(dev(row_ptr, sizeof(int64_t) * (n + 1), (void **)&drow));
+        CGQ_TRY(dev(sender, sizeof(int32_t) * E, (void **)&dsend));
+        CGQ_TRY(dev(srow.data(), sizeof(int64_t) * (n + 1), (void **)&dsrow));
+        CGQ_TRY(dev(sedge.data(), sizeof(int32_t) * E, (void **)&dsedge));
+        CGQ_TRY(devT(x, n * din, &dx));
+        CGQ_TRY(devT(Y, E * nY, &dY));
+        CGQ_TRY(devT(w, E * wn, &dw));
+        CGQ_TRY(devT(gM, n * dM, &dgM));
+        CGQ_TRY(devT(nullptr, n * dM, &dMsg));
+        CGQ_TRY(devT(nullptr, E * wn, &dgw));
+        CGQ_TRY(devT(nullptr, E * nY, &dgY));
+        CGQ_TRY(devT(nullptr, E * din, &dgx1e));
+        CGQ_TRY(devT(nullptr, n * din, &dgx));
+        CGQ_TRY(devT(nullptr, E, &dgcut));
+        for (int q = 0; q < n_plans; q++) {
+            const conv_plan &p = plans[q];
+            k_conv_fwd<T><<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(T))>>>(p, 0, drow, dsend, dY, dx, dw, 0,
+                                                                                   nullptr, dMsg);
+            conv_bwd_kernel<T>(p.n_in1, p.nY)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
+                p, 0, drow, dsend, dY, dx, dw, 0, nullptr, dgM, dgw, dgY, dgcut, dgx1e, q > 0);
+        }
+        k_sender_sum_rows<T><<<blocks_for(n * din), CGQ_GPU_THREADS>>>(n, (int)din, dsrow, dsedge, 0, E, 1, dgx1e, dgx);
+        CGQ_CHECK_GPU(cudaGetLastError());
+        const std::pair<T *, std::pair<double *, int64_t>> outs[] = {
+            {dMsg, {M, n * dM}}, {dgw, {gw, E * wn}}, {dgY, {gY, E * nY}}, {dgx, {gx, n * din}}};
+        for (const auto &o : outs) {
+            std::vector<T> h((size_t)o.second.second);
+            CGQ_CHECK_GPU(cudaMemcpy(h.data(), o.first, sizeof(T) * h.size(), cudaMemcpyDeviceToHost));
+            std::copy(h.begin(), h.end(), o.second.first);
+        }
+        return CGQ_STATUS_OK;
+    };
+    const cgq_status st = run();
+    for (void *b : bufs) cudaFree(b);
+    return st;
+}
+
+extern "C" cgq_status cgq_gpu_conv(cgq_gpu *g, int layer, int64_t n, const int64_t *row_ptr, const int32_t *sender,
+                                   const double *x, const double *Y, const double *w, const double *gM, double *M,
+                                   double *gw, double *gY, double *gx) {
+    const conv_plan *plans = nullptr;
+    const cgq_tp *tp = nullptr;
+    const int n_plans = layer_conv(g, layer, &plans, &tp);
+    if (!n_plans || n <= 0)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_gpu_conv: layer %d has no GPU convolution plan (or no nodes)",
+                        layer);
+    return g->fp32 ? conv_t<float>(plans, n_plans, tp, n, row_ptr, sender, x, Y, w, gM, M, gw, gY, gx)
+                   : conv_t<double>(plans, n_plans, tp, n, row_ptr, sender, x, Y, w, gM, M, gw, gY, gx);
+}

@@ -37,6 +37,14 @@ cgq_status cgq_gpu_product_basis(cgq_gpu *gpu, int layer, int64_t n, const int32
 cgq_status cgq_gpu_skip_tp(cgq_gpu *gpu, int layer, int64_t n, const int32_t *species, const double *x,
                            const double *gout, double *out, double *gx);
 
+/* Kernel test entry: layer's convolution (the conv plans alone, MACE or NequIP) on a graph of n nodes given by its
+ * receiver rows and senders: messages M [n][out.dim] from features x [n][in1.dim], spherical harmonics Y [E][nY] and
+ * per-edge weights w [E][weight_numel]; from gM = dE/dM, dE/dw, dE/dY and dE/dx (summed over each node's outgoing
+ * edges), in the evaluator's precision. */
+cgq_status cgq_gpu_conv(cgq_gpu *gpu, int layer, int64_t n, const int64_t *row_ptr, const int32_t *sender,
+                        const double *x, const double *Y, const double *w, const double *gM, double *M, double *gw,
+                        double *gY, double *gx);
+
 #ifdef __cplusplus
 }
 #endif
