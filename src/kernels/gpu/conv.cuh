@@ -44,6 +44,7 @@ struct conv_plan {
     int cw, slots; /* threads per slot (>= C: a divisor or a multiple of the warp), slots per block */
     int slots_bwd, threads_bwd; /* the reverse's (more slots: they share G, see build_conv_group) */
     int fwd_eb;                 /* edges per batch of the forward (its P tables in shared memory) */
+    int double_sums;            /* the forward sums messages in double also for float T (k_conv_fwd's A) */
     int64_t wn;
     conv_ins *ins;
     conv_block *outb, *in1b;
@@ -73,12 +74,12 @@ __device__ __forceinline__ void conv_load_x(const conv_plan &p, const T *x, int 
 
 /* One instruction's messages for channel u over the slot's edges of a batch (edges eb + el, el = slot, slot + S, ...
  * < nb): sum_e s_e sum_a x_e[a] P_e[a][c] in registers, then added to the slot's sums my[(acc_off + c) C]. */
-template <class T, int L1, int D3>
+template <class T, class A, int L1, int D3>
 __device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins &k, int u, int slot, int nb, int64_t eb,
                                              const int32_t *sid, const T *hu, const T *w, int64_t e0, const T *cut,
-                                             const T *Pb, T *my) {
+                                             const T *Pb, A *my) {
     constexpr int D1 = 2 * L1 + 1;
-    T racc[D3];
+    A racc[D3];
 #pragma unroll
     for (int c = 0; c < D3; c++) racc[c] = 0;
     for (int el = slot; el < nb; el += p.slots) {
@@ -106,17 +107,18 @@ __device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins 
     F(0, 1) F(0, 3) F(0, 5) F(0, 7) F(1, 1) F(1, 3) F(1, 5) F(1, 7) F(2, 1) F(2, 3) F(2, 5) F(2, 7) F(3, 1) F(3, 3) F(3, 5) F(3, 7)
 
 /* Receivers [i0, i0 + gridDim.x); w holds the raw MLP outputs of edges from e0 (row stride wn); cut is
- * non-NULL when the model multiplies the weights by the cutoff (apply_cutoff off). */
-template <class T>
+ * non-NULL when the model multiplies the weights by the cutoff (apply_cutoff off). A: the type of the message sums
+ * (T; double for NequIP in fp32, whose dense cells sum many edges: conv_fwd_kernel). */
+template <class T, class A = T>
 __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
                            const T *w, int64_t e0, const T *cut, T *M) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots, stride = p.acc_dim * p.C, EB = p.fwd_eb;
-    T *acc = reinterpret_cast<T *>(smem_raw);                /* message sums per slot */
+    A *acc = reinterpret_cast<A *>(smem_raw);                /* message sums per slot */
     T *Pb = reinterpret_cast<T *>(acc + (size_t)stride * S); /* [EB][p_dim] */
     T *Ys = Pb + (size_t)EB * p.p_dim;                       /* [EB][nY] */
     int32_t *sid = reinterpret_cast<int32_t *>(Ys + (size_t)EB * p.nY);
-    T *my = acc + (size_t)slot * stride + u;
+    A *my = acc + (size_t)slot * stride + u;
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
     for (int j = threadIdx.x; j < stride * S; j += blockDim.x) acc[j] = 0;
     for (int64_t eb = r0; eb < r1; eb += EB) {
@@ -140,7 +142,7 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
             const conv_ins &k = p.ins[q];
             switch ((k.l12 >> 2) * 8 + k.d3) {
 #define CONV_FWD_CASE(L1, D3) \
-    case L1 * 8 + D3: conv_fwd_ins<T, L1, D3>(p, k, u, slot, nb, eb, sid, hu, w, e0, cut, Pb, my); break;
+    case L1 * 8 + D3: conv_fwd_ins<T, A, L1, D3>(p, k, u, slot, nb, eb, sid, hu, w, e0, cut, Pb, my); break;
                 CONV_L1D3_CASES(CONV_FWD_CASE)
 #undef CONV_FWD_CASE
             }
@@ -150,7 +152,7 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
     T *Mi = M + i * p.dM;
     for (int j = threadIdx.x; j < stride; j += blockDim.x) { /* slots in order */
         const int idx = j / p.C, v = j % p.C;
-        T m = 0;
+        A m = 0;
         for (int q = 0; q < S; q++) m += acc[(size_t)q * stride + j];
         int b = 0;
         while (idx >= p.outb[b].acc_off + p.outb[b].d) b++;
@@ -433,8 +435,19 @@ __global__ void k_density_edge_bwd(int64_t e0, int64_t e1, const int32_t *erecv,
 
 /* shared memory of the kernels for element size `es` (the double size is the larger, used to plan) */
 static size_t conv_fwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
-    return es * ((size_t)p.acc_dim * p.C * p.slots + (size_t)p.fwd_eb * (p.p_dim + p.nY)) +
+    const size_t acc_es = p.double_sums ? sizeof(double) : es;
+    return acc_es * (size_t)p.acc_dim * p.C * p.slots + es * (size_t)p.fwd_eb * (p.p_dim + p.nY) +
            sizeof(int32_t) * (size_t)p.fwd_eb;
+}
+
+template <class T>
+using conv_fwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const T *, const T *, const T *,
+                             int64_t, const T *, T *);
+
+/* the forward kernel for the plan's message sums */
+template <class T>
+static conv_fwd_fn<T> conv_fwd_kernel(const conv_plan &p) {
+    return p.double_sums ? k_conv_fwd<T, double> : k_conv_fwd<T, T>;
 }
 static size_t conv_bwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP;

@@ -450,8 +450,9 @@ static std::vector<int> conv_groups(const cgq_tp *tp, int *n_groups) {
 /* The plan of group `group` of the layer's convolution tp (conv_groups): its instructions, the output blocks they
  * write (each output block must be written by one group; blocks no instruction writes go with group 0, as zeros),
  * shared-memory sizes and block shapes. p->ok = 0 where the form is not covered (the caller runs the v1 steps). */
-static cgq_status build_conv_group(cgq_gpu *g, const cgq_tp *tp, int lmax_sh, int group, conv_plan *p) {
+static cgq_status build_conv_group(cgq_gpu *g, const cgq_tp *tp, int lmax_sh, int group, int double_sums, conv_plan *p) {
     memset(p, 0, sizeof *p);
+    p->double_sums = double_sums;
     int n_groups = 0;
     const std::vector<int> grp = conv_groups(tp, &n_groups);
     std::vector<int> out_grp(tp->out.n, -1), mine;
@@ -574,13 +575,13 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
     conv_groups(tp, &n_groups);
     memset(p, 0, sizeof *p);
     if (n_groups != 1 || !skip_tp_is_species_linear(m, &m->layers[t].skip_tp)) return CGQ_STATUS_OK;
-    return build_conv_group(g, tp, m->lmax_sh, 0, p);
+    return build_conv_group(g, tp, m->lmax_sh, 0, 0, p);
 }
 
 template <class T>
 static cudaError_t set_smem_limits(int cap) {
     std::vector<const void *> kernels = {
-        (const void *)k_conv_fwd<T>,      (const void *)k_symcon_fwd<T, 1>, (const void *)k_symcon_fwd<T, 2>,
+        (const void *)k_conv_fwd<T>,      (const void *)k_conv_fwd<T, double>, (const void *)k_symcon_fwd<T, 1>, (const void *)k_symcon_fwd<T, 2>,
         (const void *)k_symcon_fwd<T, 3>, (const void *)k_symcon_fwd<T, 4>, (const void *)k_symcon_bwd<T, 1>,
         (const void *)k_symcon_bwd<T, 2>, (const void *)k_symcon_bwd<T, 3>, (const void *)k_symcon_bwd<T, 4>};
     for (int n_in1 = 1; n_in1 <= 4; n_in1++)
@@ -1664,7 +1665,7 @@ static cgq_status conv_t(const conv_plan *plans, int n_plans, const cgq_tp *tp, 
         CGQ_TRY(devT(nullptr, E, &dgcut));
         for (int q = 0; q < n_plans; q++) {
             const conv_plan &p = plans[q];
-            k_conv_fwd<T><<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(T))>>>(p, 0, drow, dsend, dY, dx, dw, 0,
+            conv_fwd_kernel<T>(p)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(T))>>>(p, 0, drow, dsend, dY, dx, dw, 0,
                                                                                    nullptr, dMsg);
             conv_bwd_kernel<T>(p.n_in1, p.nY)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
                 p, 0, drow, dsend, dY, dx, dw, 0, nullptr, dgM, dgw, dgY, dgcut, dgx1e, q > 0);

@@ -224,7 +224,7 @@ static cgq_status build_nequip_v2(cgq_gpu *g) {
         conv_groups(&ly->tp, &n);
         ok = n <= CONV_MAX_GROUPS && ly->edge_mlp.n_layers <= CGQ_MAX_FC_LAYERS;
         for (int q = 0; q < n && ok; q++) {
-            CGQ_TRY(build_conv_group(g, &ly->tp, hm->lmax_sh, q, &g->nq_plans[t][q]));
+            CGQ_TRY(build_conv_group(g, &ly->tp, hm->lmax_sh, q, 1, &g->nq_plans[t][q]));
             ok = g->nq_plans[t][q].ok;
         }
         g->nq_groups[t] = n;
@@ -462,7 +462,7 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
             prof.mark("mlp_fwd");
             for (int q = 0; q < g->nq_groups[t]; q++) {
                 const conv_plan &p = g->nq_plans[t][q];
-                k_conv_fwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
+                conv_fwd_kernel<T>(p)<<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
                     p, ch.i0, c.row_ptr, c.sender, Y, h, ms.w_at(t, ch), ch.e0, mask, M);
             }
             CGQ_LAUNCH_CHECK();
