@@ -110,8 +110,8 @@ __device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins 
  * non-NULL when the model multiplies the weights by the cutoff (apply_cutoff off). A: the type of the message sums
  * (T; double for NequIP in fp32, whose dense cells sum many edges: conv_fwd_kernel). */
 template <class T, class A = T>
-__global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
-                           const T *w, int64_t e0, const T *cut, T *M) {
+__global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y,
+                           const T *hu, const T *w, int64_t e0, const T *cut, T *M) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots, stride = p.acc_dim * p.C, EB = p.fwd_eb;
     A *acc = reinterpret_cast<A *>(smem_raw);                /* message sums per slot */
@@ -141,8 +141,10 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
         for (int q = 0; q < p.n_ins; q++) {
             const conv_ins &k = p.ins[q];
             switch ((k.l12 >> 2) * 8 + k.d3) {
-#define CONV_FWD_CASE(L1, D3) \
-    case L1 * 8 + D3: conv_fwd_ins<T, A, L1, D3>(p, k, u, slot, nb, eb, sid, hu, w, e0, cut, Pb, my); break;
+#define CONV_FWD_CASE(L1, D3)                                                           \
+    case L1 * 8 + D3:                                                                   \
+        conv_fwd_ins<T, A, L1, D3>(p, k, u, slot, nb, eb, sid, hu, w, e0, cut, Pb, my); \
+        break;
                 CONV_L1D3_CASES(CONV_FWD_CASE)
 #undef CONV_FWD_CASE
             }

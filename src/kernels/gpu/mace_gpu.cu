@@ -450,7 +450,8 @@ static std::vector<int> conv_groups(const cgq_tp *tp, int *n_groups) {
 /* The plan of group `group` of the layer's convolution tp (conv_groups): its instructions, the output blocks they
  * write (each output block must be written by one group; blocks no instruction writes go with group 0, as zeros),
  * shared-memory sizes and block shapes. p->ok = 0 where the form is not covered (the caller runs the v1 steps). */
-static cgq_status build_conv_group(cgq_gpu *g, const cgq_tp *tp, int lmax_sh, int group, int double_sums, conv_plan *p) {
+static cgq_status build_conv_group(cgq_gpu *g, const cgq_tp *tp, int lmax_sh, int group, int double_sums,
+                                   conv_plan *p) {
     memset(p, 0, sizeof *p);
     p->double_sums = double_sums;
     int n_groups = 0;
@@ -580,10 +581,11 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
 
 template <class T>
 static cudaError_t set_smem_limits(int cap) {
-    std::vector<const void *> kernels = {
-        (const void *)k_conv_fwd<T>,      (const void *)k_conv_fwd<T, double>, (const void *)k_symcon_fwd<T, 1>, (const void *)k_symcon_fwd<T, 2>,
-        (const void *)k_symcon_fwd<T, 3>, (const void *)k_symcon_fwd<T, 4>, (const void *)k_symcon_bwd<T, 1>,
-        (const void *)k_symcon_bwd<T, 2>, (const void *)k_symcon_bwd<T, 3>, (const void *)k_symcon_bwd<T, 4>};
+    std::vector<const void *> kernels = {(const void *)k_conv_fwd<T>,      (const void *)k_conv_fwd<T, double>,
+                                         (const void *)k_symcon_fwd<T, 1>, (const void *)k_symcon_fwd<T, 2>,
+                                         (const void *)k_symcon_fwd<T, 3>, (const void *)k_symcon_fwd<T, 4>,
+                                         (const void *)k_symcon_bwd<T, 1>, (const void *)k_symcon_bwd<T, 2>,
+                                         (const void *)k_symcon_bwd<T, 3>, (const void *)k_symcon_bwd<T, 4>};
     for (int n_in1 = 1; n_in1 <= 4; n_in1++)
         for (int l = 0; l <= 3; l++) kernels.push_back((const void *)conv_bwd_kernel<T>(n_in1, (l + 1) * (l + 1)));
     for (const void *k : kernels) {
@@ -606,8 +608,10 @@ static cgq_status create_blas(cgq_gpu *g, int gpu_id) {
 #if !defined(__HIPCC__)
     if (cublasCreate(&g->blas) != CUBLAS_STATUS_SUCCESS ||
         cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS)
-        return cgq_fail(CGQ_STATUS_DEVICE_ERROR, "cuBLAS could not be initialised on GPU %d (out of GPU memory, or a "
-                        "CUDA driver older than the toolkit cgequi was built with)", gpu_id);
+        return cgq_fail(CGQ_STATUS_DEVICE_ERROR,
+                        "cuBLAS could not be initialised on GPU %d (out of GPU memory, or a "
+                        "CUDA driver older than the toolkit cgequi was built with)",
+                        gpu_id);
 #else
     (void)g, (void)gpu_id;
 #endif
@@ -652,7 +656,7 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
 }
 
 static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm); /* nequip_gpu.cuh */
-static cgq_status build_nequip_v2(cgq_gpu *g);          /* nequip_gpu.cuh */
+static cgq_status build_nequip_v2(cgq_gpu *g);                    /* nequip_gpu.cuh */
 
 extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, cgq_gpu **out) {
     *out = nullptr;
@@ -677,7 +681,8 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
         if (st == CGQ_STATUS_OK && g->nq_v2 && !set_smem_limits_all(g)) g->nq_v2 = 0;
         if (const char *mc = getenv("CGQ_GPU_MAX_CHUNK_EDGES")) g->max_chunk_edges = std::max(1LL, atoll(mc));
         if (st == CGQ_STATUS_OK && fp32 && !g->nq_v2)
-            st = cgq_fail(CGQ_STATUS_UNSUPPORTED, "precision fp32 on the GPU covers NequIP layers with uvu convolutions "
+            st = cgq_fail(CGQ_STATUS_UNSUPPORTED,
+                          "precision fp32 on the GPU covers NequIP layers with uvu convolutions "
                           "of l <= 3 features and at most 64 Bessel functions; this model runs in fp64 only (use "
                           "precision fp64)");
         if (st != CGQ_STATUS_OK) {
@@ -887,7 +892,9 @@ static void scan_flags(const int32_t *in, int64_t n, int64_t *out, int64_t *tile
     if (nt) k_scan_apply<<<(unsigned)nt, CGQ_SCAN_THREADS>>>(n, in, tiles, out);
 }
 
-extern "C" int cgq_gpu_runs_pairs(const cgq_gpu *g) { return g && (g->v2 || g->nq_v2); }
+extern "C" int cgq_gpu_runs_pairs(const cgq_gpu *g) {
+    return g && (g->v2 || g->nq_v2);
+}
 
 extern "C" cgq_status cgq_gpu_set_pairs(cgq_gpu *g, const cgq_pair_list *pl) {
     pair_state &ps = g->pairs;
@@ -1186,9 +1193,23 @@ static cgq_status plan_chunks(cgq_gpu *g, const int64_t *h_row, int64_t N, int64
     CGQ_CHECK_GPU(cudaMemGetInfo(free_b, &total_b));
     *free_b += g->vb.caps[0] + g->vb.caps[1];
     const size_t budget = std::min<size_t>(*free_b / 3, (size_t)4 << 30);
-    *chunk_edges = std::max<int64_t>(max_deg, std::min<int64_t>({E, (int64_t)(budget / (es * per_edge)), g->max_chunk_edges}));
+    *chunk_edges =
+        std::max<int64_t>(max_deg, std::min<int64_t>({E, (int64_t)(budget / (es * per_edge)), g->max_chunk_edges}));
     *chunks = edge_chunks(h_row, N, *chunk_edges);
     return CGQ_STATUS_OK;
+}
+
+/* The reverse pass's edge buffers: per chunk edge dE/dw (wn), the MLP reverse's temporaries (2 maxw), dE/d(edge
+ * features) (nb) and dE/dx of the sender (dx); per edge dE/dY (nY) and dE/dcut. */
+static cgq_status grow_reverse_buffers(cgq_gpu *g, int64_t chunk_edges, int64_t E, int64_t wn, int64_t maxw, int nb,
+                                       int nY, int64_t dx) {
+    v2_buffers &b = g->vb;
+    CGQ_TRY(grow_d(&b.gw, &b.caps[2], (size_t)chunk_edges * wn));
+    CGQ_TRY(grow_d(&b.gtmp, &b.caps[3], (size_t)2 * chunk_edges * maxw));
+    CGQ_TRY(grow_d(&b.gef, &b.caps[4], (size_t)chunk_edges * nb));
+    CGQ_TRY(grow_d(&b.gY, &b.caps[5], (size_t)E * nY));
+    CGQ_TRY(grow_d(&b.gcut, &b.caps[6], (size_t)E));
+    return grow_d(&b.gx1e, &b.caps[7], (size_t)chunk_edges * dx);
 }
 
 /* Where each layer's edge-MLP outputs (wn[t] per edge) and activations (cs[t]) live: kept for every edge, for the
@@ -1209,8 +1230,10 @@ static cgq_status plan_mlp_store(cgq_gpu *g, int L, int64_t E, int64_t chunk_edg
     v2_buffers &b = g->vb;
     size_t tot = 0;
     int64_t wn = 1, cs = 1;
-    for (int t = 0; t < L; t++) tot += (size_t)E * (st->wn[t] + st->cs[t]), wn = std::max(wn, st->wn[t]), cs = std::max(cs, st->cs[t]);
-    st->keep = want_grad && sizeof(T) * tot <= (free_b + b.caps[9]) / 3 && grow_d(&b.kept, &b.caps[9], tot) == CGQ_STATUS_OK;
+    for (int t = 0; t < L; t++)
+        tot += (size_t)E * (st->wn[t] + st->cs[t]), wn = std::max(wn, st->wn[t]), cs = std::max(cs, st->cs[t]);
+    st->keep =
+        want_grad && sizeof(T) * tot <= (free_b + b.caps[9]) / 3 && grow_d(&b.kept, &b.caps[9], tot) == CGQ_STATUS_OK;
     T *q = reinterpret_cast<T *>(b.kept);
     for (int t = 0; t < L && st->keep; t++) {
         st->w_of[t] = q, q += (size_t)E * st->wn[t];
@@ -1232,6 +1255,33 @@ static cgq_status exchange_rows_t(cgq_gpu *g, T *dev, double *staging, int64_t r
     k_convert<T, double><<<blocks_for(n), CGQ_GPU_THREADS>>>(n, dev, staging);
     CGQ_TRY(exchange_rows(g, staging, rows, width, xc, reverse));
     k_convert<double, T><<<blocks_for(n), CGQ_GPU_THREADS>>>(n, staging, dev);
+    return CGQ_STATUS_OK;
+}
+
+/* dE/d(sender features) after the chunks' sender sums: zero where there were no edges (no chunk wrote it), and the
+ * rows that landed on ghost senders sent to their owners (reverse exchange; staging: a double array of the rows). */
+template <class T>
+static cgq_status finish_sender_grads(cgq_gpu *g, bool no_edges, int64_t NA, int width, T *rows, double *staging,
+                                      const cgq_exchange *xc) {
+    if (NA && no_edges) CGQ_CHECK_GPU(cudaMemsetAsync(rows, 0, sizeof(T) * NA * width));
+    if (xc) CGQ_TRY(exchange_rows_t<T>(g, rows, staging, NA, width, xc, true));
+    return CGQ_STATUS_OK;
+}
+
+/* The T copy of a double-arena array: the same array for double, the same element offset of arena_f for float. */
+template <class T>
+static T *arena_t(cgq_gpu *g, double *q) {
+    if (!q) return nullptr;
+    return sizeof(T) == sizeof(float) ? reinterpret_cast<T *>(g->arena_f) + (q - g->arena) : reinterpret_cast<T *>(q);
+}
+
+/* This step's graph rows on the host (from the caller's graph, or counted on the device from positions and the
+ * candidate pairs: pairs_count) and its local nodes, nodes and edges. */
+static cgq_status step_graph(cgq_gpu *g, const cgq_graph *gr, const double *pos, const int64_t **h_row, int64_t *N,
+                             int64_t *NA, int64_t *E) {
+    if (!gr) CGQ_TRY(pairs_count(g, pos));
+    *h_row = gr ? gr->row_ptr : g->pairs.h_row.data();
+    *N = gr ? gr->n_local : g->pairs.n_local, *NA = gr ? gr->n_nodes : g->pairs.n_nodes, *E = (*h_row)[*N];
     return CGQ_STATUS_OK;
 }
 
@@ -1271,9 +1321,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     memset(&c, 0, sizeof c);
     c.m = hm;
     phase_profiler prof;
-    if (!gr) CGQ_TRY(pairs_count(g, pos));
-    const int64_t *h_row = gr ? gr->row_ptr : g->pairs.h_row.data();
-    c.N = gr ? gr->n_local : g->pairs.n_local, c.NA = gr ? gr->n_nodes : g->pairs.n_nodes, c.E = h_row[c.N];
+    const int64_t *h_row = nullptr;
+    CGQ_TRY(step_graph(g, gr, pos, &h_row, &c.N, &c.NA, &c.E));
     c.nY = (hm->lmax_sh + 1) * (hm->lmax_sh + 1), c.nb = hm->n_bessel;
     const int64_t N = c.N, NA = c.NA, E = c.E;
     const int L = hm->n_layers, want_grad = !gr || edge_grad != nullptr, nb = c.nb, nY = c.nY;
@@ -1282,10 +1331,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     CGQ_TRY(grow((void **)&g->arena, &g->arena_cap, sizeof(double) * (need + 1)));
     mace_layout(&c, g->arena, want_grad, 0, 0);
     if (f32) CGQ_TRY(grow(&g->arena_f, &g->arena_f_cap, sizeof(T) * (need + 1)));
-    auto R = [&](double *q) -> T * { /* the T copy of a double-arena array */
-        if (!q) return nullptr;
-        return f32 ? reinterpret_cast<T *>(g->arena_f) + (q - g->arena) : reinterpret_cast<T *>(q);
-    };
+    auto R = [&](double *q) { return arena_t<T>(g, q); };
     CGQ_TRY(grow((void **)&g->scratch, &g->scratch_cap, sizeof(double) * (c.esz + c.nsz) * scratch_threads(N)));
     prof.mark("setup");
     CGQ_TRY(gr ? upload_graph(g, gr, &c) : pairs_fill(g, &c));
@@ -1318,12 +1364,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     T *dens_d = reinterpret_cast<T *>(b.dens), *dens_gd = dens_d + chunk_edges;
     T *dens_gef = dens_gd + chunk_edges, *dens_act = dens_gef + chunk_edges * nb;
     if (want_grad) {
-        CGQ_TRY(grow_d(&b.gw, &b.caps[2], (size_t)chunk_edges * wn));
-        CGQ_TRY(grow_d(&b.gtmp, &b.caps[3], (size_t)2 * chunk_edges * maxw));
-        CGQ_TRY(grow_d(&b.gef, &b.caps[4], (size_t)chunk_edges * nb));
-        CGQ_TRY(grow_d(&b.gY, &b.caps[5], (size_t)E * nY));
-        CGQ_TRY(grow_d(&b.gcut, &b.caps[6], (size_t)E));
-        CGQ_TRY(grow_d(&b.gx1e, &b.caps[7], (size_t)chunk_edges * dhu));
+        CGQ_TRY(grow_reverse_buffers(g, chunk_edges, E, wn, maxw, nb, nY, dhu));
         CGQ_TRY(grow_d(&b.node_tmp, &b.caps[8], (size_t)2 * N * dT));
     }
     mlp_store<T> ms; /* the radial MLP's outputs and activations */
@@ -1461,7 +1502,9 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             const int64_t ne = ch.e1 - ch.e0;
             const cgq_fcnet &fc = sm->layers[t].radial_mlp;
             T *const *W = reinterpret_cast<T *const *>(fc.W);
-            if (!ms.keep) CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, ms.act_at(t, ch), ms.w_at(t, ch), p.wn, g->blas, 0)));
+            if (!ms.keep)
+                CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, ms.act_at(t, ch), ms.w_at(t, ch), p.wn,
+                                                 g->blas, 0)));
             prof.mark("mlp_fwd");
             conv_bwd_kernel<T>(p.n_in1,
                                p.nY)<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
@@ -1489,14 +1532,11 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             prof.mark("sender_sum");
         }
         if (t == 0) break;
-        if (NA && chunks.empty()) CGQ_CHECK_GPU(cudaMemsetAsync(ghu, 0, sizeof(T) * NA * dhu_t)); /* no edges */
-        if (xc) CGQ_TRY(exchange_rows_t<T>(g, ghu, c.ghu, NA, dhu_t, xc, true));
+        CGQ_TRY(finish_sender_grads<T>(g, chunks.empty(), NA, dhu_t, ghu, c.ghu, xc));
         node_linear_bwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, N, ghu, dhu_t, gh_prev, din, (T)1, 1);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_bwd");
-        T *swap = gh;
-        gh = gh_prev;
-        gh_prev = swap;
+        std::swap(gh, gh_prev);
     }
     CGQ_TRY(deliver_gradients(g, gr, c, nr, edge_grad));
     prof.mark("download");
@@ -1521,8 +1561,9 @@ extern "C" cgq_status cgq_gpu_evaluate_pairs(cgq_gpu *g, const double *positions
     if (!cgq_gpu_runs_pairs(g) || !g->pairs.set)
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_gpu_evaluate_pairs: no candidate pairs on the device");
     if (g->host_model->nequip)
-        return g->fp32 ? evaluate_nequip_v2<float>(g, nullptr, positions, xc, &r->energy, r->node_energies, nullptr, r)
-                       : evaluate_nequip_v2<double>(g, nullptr, positions, xc, &r->energy, r->node_energies, nullptr, r);
+        return g->fp32
+                   ? evaluate_nequip_v2<float>(g, nullptr, positions, xc, &r->energy, r->node_energies, nullptr, r)
+                   : evaluate_nequip_v2<double>(g, nullptr, positions, xc, &r->energy, r->node_energies, nullptr, r);
     return g->fp32 ? evaluate_v2<float>(g, nullptr, positions, xc, &r->energy, r->node_energies, nullptr, r)
                    : evaluate_v2<double>(g, nullptr, positions, xc, &r->energy, r->node_energies, nullptr, r);
 }
@@ -1641,10 +1682,11 @@ static cgq_status conv_t(const conv_plan *plans, int n_plans, const cgq_tp *tp, 
             if (h) CGQ_CHECK_GPU(cudaMemcpy(*d, h, bytes, cudaMemcpyHostToDevice));
             return CGQ_STATUS_OK;
         };
-        auto devT = [&](const double *h, int64_t count, T **d) -> cgq_status { /* h NULL: an output */
-            if (!h) return dev(nullptr, sizeof(T) * count, (void **)d);
-            const std::vector<T> v(h, h + count);
-            return dev(v.data(), sizeof(T) * count, (void **)d);
+        auto devT = [&](const double *h, int64_t count,
+                        T **d) -> cgq_status { /* h NULL: an output */
+                                               if (!h) return dev(nullptr, sizeof(T) * count, (void **)d);
+                                               const std::vector<T> v(h, h + count);
+                                               return dev(v.data(), sizeof(T) * count, (void **)d);
         };
         int64_t *drow, *dsrow;
         int32_t *dsend, *dsedge;
@@ -1665,8 +1707,8 @@ static cgq_status conv_t(const conv_plan *plans, int n_plans, const cgq_tp *tp, 
         CGQ_TRY(devT(nullptr, E, &dgcut));
         for (int q = 0; q < n_plans; q++) {
             const conv_plan &p = plans[q];
-            conv_fwd_kernel<T>(p)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(T))>>>(p, 0, drow, dsend, dY, dx, dw, 0,
-                                                                                   nullptr, dMsg);
+            conv_fwd_kernel<T>(p)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(T))>>>(p, 0, drow, dsend, dY, dx,
+                                                                                           dw, 0, nullptr, dMsg);
             conv_bwd_kernel<T>(p.n_in1, p.nY)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
                 p, 0, drow, dsend, dY, dx, dw, 0, nullptr, dgM, dgw, dgY, dgcut, dgx1e, q > 0);
         }

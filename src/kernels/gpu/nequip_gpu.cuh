@@ -247,8 +247,10 @@ static cgq_status build_nequip_v2(cgq_gpu *g) {
         if (ly->use_sc) {
             CGQ_TRY(build_skip_plan(g, &np.sc, &np.skip));
             double *d = np.sc_weight.data();
-            if (g->fp32) CGQ_TRY(upload_as_float(g, &d, np.sc_weight.data(), np.sc_weight.size()));
-            else CGQ_TRY(upload(g, &d, np.sc_weight.size()));
+            if (g->fp32)
+                CGQ_TRY(upload_as_float(g, &d, np.sc_weight.data(), np.sc_weight.size()));
+            else
+                CGQ_TRY(upload(g, &d, np.sc_weight.size()));
             np.wsc = d;
         }
     }
@@ -266,7 +268,8 @@ __global__ void k_nq_mask(int64_t E, const char *active, T *mask) {
 /* dE/dvec of the active edges [e0, e1) from dE/d(embedding) gef (chunk rows) and dE/dY gY, in double. */
 template <class T>
 __global__ void k_nq_edge_tail(nq_ctx c, int64_t e0, int64_t e1, const T *gef, const T *gY) {
-    for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1; e += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1;
+         e += (int64_t)gridDim.x * blockDim.x) {
         if (!c.active[e]) continue;
         double ge[64], gy[16], ef[64], def[64], dY[48];
         for (int n = 0; n < c.nb; n++) ge[n] = (double)gef[(e - e0) * c.nb + n];
@@ -285,7 +288,8 @@ __global__ void k_nq_embed_rows(int64_t n, int dim, const int32_t *species, cons
 /* x[i, :dim] *= scale[species[i]] (row stride ld): nequip's 1/sqrt(avg_num_neighbors) of the node's type */
 template <class T>
 __global__ void k_nq_scale_rows(int64_t n, int dim, int64_t ld, const int32_t *species, const double *scale, T *x) {
-    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < n * dim; q += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < n * dim;
+         q += (int64_t)gridDim.x * blockDim.x) {
         const int64_t i = q / dim;
         x[i * ld + q % dim] *= (T)scale[species[i]];
     }
@@ -294,7 +298,8 @@ __global__ void k_nq_scale_rows(int64_t n, int dim, int64_t ld, const int32_t *s
 /* dst[i, :dim] = src[i, :dim] (src NULL: 0), row stride ld */
 template <class T>
 __global__ void k_nq_copy_rows(int64_t n, int dim, int64_t ld, const T *src, T *dst) {
-    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < n * dim; q += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < n * dim;
+         q += (int64_t)gridDim.x * blockDim.x) {
         const int64_t i = q / dim, j = q % dim;
         dst[i * ld + j] = src ? src[i * ld + j] : (T)0;
     }
@@ -303,7 +308,8 @@ __global__ void k_nq_copy_rows(int64_t n, int dim, int64_t ld, const T *src, T *
 /* dst[i, :dim] += src[i, :dim], row stride ld */
 template <class T>
 __global__ void k_add_rows(int64_t n, int dim, int64_t ld, const T *src, T *dst) {
-    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < n * dim; q += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < n * dim;
+         q += (int64_t)gridDim.x * blockDim.x) {
         const int64_t i = q / dim, j = q % dim;
         dst[i * ld + j] += src[i * ld + j];
     }
@@ -311,7 +317,8 @@ __global__ void k_add_rows(int64_t n, int dim, int64_t ld, const T *src, T *dst)
 
 /* xo = gate(pre) (+ xin, resnet), one thread per node (nq_gate_forward in T) */
 template <class T>
-__global__ void k_nq_gate_fwd(int64_t n, const cgq_nq_gate *gt, const T *pre, int ldp, T *xo, int ldo, const T *xin, int ldx) {
+__global__ void k_nq_gate_fwd(int64_t n, const cgq_nq_gate *gt, const T *pre, int ldp, T *xo, int ldo, const T *xin,
+                              int ldx) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const T *x = pre + i * ldp;
         T *o = xo + i * ldo;
@@ -328,7 +335,8 @@ __global__ void k_nq_gate_fwd(int64_t n, const cgq_nq_gate *gt, const T *pre, in
 
 /* gpre = d<go, gate(pre)>/dpre, one thread per node (nq_gate_backward in T) */
 template <class T>
-__global__ void k_nq_gate_bwd(int64_t n, const cgq_nq_gate *gt, const T *pre, int ldp, const T *go, int ldg, T *gpre, int ldgp) {
+__global__ void k_nq_gate_bwd(int64_t n, const cgq_nq_gate *gt, const T *pre, int ldp, const T *go, int ldg, T *gpre,
+                              int ldgp) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const T *x = pre + i * ldp, *g = go + i * ldg;
         T *gx = gpre + i * ldgp;
@@ -361,9 +369,8 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
     nq_ctx c;
     memset(&c, 0, sizeof c);
     c.m = hm, c.nq = nq; /* the layout reads the host model; the kernels get the device copies below */
-    if (!gr) CGQ_TRY(pairs_count(g, pos));
-    const int64_t *h_row = gr ? gr->row_ptr : g->pairs.h_row.data();
-    c.N = gr ? gr->n_local : g->pairs.n_local, c.NA = gr ? gr->n_nodes : g->pairs.n_nodes, c.E = h_row[c.N];
+    const int64_t *h_row = nullptr;
+    CGQ_TRY(step_graph(g, gr, pos, &h_row, &c.N, &c.NA, &c.E));
     c.nY = (hm->lmax_sh + 1) * (hm->lmax_sh + 1), c.nb = nq->n_bessel;
     const int64_t N = c.N, NA = c.NA, E = c.E;
     const int L = nq->n_layers, want_grad = !gr || edge_grad != nullptr, nb = c.nb, nY = c.nY;
@@ -372,12 +379,10 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
     CGQ_TRY(grow((void **)&g->arena, &g->arena_cap, sizeof(double) * (need + 1)));
     nq_layout(&c, g->arena, want_grad, 0);
     if (f32) CGQ_TRY(grow(&g->arena_f, &g->arena_f_cap, sizeof(T) * (need + 1)));
-    auto R = [&](double *q) -> T * { /* the T copy of a double-arena array */
-        if (!q) return nullptr;
-        return f32 ? reinterpret_cast<T *>(g->arena_f) + (q - g->arena) : reinterpret_cast<T *>(q);
-    };
+    auto R = [&](double *q) { return arena_t<T>(g, q); };
     const size_t per_thread = c.esz + c.nsz;
-    CGQ_TRY(grow((void **)&g->scratch, &g->scratch_cap, sizeof(double) * per_thread * scratch_threads(std::max(N, NA))));
+    CGQ_TRY(
+        grow((void **)&g->scratch, &g->scratch_cap, sizeof(double) * per_thread * scratch_threads(std::max(N, NA))));
     CGQ_TRY(grow((void **)&g->edge_grad, &g->edge_grad_cap, sizeof(double) * (3 * E + 1)));
     mace_ctx gc; /* the graph: species, rows, senders, vectors, sender index, receivers */
     memset(&gc, 0, sizeof gc);
@@ -407,16 +412,10 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
     v2_buffers &b = g->vb;
     CGQ_TRY(grow_d(&b.edge_in, &b.caps[10], (size_t)E * (f32 ? nY + nb + 1 : 1)));
     mlp_store<T> ms; /* the edge MLP's outputs and activations */
-    for (int t = 0; t < L; t++) ms.wn[t] = nq->layers[t].tp.weight_numel, ms.cs[t] = cgq_fcnet_cache_size(&g->nq_mlp[t]);
+    for (int t = 0; t < L; t++)
+        ms.wn[t] = nq->layers[t].tp.weight_numel, ms.cs[t] = cgq_fcnet_cache_size(&g->nq_mlp[t]);
     CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, free_b, &ms));
-    if (want_grad) {
-        CGQ_TRY(grow_d(&b.gw, &b.caps[2], (size_t)chunk_edges * wn));
-        CGQ_TRY(grow_d(&b.gtmp, &b.caps[3], (size_t)2 * chunk_edges * maxw));
-        CGQ_TRY(grow_d(&b.gef, &b.caps[4], (size_t)chunk_edges * nb));
-        CGQ_TRY(grow_d(&b.gY, &b.caps[5], (size_t)E * nY));
-        CGQ_TRY(grow_d(&b.gcut, &b.caps[6], (size_t)E));
-        CGQ_TRY(grow_d(&b.gx1e, &b.caps[7], (size_t)chunk_edges * din_max));
-    }
+    if (want_grad) CGQ_TRY(grow_reverse_buffers(g, chunk_edges, E, wn, maxw, nb, nY, din_max));
     T *gw = reinterpret_cast<T *>(b.gw);
     T *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef), *gY = reinterpret_cast<T *>(b.gY);
     T *gcut = reinterpret_cast<T *>(b.gcut), *gx1e = reinterpret_cast<T *>(b.gx1e);
@@ -435,7 +434,8 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
         k_convert<double, T><<<blocks_for(E * nb), TH>>>(E * nb, c.ef, q + E * nY);
         Y = q, ef = q + E * nY;
     }
-    if (NA) k_nq_embed_rows<T><<<blocks_for(NA * nq->emb_dim), TH>>>(NA, nq->emb_dim, c.species, g->nq_shadow.embed, x0);
+    if (NA)
+        k_nq_embed_rows<T><<<blocks_for(NA * nq->emb_dim), TH>>>(NA, nq->emb_dim, c.species, g->nq_shadow.embed, x0);
     CGQ_LAUNCH_CHECK();
     prof.mark("geometry");
     for (int t = 0; t < L; t++) {
@@ -451,14 +451,15 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
          * their ghost rows by exchange */
         const int64_t n_up = t == 0 ? NA : N;
         lin_gemm_fwd<T>(&ly->linear_1, reinterpret_cast<const T *>(np.w1), n_up, xin, din, h, din, (T)1, nullptr, 0);
-        if (n_up) k_nq_scale_rows<T><<<blocks_for(n_up * din), TH>>>(n_up, din, din, c.species,
-                                                                     g->nq_shadow.layers[t].norm_const, h);
+        if (n_up)
+            k_nq_scale_rows<T>
+                <<<blocks_for(n_up * din), TH>>>(n_up, din, din, c.species, g->nq_shadow.layers[t].norm_const, h);
         CGQ_LAUNCH_CHECK();
         if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, h, c.h[t], NA, din, xc, false));
         prof.mark("node_fwd");
         for (const edge_chunk &ch : chunks) {
-            CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ch.e1 - ch.e0, ef + ch.e0 * nb, nb, ms.act_at(t, ch), ms.w_at(t, ch), wnt,
-                                             g->blas, 0, true)));
+            CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ch.e1 - ch.e0, ef + ch.e0 * nb, nb, ms.act_at(t, ch),
+                                             ms.w_at(t, ch), wnt, g->blas, 0, true)));
             prof.mark("mlp_fwd");
             for (int q = 0; q < g->nq_groups[t]; q++) {
                 const conv_plan &p = g->nq_plans[t][q];
@@ -508,7 +509,8 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
             k_nq_gate_bwd<T><<<blocks_for(N), TH>>>(N, &g->dev_nequip->layers[t].gate, pre, dG, gx, ld, gpre, dG);
             lin_gemm_bwd<T>(&ly->linear_2, reinterpret_cast<const T *>(np.w2), N, gpre, dG, gM, dM, (T)1, 0);
             if (ly->use_sc) {
-                skip_gemm_bwd<T>(&np.sc, np.skip, reinterpret_cast<const T *>(np.wsc), N, c.species, gpre, dG, gx_prev, ld);
+                skip_gemm_bwd<T>(&np.sc, np.skip, reinterpret_cast<const T *>(np.wsc), N, c.species, gpre, dG, gx_prev,
+                                 ld);
                 if (ly->resnet) k_add_rows<T><<<blocks_for(N * din), TH>>>(N, din, ld, gx, gx_prev);
             } else {
                 k_nq_copy_rows<T><<<blocks_for(N * din), TH>>>(N, din, ld, ly->resnet ? gx : nullptr, gx_prev);
@@ -519,11 +521,13 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
         for (const edge_chunk &ch : chunks) {
             const int64_t ne = ch.e1 - ch.e0;
             T *w = ms.w_at(t, ch), *act = ms.act_at(t, ch);
-            if (!ms.keep) CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act, w, wnt, g->blas, 0, true)));
+            if (!ms.keep)
+                CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act, w, wnt, g->blas, 0, true)));
             prof.mark("mlp_fwd");
             for (int q = 0; q < g->nq_groups[t]; q++) { /* the groups' dE/dY add up in group order */
                 const conv_plan &p = g->nq_plans[t][q];
-                conv_bwd_kernel<T>(p.n_in1, p.nY)<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
+                conv_bwd_kernel<T>(p.n_in1,
+                                   p.nY)<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
                     p, ch.i0, c.row_ptr, c.sender, Y, h, w, ch.e0, mask, gM, gw, gY, gcut, gx1e, q > 0);
             }
             CGQ_LAUNCH_CHECK();
@@ -532,24 +536,21 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
             prof.mark("mlp_bwd");
             if (ne) k_nq_edge_tail<T><<<blocks_for(ne), TH>>>(c, ch.e0, ch.e1, gef, gY);
             if (t > 0 && NA) /* the chunk's dE/dh rows into their senders' sums (layer 0's input is the embedding) */
-                k_sender_sum_rows<T><<<blocks_for(NA * din), TH>>>(NA, din, c.srow, c.sedge, ch.e0, ch.e1,
-                                                                  &ch == &chunks[0], gx1e, gh);
+                k_sender_sum_rows<T>
+                    <<<blocks_for(NA * din), TH>>>(NA, din, c.srow, c.sedge, ch.e0, ch.e1, &ch == &chunks[0], gx1e, gh);
             CGQ_LAUNCH_CHECK();
             prof.mark("edge_tail");
         }
         if (t == 0) break; /* the type embedding does not depend on positions */
-        if (NA && chunks.empty()) CGQ_CHECK_GPU(cudaMemsetAsync(gh, 0, sizeof(T) * NA * din)); /* no edges */
-        /* gradients that landed on ghost senders belong to their owners */
-        if (xc) CGQ_TRY(exchange_rows_t<T>(g, gh, c.gh, NA, din, xc, true));
+        CGQ_TRY(finish_sender_grads<T>(g, chunks.empty(), NA, din, gh, c.gh, xc));
         if (N) {
-            k_nq_scale_rows<T><<<blocks_for(N * din), TH>>>(N, din, din, c.species, g->nq_shadow.layers[t].norm_const, gh);
+            k_nq_scale_rows<T>
+                <<<blocks_for(N * din), TH>>>(N, din, din, c.species, g->nq_shadow.layers[t].norm_const, gh);
             lin_gemm_bwd<T>(&ly->linear_1, reinterpret_cast<const T *>(np.w1), N, gh, din, gx_prev, ld, (T)1, 1);
         }
         CGQ_LAUNCH_CHECK();
         prof.mark("node_bwd");
-        T *swap = gx;
-        gx = gx_prev;
-        gx_prev = swap;
+        std::swap(gx, gx_prev);
     }
     CGQ_TRY(deliver_gradients(g, gr, gc, nr, edge_grad));
     prof.mark("download");
