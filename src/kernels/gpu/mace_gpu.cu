@@ -36,6 +36,7 @@ extern "C" {
 #include "kernels/gpu/gemm.cuh"
 #include "kernels/gpu/graph_build.cuh"
 #include "kernels/gpu/node_ops.cuh"
+#include "kernels/gpu/radial_spline.cuh"
 #include "kernels/gpu/symcon.cuh"
 
 #define CGQ_CHECK_GPU(call)                                                                                  \
@@ -58,7 +59,8 @@ struct v2_buffers {
     double *kept = nullptr;    /* every layer's MLP outputs and activations, kept for the reverse pass */
     double *edge_in = nullptr; /* float: Y, edge features and cutoff of every edge */
     double *dens = nullptr;    /* density MLP per chunk edge: output, activations, dE/d output, dE/d features */
-    size_t caps[12] = {0};
+    double *gr = nullptr;      /* per chunk edge: dE/dr through the radial tables */
+    size_t caps[13] = {0};
 };
 
 /* cgq_evaluate_pairs: the candidate list on the device (set once per re-neighboring) and the per-step
@@ -100,9 +102,11 @@ struct cgq_gpu {
     conv_plan plans[CGQ_MAX_LAYERS];
     symcon_plan symcon[CGQ_MAX_LAYERS];
     skip_plan skips[CGQ_MAX_LAYERS];
+    radial_table radial[CGQ_MAX_LAYERS]; /* fp32: the radial MLPs as tables (all layers or none) */
     int v2; /* every layer has the forms the v2 kernels cover (else the v1 steps run the model) */
     cgq_blas blas = nullptr; /* the radial MLP's products (gemm.cuh); none in HIP builds */
     int64_t max_chunk_edges = INT64_MAX; /* CGQ_GPU_MAX_CHUNK_EDGES: tests force several edge chunks with it */
+    bool recompute_mlp = false;          /* CGQ_GPU_RECOMPUTE_MLP: tests force the large-system path with it */
     size_t smem_optin;
     v2_buffers vb;
     std::vector<void *> allocations;
@@ -647,12 +651,64 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFree(g->pairs.step);
     cudaFree(g->edge_grad);
     v2_buffers &b = g->vb;
-    for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in, b.dens}) cudaFree(p);
+    for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in, b.dens, b.gr})
+        cudaFree(p);
     cudaFree(g->arena_f);
 #if !defined(__HIPCC__)
     if (g->blas) cublasDestroy(g->blas);
 #endif
     delete g;
+}
+
+/* x rounded to TF32 as tf32_round does on the device */
+static float tf32_round_host(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = (u + 0x1000u) & 0xffffe000u;
+    memcpy(&x, &u, sizeof u);
+    return x;
+}
+
+/* fp32 MACE: every layer's radial MLP as a table of its hidden output (radial_spline.cuh), when each layer's table
+ * meets 1e-8 (values) and 1e-6 (slopes) of its largest magnitude; else none, and the MLP runs per edge. With cuBLAS
+ * the last layer's weights are also kept split for the TF32 products. CGQ_GPU_RADIAL_MLP=1 runs the MLP per edge,
+ * CGQ_GPU_NO_TF32=1 keeps the last layer in float products (comparisons). */
+static cgq_status build_radial_tables(cgq_gpu *g) {
+    const cgq_model *m = g->host_model;
+    if (getenv("CGQ_GPU_RADIAL_MLP")) return CGQ_STATUS_OK;
+    cgq_radial_spline hs[CGQ_MAX_LAYERS];
+    memset(hs, 0, sizeof hs);
+    cgq_status st = CGQ_STATUS_OK;
+    bool all = true;
+    for (int t = 0; t < m->n_layers && st == CGQ_STATUS_OK; t++) {
+        st = cgq_radial_spline_build(m, &m->layers[t].radial_mlp, 1e-8, 1e-6, 1 << 15, &hs[t]);
+        all = all && hs[t].n_int > 0;
+    }
+    for (int t = 0; t < m->n_layers && st == CGQ_STATUS_OK && all; t++) {
+        const cgq_radial_spline &h = hs[t];
+        const cgq_fcnet &fc = m->layers[t].radial_mlp;
+        radial_table &s = g->radial[t];
+        std::vector<float> knots((size_t)(h.n_int + 1) * 2 * h.width);
+        for (size_t i = 0; i < knots.size(); i++) knots[i] = (float)h.knots[i];
+        float *kd = knots.data();
+        st = upload<float>(g, &kd, knots.size());
+        s.n_int = h.n_int, s.width = h.width, s.step = h.step, s.knots = kd;
+        if (st != CGQ_STATUS_OK || !g->blas || getenv("CGQ_GPU_NO_TF32")) continue;
+        const int W = h.width, wn = fc.h[fc.n_layers];
+        const double *Wl = fc.W[fc.n_layers - 1]; /* [W][wn] */
+        std::vector<float> split((size_t)3 * W * wn);
+        for (size_t i = 0; i < (size_t)W * wn; i++) {
+            const float f = (float)Wl[i], hi = tf32_round_host(f);
+            split[i] = hi, split[(size_t)W * wn + i] = f - hi, split[(size_t)2 * W * wn + i] = hi;
+        }
+        float *sd = split.data();
+        st = upload<float>(g, &sd, split.size());
+        s.w_split = sd;
+    }
+    for (int t = 0; t < m->n_layers; t++) cgq_radial_spline_free(&hs[t]);
+    if (!all)
+        for (int t = 0; t < m->n_layers; t++) g->radial[t] = radial_table();
+    return st;
 }
 
 static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm); /* nequip_gpu.cuh */
@@ -680,6 +736,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
         if (st == CGQ_STATUS_OK && g->nq_v2) st = create_blas(g, gpu_id);
         if (st == CGQ_STATUS_OK && g->nq_v2 && !set_smem_limits_all(g)) g->nq_v2 = 0;
         if (const char *mc = getenv("CGQ_GPU_MAX_CHUNK_EDGES")) g->max_chunk_edges = std::max(1LL, atoll(mc));
+    g->recompute_mlp = getenv("CGQ_GPU_RECOMPUTE_MLP") != nullptr;
         if (st == CGQ_STATUS_OK && fp32 && !g->nq_v2)
             st = cgq_fail(CGQ_STATUS_UNSUPPORTED,
                           "precision fp32 on the GPU covers NequIP layers with uvu convolutions "
@@ -704,11 +761,13 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
     if (st == CGQ_STATUS_OK && g->v2 && !set_smem_limits_all(g)) g->v2 = 0;
     if (getenv("CGQ_GPU_V1")) g->v2 = 0; /* the v1 steps, for comparisons */
     if (const char *mc = getenv("CGQ_GPU_MAX_CHUNK_EDGES")) g->max_chunk_edges = std::max(1LL, atoll(mc));
+    g->recompute_mlp = getenv("CGQ_GPU_RECOMPUTE_MLP") != nullptr;
     if (st == CGQ_STATUS_OK && fp32 && !g->v2)
         st = cgq_fail(CGQ_STATUS_UNSUPPORTED, "precision fp32 on the GPU covers MACE interaction blocks with uvu "
                       "convolutions, l <= 3 features and a coupling width <= 16; this model runs in fp64 only (use "
                       "precision fp64)");
     if (st == CGQ_STATUS_OK && fp32) st = upload_model_f32(g);
+    if (st == CGQ_STATUS_OK && fp32) st = build_radial_tables(g);
     if (st != CGQ_STATUS_OK) {
         cgq_gpu_free(g);
         return st;
@@ -1132,12 +1191,17 @@ static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
 
 /* ---- v2: GEMM radial MLP, block-per-receiver conv, thread-per-element node maps ------------------- */
 template <class T>
-__global__ void k_edge_tail(mace_ctx c, int t, int64_t e0, int64_t e1, const T *gef, const T *gY, const T *gcut) {
+__global__ void k_edge_tail(mace_ctx c, int t, int64_t e0, int64_t e1, const T *gef, const T *gY, const T *gcut,
+                            const double *gr) {
     for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1; e += (int64_t)gridDim.x * blockDim.x) {
         double B[64], dB[64], dY[3 * CONV_MAX_Y], ge[64], gy[CONV_MAX_Y]; /* the tail and the sums run in double */
-        for (int n = 0; n < c.nb; n++) ge[n] = (double)gef[(e - e0) * c.nb + n];
+        for (int n = 0; n < c.nb; n++) ge[n] = gef ? (double)gef[(e - e0) * c.nb + n] : 0.0;
         for (int j = 0; j < c.nY; j++) gy[j] = (double)gY[e * c.nY + j];
         mace_edge_tail(&c, t, c.erecv[e], e, ge, (double)gcut[e], gy, B, dB, dY);
+        if (gr) { /* dE/dr through the radial table (radial_spline.cuh) */
+            const double s = gr[e - e0] / c.r[e];
+            for (int k = 0; k < 3; k++) c.edge_grad[3 * e + k] += s * c.vec[3 * e + k];
+        }
     }
 }
 
@@ -1232,8 +1296,8 @@ static cgq_status plan_mlp_store(cgq_gpu *g, int L, int64_t E, int64_t chunk_edg
     int64_t wn = 1, cs = 1;
     for (int t = 0; t < L; t++)
         tot += (size_t)E * (st->wn[t] + st->cs[t]), wn = std::max(wn, st->wn[t]), cs = std::max(cs, st->cs[t]);
-    st->keep =
-        want_grad && sizeof(T) * tot <= (free_b + b.caps[9]) / 3 && grow_d(&b.kept, &b.caps[9], tot) == CGQ_STATUS_OK;
+    st->keep = want_grad && !g->recompute_mlp && sizeof(T) * tot <= (free_b + b.caps[9]) / 3 &&
+               grow_d(&b.kept, &b.caps[9], tot) == CGQ_STATUS_OK;
     T *q = reinterpret_cast<T *>(b.kept);
     for (int t = 0; t < L && st->keep; t++) {
         st->w_of[t] = q, q += (size_t)E * st->wn[t];
@@ -1326,6 +1390,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     c.nY = (hm->lmax_sh + 1) * (hm->lmax_sh + 1), c.nb = hm->n_bessel;
     const int64_t N = c.N, NA = c.NA, E = c.E;
     const int L = hm->n_layers, want_grad = !gr || edge_grad != nullptr, nb = c.nb, nY = c.nY;
+    const bool table = f32 && g->radial[0].n_int > 0; /* the radial MLPs from their tables (radial_spline.cuh) */
     prof.mark("graph_build");
     const size_t need = mace_layout(&c, nullptr, want_grad, 0, 0);
     CGQ_TRY(grow((void **)&g->arena, &g->arena_cap, sizeof(double) * (need + 1)));
@@ -1346,7 +1411,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             maxw = std::max<int64_t>(maxw, mlp_hidden_width(ly->density_fn));
         }
         wn = std::max<int64_t>(wn, ly->conv_tp.weight_numel);
-        cs = std::max<int64_t>(cs, cgq_fcnet_cache_size(&ly->radial_mlp));
+        cs = std::max<int64_t>(cs, table ? radial_row_width(g->radial[t]) : cgq_fcnet_cache_size(&ly->radial_mlp));
         maxw = std::max<int64_t>(maxw, mlp_hidden_width(ly->radial_mlp));
         dhu = std::max<int64_t>(dhu, ly->linear_up.out.dim);
         dT = std::max<int64_t>(dT, ly->target.dim);
@@ -1369,8 +1434,14 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     }
     mlp_store<T> ms; /* the radial MLP's outputs and activations */
     for (int t = 0; t < L; t++)
-        ms.wn[t] = hm->layers[t].conv_tp.weight_numel, ms.cs[t] = cgq_fcnet_cache_size(&hm->layers[t].radial_mlp);
+        ms.wn[t] = hm->layers[t].conv_tp.weight_numel,
+        ms.cs[t] = table ? 0 : cgq_fcnet_cache_size(&hm->layers[t].radial_mlp);
     CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, free_b, &ms));
+    if (table) { /* a chunk's table rows, and dE/dr */
+        CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * cs));
+        if (want_grad) CGQ_TRY(grow_d(&b.gr, &b.caps[12], (size_t)chunk_edges));
+    }
+    T *arows = reinterpret_cast<T *>(b.act);
     T *gw = reinterpret_cast<T *>(b.gw), *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef);
     T *gY = reinterpret_cast<T *>(b.gY), *gcut = reinterpret_cast<T *>(b.gcut), *gx1e = reinterpret_cast<T *>(b.gx1e);
     T *node_tmp = reinterpret_cast<T *>(b.node_tmp);
@@ -1395,6 +1466,17 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     }
     CGQ_LAUNCH_CHECK();
     const T *cut_w = hm->apply_cutoff ? nullptr : cut; /* weights times the cutoff */
+    /* the chunk's radial-MLP outputs w, from the table or the MLP */
+    auto radial_forward = [&](int t, const edge_chunk &ch) {
+        const cgq_fcnet &fc = sm->layers[t].radial_mlp;
+        T *const *W = reinterpret_cast<T *const *>(fc.W);
+        const int64_t ne = ch.e1 - ch.e0;
+        if (table)
+            return mlp_check(radial_table_forward<T>(g->radial[t], fc, W[fc.n_layers - 1], c.r, ch.e0, ne, arows,
+                                                     ms.w_at(t, ch), ms.wn[t], g->blas));
+        return mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, ms.act_at(t, ch), ms.w_at(t, ch), ms.wn[t],
+                                        g->blas, 0));
+    };
     prof.mark("geometry");
     for (int t = 0; t < L; t++) {
         const cgq_mace_layer *ly = &hm->layers[t];
@@ -1416,9 +1498,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         prof.mark("node_fwd");
         if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, hu, s.hu, NA, dhu_t, xc, false));
         for (const edge_chunk &ch : chunks) {
-            const cgq_fcnet &fc = sm->layers[t].radial_mlp;
-            CGQ_TRY(mlp_check(mlp_forward<T>(fc, reinterpret_cast<T *const *>(fc.W), ch.e1 - ch.e0, ef + ch.e0 * nb, nb,
-                                             ms.act_at(t, ch), ms.w_at(t, ch), p.wn, g->blas, 0)));
+            CGQ_TRY(radial_forward(t, ch));
             prof.mark("mlp_fwd");
             k_conv_fwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
                 p, ch.i0, c.row_ptr, c.sender, Y, hu, ms.w_at(t, ch), ch.e0, cut_w, M);
@@ -1502,15 +1582,22 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             const int64_t ne = ch.e1 - ch.e0;
             const cgq_fcnet &fc = sm->layers[t].radial_mlp;
             T *const *W = reinterpret_cast<T *const *>(fc.W);
-            if (!ms.keep)
-                CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, ms.act_at(t, ch), ms.w_at(t, ch), p.wn,
-                                                 g->blas, 0)));
+            if (!ms.keep) CGQ_TRY(radial_forward(t, ch));
             prof.mark("mlp_fwd");
             conv_bwd_kernel<T>(p.n_in1,
                                p.nY)<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
                 p, ch.i0, c.row_ptr, c.sender, Y, hu, ms.w_at(t, ch), ch.e0, cut_w, gM, gw, gY, gcut, gx1e, 0);
             prof.mark("conv_bwd");
-            CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, ms.act_at(t, ch), gw, p.wn, gef, nb, gtmp, g->blas, 0)));
+            T *gef_tail = gef; /* dE/d(edge features) for the tail: the MLP's and the density's */
+            double *gr_tail = nullptr;
+            if (table) {
+                gr_tail = b.gr, gef_tail = ly->density ? gef : nullptr;
+                CGQ_TRY(mlp_check(radial_table_backward<T>(g->radial[t], fc, W[fc.n_layers - 1], c.r, ch.e0, ne, gw,
+                                                           gtmp, gr_tail, g->blas)));
+                if (ly->density && ne) CGQ_CHECK_GPU(cudaMemsetAsync(gef, 0, sizeof(T) * ne * nb));
+            } else {
+                CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, ms.act_at(t, ch), gw, p.wn, gef, nb, gtmp, g->blas, 0)));
+            }
             prof.mark("mlp_bwd");
             if (ly->density && ne) {
                 const cgq_fcnet &df = sm->layers[t].density_fn;
@@ -1522,7 +1609,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
                 CGQ_LAUNCH_CHECK();
                 prof.mark("density");
             }
-            if (ne) k_edge_tail<T><<<blocks_for(ne), TH>>>(c, t, ch.e0, ch.e1, gef, gY, gcut);
+            if (ne) k_edge_tail<T><<<blocks_for(ne), TH>>>(c, t, ch.e0, ch.e1, gef_tail, gY, gcut, gr_tail);
             CGQ_LAUNCH_CHECK();
             prof.mark("edge_tail");
             if (t > 0 && NA) /* the chunk's dE/dx rows into their senders' sums (layer 0's input is the embedding) */
@@ -1739,4 +1826,43 @@ extern "C" cgq_status cgq_gpu_conv(cgq_gpu *g, int layer, int64_t n, const int64
                         layer);
     return g->fp32 ? conv_t<float>(plans, n_plans, tp, n, row_ptr, sender, x, Y, w, gM, M, gw, gY, gx)
                    : conv_t<double>(plans, n_plans, tp, n, row_ptr, sender, x, Y, w, gM, M, gw, gY, gx);
+}
+
+extern "C" cgq_status cgq_gpu_radial(cgq_gpu *g, int layer, int64_t n, const double *r, const double *gw, double *w,
+                                     double *gr) {
+    if (layer < 0 || layer >= g->host_model->n_layers || g->host_model->nequip || !g->radial[layer].n_int || n <= 0)
+        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "cgq_gpu_radial: layer %d has no radial table (or no edges)", layer);
+    const radial_table &s = g->radial[layer];
+    const cgq_fcnet &fc = g->shadow_f.layers[layer].radial_mlp; /* float weights on the device */
+    const float *W_last = reinterpret_cast<const float *const *>(fc.W)[fc.n_layers - 1];
+    const int64_t wn = fc.h[fc.n_layers];
+    std::vector<void *> bufs;
+    auto run = [&]() -> cgq_status {
+        double *dr = nullptr, *dgr = nullptr;
+        float *dgw = nullptr, *dw = nullptr, *da = nullptr;
+        CGQ_CHECK_GPU(cudaMalloc(&dr, sizeof(double) * n));
+        bufs.push_back(dr);
+        CGQ_CHECK_GPU(cudaMalloc(&dgr, sizeof(double) * n));
+        bufs.push_back(dgr);
+        CGQ_CHECK_GPU(cudaMalloc(&dgw, sizeof(float) * n * wn));
+        bufs.push_back(dgw);
+        CGQ_CHECK_GPU(cudaMalloc(&dw, sizeof(float) * n * wn));
+        bufs.push_back(dw);
+        CGQ_CHECK_GPU(cudaMalloc(&da, sizeof(float) * n * radial_row_width(s)));
+        bufs.push_back(da);
+        const std::vector<float> hgw(gw, gw + n * wn);
+        CGQ_CHECK_GPU(cudaMemcpy(dr, r, sizeof(double) * n, cudaMemcpyHostToDevice));
+        CGQ_CHECK_GPU(cudaMemcpy(dgw, hgw.data(), sizeof(float) * n * wn, cudaMemcpyHostToDevice));
+        CGQ_TRY(mlp_check(radial_table_forward<float>(s, fc, W_last, dr, 0, n, da, dw, wn, g->blas)));
+        CGQ_TRY(mlp_check(radial_table_backward<float>(s, fc, W_last, dr, 0, n, dgw, da, dgr, g->blas)));
+        CGQ_CHECK_GPU(cudaGetLastError());
+        std::vector<float> hw((size_t)(n * wn));
+        CGQ_CHECK_GPU(cudaMemcpy(hw.data(), dw, sizeof(float) * hw.size(), cudaMemcpyDeviceToHost));
+        std::copy(hw.begin(), hw.end(), w);
+        CGQ_CHECK_GPU(cudaMemcpy(gr, dgr, sizeof(double) * n, cudaMemcpyDeviceToHost));
+        return CGQ_STATUS_OK;
+    };
+    const cgq_status st = run();
+    for (void *p : bufs) cudaFree(p);
+    return st;
 }

@@ -1,0 +1,37 @@
+/* radial_spline.h: a MACE layer's radial MLP up to its last hidden layer, a(r), as a cubic Hermite table in r.
+ * The MLP's input is a function of r alone (Bessel basis, times the cutoff envelope when the model applies it there),
+ * so a(r) is one smooth curve per hidden unit: the GPU's fp32 path interpolates it per edge instead of running the
+ * hidden layers, and only the last layer, w = a W / sqrt(h), stays a product (issue #5: "or from a spline table").
+ * The table is built in double at load and checked against the MLP itself between its knots. Host code. */
+#ifndef CGQ_CPU_RADIAL_SPLINE_H
+#define CGQ_CPU_RADIAL_SPLINE_H
+
+#include "cgequi.h"
+#include "model/model.h"
+
+#define CGQ_SPLINE_MAX_WIDTH 256
+
+typedef struct cgq_radial_spline {
+    int n_int;       /* intervals of width step over [0, r_max]; 0: no table (the MLP runs per edge) */
+    int width;       /* the last hidden layer's width (a's length) */
+    double step, r_max;
+    double *knots;   /* [n_int + 1][2][width]: a(r_k), then step * da/dr(r_k) */
+    double err_value, err_slope; /* largest error found between the knots, relative to max |a| and max |da/dr| */
+} cgq_radial_spline;
+
+/* Exact a(r) and da/dr of the radial MLP fc of model m (width h[n_layers - 1] each), in double. */
+void cgq_radial_hidden(const cgq_model *m, const cgq_fcnet *fc, double r, double *a, double *da);
+
+/* Build the table with the fewest intervals (a power of two, at most max_int) whose interpolation error, measured
+ * at three points inside every interval, is at most tol_value of max |a| and tol_slope of max |da/dr|. A model
+ * the table does not describe (species-dependent radial input: the Agnesi transform; a single-layer MLP; wider
+ * than CGQ_SPLINE_MAX_WIDTH) or a tolerance not met gives n_int = 0 and CGQ_STATUS_OK. */
+cgq_status cgq_radial_spline_build(const cgq_model *m, const cgq_fcnet *fc, double tol_value, double tol_slope,
+                                   int max_int, cgq_radial_spline *s);
+
+/* The table's interpolant at r (clamped to [0, r_max]; da = 0 beyond r_max), as the GPU evaluates it. */
+void cgq_radial_spline_eval(const cgq_radial_spline *s, double r, double *a, double *da);
+
+void cgq_radial_spline_free(cgq_radial_spline *s);
+
+#endif

@@ -1,0 +1,132 @@
+/* radial_spline.cuh: the fp32 path's radial MLP from the table of kernels/cpu/radial_spline.h. The hidden layers'
+ * output a(r) is interpolated per edge (cubic Hermite in r, one thread per edge and hidden unit) instead of three
+ * GEMMs and their activation passes; the last layer w = a W / sqrt(h) stays a GEMM. With cuBLAS that GEMM runs on
+ * the tensor cores as three TF32 products, a_hi W_hi + a_hi W_lo + a_lo W_hi (x = x_hi + x_lo, x_hi the TF32
+ * rounding of x), one GEMM over [a_hi a_hi a_lo] and [W_hi; W_lo; W_hi]: the dropped a_lo W_lo is 2^-22 of the
+ * product, float's rounding, where one TF32 product (2^-11) would miss the fp32 tolerance. The reverse takes
+ * dE/da = dE/dw W^T / sqrt(h) (float GEMM) and dE/dr = sum_j dE/da_j da_j/dr from the same table, so the forces are
+ * the exact derivative of the interpolated energy. Included by mace_gpu.cu after gemm.cuh. */
+#ifndef CGQ_GPU_RADIAL_SPLINE_CUH
+#define CGQ_GPU_RADIAL_SPLINE_CUH
+
+extern "C" {
+#include "kernels/cpu/radial_spline.h"
+}
+
+/* One layer's table on the GPU */
+struct radial_table {
+    int n_int = 0, width = 0; /* n_int = 0: no table, the MLP runs per edge */
+    double step = 0;
+    const float *knots = nullptr;   /* [n_int + 1][2][width]: a, step * da/dr */
+    const float *w_split = nullptr; /* [W_hi; W_lo; W_hi], 3 width x wn, for the TF32 split (null: float GEMM) */
+};
+
+/* The interval k of r and the Hermite weights of its two knots' values and scaled slopes (and their d/dt). */
+__device__ __forceinline__ int hermite_weights(const radial_table &s, double r, float b[4], float db[4]) {
+    double x = r / s.step;
+    if (!(x > 0.0)) x = 0.0;
+    int k = (int)fmin(x, (double)s.n_int);
+    if (k >= s.n_int) k = s.n_int - 1;
+    const bool beyond = x - k > 1.0; /* past r_max: the last value, flat */
+    const float t = beyond ? 1.0f : (float)(x - k), u = 1.0f - t;
+    b[0] = (1.0f + 2.0f * t) * u * u, b[1] = t * u * u, b[2] = t * t * (3.0f - 2.0f * t), b[3] = -t * t * u;
+    db[0] = -6.0f * t * u, db[1] = u * (1.0f - 3.0f * t), db[2] = 6.0f * t * u, db[3] = t * (3.0f * t - 2.0f);
+    if (beyond) db[0] = db[1] = db[2] = db[3] = 0.0f;
+    return k;
+}
+
+/* x rounded to TF32 (10 mantissa bits, to nearest): exactly what the tensor cores read */
+__device__ __forceinline__ float tf32_round(float x) {
+    return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xffffe000u);
+}
+
+/* a of edges e0 .. e0 + ne (distances r): rows of width W, or with split rows [a_hi a_hi a_lo] of 3 W */
+template <class T, bool SPLIT>
+__global__ void k_radial_table_fwd(radial_table s, const double *r, int64_t e0, int64_t ne, T *a) {
+    const int W = s.width;
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= ne * W) return;
+    const int64_t e = i / W;
+    const int j = (int)(i % W);
+    float b[4], db[4];
+    const int k = hermite_weights(s, r[e0 + e], b, db);
+    const float *p = s.knots + (size_t)k * 2 * W + j;
+    const float v = b[0] * p[0] + b[1] * p[W] + b[2] * p[2 * W] + b[3] * p[3 * W];
+    if (SPLIT) {
+        const float hi = tf32_round(v);
+        T *row = a + e * 3 * W;
+        row[j] = hi, row[W + j] = hi, row[2 * W + j] = v - hi;
+    } else {
+        a[e * W + j] = (T)v;
+    }
+}
+
+/* gr[e] = sum_j ga[e, j] da_j/dr(r_e), one warp (wavefront) per edge, the lanes' sums added by a fixed shuffle tree */
+template <class T>
+__global__ void k_radial_table_bwd(radial_table s, const double *r, int64_t e0, int64_t ne, const T *ga, double *gr) {
+    const int W = s.width, lane = threadIdx.x % CGQ_WARP;
+    const int64_t e = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / CGQ_WARP;
+    if (e >= ne) return;
+    float b[4], db[4];
+    const int k = hermite_weights(s, r[e0 + e], b, db);
+    const float *p = s.knots + (size_t)k * 2 * W;
+    float acc = 0.0f;
+    for (int j = lane; j < W; j += CGQ_WARP)
+        acc += (float)ga[e * W + j] * (db[0] * p[j] + db[1] * p[W + j] + db[2] * p[2 * W + j] + db[3] * p[3 * W + j]);
+    for (int o = CGQ_WARP / 2; o > 0; o /= 2) acc += CGQ_SHFL_XOR_W(acc, o, CGQ_WARP);
+    if (lane == 0) gr[e] = (double)acc / s.step;
+}
+
+#if !defined(__HIPCC__)
+/* C = alpha [a_hi a_hi a_lo] [W_hi; W_lo; W_hi] on the tensor cores (row-major, as blas_gemm) */
+static int gemm_tf32_split(cgq_blas h, int64_t M, int N, int W, float alpha, const float *A3, const float *B3,
+                           float *C, int64_t ldc) {
+    const float zero = 0;
+    return cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, (int)M, 3 * W, &alpha, B3, CUDA_R_32F, N, A3, CUDA_R_32F,
+                        3 * W, &zero, C, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F_FAST_TF32,
+                        CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS;
+}
+#endif
+
+/* Width of a chunk edge's row of a (3 W with the TF32 split) */
+static int radial_row_width(const radial_table &s) { return s.w_split ? 3 * s.width : s.width; }
+
+/* w[ne, wn] (ld ldw) of edges e0 .. e0 + ne from the table: a into abuf, then the last layer's GEMM (W_last: fc's
+ * last weights in T). Returns 0, or nonzero when the BLAS call failed. */
+template <class T>
+static int radial_table_forward(const radial_table &s, const cgq_fcnet &fc, const T *W_last, const double *r,
+                                int64_t e0, int64_t ne, T *abuf, T *w, int64_t ldw, cgq_blas blas) {
+    if (ne == 0) return 0;
+    const int W = s.width, wn = fc.h[fc.n_layers];
+    const T alpha = (T)(1.0 / sqrt((double)W));
+    const unsigned blocks = (unsigned)((ne * W + 255) / 256);
+#if !defined(__HIPCC__)
+    if (s.w_split && sizeof(T) == sizeof(float)) {
+        k_radial_table_fwd<T, true><<<blocks, 256>>>(s, r, e0, ne, abuf);
+        if (ne > INT32_MAX || ldw > INT32_MAX) return 1;
+        return gemm_tf32_split(blas, ne, wn, W, (float)alpha, reinterpret_cast<const float *>(abuf), s.w_split,
+                               reinterpret_cast<float *>(w), ldw);
+    }
+#endif
+    k_radial_table_fwd<T, false><<<blocks, 256>>>(s, r, e0, ne, abuf);
+    gemm_args<T> g = {};
+    g.M = ne, g.N = wn, g.K = W;
+    g.A = abuf, g.lda = W, g.B = W_last, g.ldb = wn, g.C = w, g.ldc = ldw, g.alpha = alpha;
+    return gemm_launch<T, GEMM_STORE, false>(g, blas, 0);
+}
+
+/* gr[ne] = dE/dr through the table of edges e0 .. e0 + ne from gw = dE/dw (ld wn); ga: ne x width temporaries */
+template <class T>
+static int radial_table_backward(const radial_table &s, const cgq_fcnet &fc, const T *W_last, const double *r,
+                                 int64_t e0, int64_t ne, const T *gw, T *ga, double *gr, cgq_blas blas) {
+    if (ne == 0) return 0;
+    const int W = s.width, wn = fc.h[fc.n_layers];
+    gemm_args<T> g = {};
+    g.M = ne, g.N = W, g.K = wn;
+    g.A = gw, g.lda = wn, g.B = W_last, g.ldb = wn, g.C = ga, g.ldc = W, g.alpha = (T)(1.0 / sqrt((double)W));
+    const int err = gemm_launch<T, GEMM_STORE, true>(g, blas, 0);
+    k_radial_table_bwd<T><<<(unsigned)((ne * CGQ_WARP + 255) / 256), 256>>>(s, r, e0, ne, ga, gr);
+    return err;
+}
+
+#endif
