@@ -688,13 +688,20 @@ static cgq_status build_radial_tables(cgq_gpu *g) {
         const cgq_radial_spline &h = hs[t];
         const cgq_fcnet &fc = m->layers[t].radial_mlp;
         radial_table &s = g->radial[t];
-        std::vector<float> knots((size_t)(h.n_int + 1) * 2 * h.width);
-        for (size_t i = 0; i < knots.size(); i++) knots[i] = (float)h.knots[i];
+        const int W = h.width;
+        std::vector<float> knots((size_t)h.n_int * 4 * W); /* radial_table's rows: a, difference, slopes */
+        for (int k = 0; k < h.n_int; k++) {
+            const double *a0 = h.knots + (size_t)k * 2 * W, *m0 = a0 + W, *a1 = m0 + W, *m1 = a1 + W;
+            float *q = knots.data() + (size_t)k * 4 * W;
+            for (int j = 0; j < W; j++)
+                q[j] = (float)a0[j], q[W + j] = (float)(a1[j] - a0[j]), q[2 * W + j] = (float)m0[j],
+                q[3 * W + j] = (float)m1[j];
+        }
         float *kd = knots.data();
         st = upload<float>(g, &kd, knots.size());
         s.n_int = h.n_int, s.width = h.width, s.step = h.step, s.knots = kd;
         if (st != CGQ_STATUS_OK || !g->blas || getenv("CGQ_GPU_NO_TF32")) continue;
-        const int W = h.width, wn = fc.h[fc.n_layers];
+        const int wn = fc.h[fc.n_layers];
         const double *Wl = fc.W[fc.n_layers - 1]; /* [W][wn] */
         std::vector<float> split((size_t)3 * W * wn);
         for (size_t i = 0; i < (size_t)W * wn; i++) {

@@ -17,21 +17,25 @@ extern "C" {
 struct radial_table {
     int n_int = 0, width = 0; /* n_int = 0: no table, the MLP runs per edge */
     double step = 0;
-    const float *knots = nullptr;   /* [n_int + 1][2][width]: a, step * da/dr */
+    /* [n_int][4][width]: per interval a(r_k), a(r_k+1) - a(r_k), and step * da/dr at both ends. The difference is
+     * formed in double: the slope from a(r_k+1) and a(r_k) in float would lose 3 digits to cancellation. */
+    const float *knots = nullptr;
     const float *w_split = nullptr; /* [W_hi; W_lo; W_hi], 3 width x wn, for the TF32 split (null: float GEMM) */
 };
 
-/* The interval k of r and the Hermite weights of its two knots' values and scaled slopes (and their d/dt). */
-__device__ __forceinline__ int hermite_weights(const radial_table &s, double r, float b[4], float db[4]) {
+/* The interval k of r and the Hermite weights b of its rows 1-3 (difference d, scaled slopes m_k, m_k+1), and db of
+ * the same for step * da/dr: a = a_k + h01 d + h10 m_k + h11 m_k+1 (as h00 + h01 = 1), step a' = h01' d + h10' m_k +
+ * h11' m_k+1. */
+__device__ __forceinline__ int hermite_weights(const radial_table &s, double r, float b[3], float db[3]) {
     double x = r / s.step;
     if (!(x > 0.0)) x = 0.0;
     int k = (int)fmin(x, (double)s.n_int);
     if (k >= s.n_int) k = s.n_int - 1;
     const bool beyond = x - k > 1.0; /* past r_max: the last value, flat */
     const float t = beyond ? 1.0f : (float)(x - k), u = 1.0f - t;
-    b[0] = (1.0f + 2.0f * t) * u * u, b[1] = t * u * u, b[2] = t * t * (3.0f - 2.0f * t), b[3] = -t * t * u;
-    db[0] = -6.0f * t * u, db[1] = u * (1.0f - 3.0f * t), db[2] = 6.0f * t * u, db[3] = t * (3.0f * t - 2.0f);
-    if (beyond) db[0] = db[1] = db[2] = db[3] = 0.0f;
+    b[0] = t * t * (3.0f - 2.0f * t), b[1] = t * u * u, b[2] = -t * t * u;
+    db[0] = 6.0f * t * u, db[1] = u * (1.0f - 3.0f * t), db[2] = t * (3.0f * t - 2.0f);
+    if (beyond) db[0] = db[1] = db[2] = 0.0f;
     return k;
 }
 
@@ -48,10 +52,10 @@ __global__ void k_radial_table_fwd(radial_table s, const double *r, int64_t e0, 
     if (i >= ne * W) return;
     const int64_t e = i / W;
     const int j = (int)(i % W);
-    float b[4], db[4];
+    float b[3], db[3];
     const int k = hermite_weights(s, r[e0 + e], b, db);
-    const float *p = s.knots + (size_t)k * 2 * W + j;
-    const float v = b[0] * p[0] + b[1] * p[W] + b[2] * p[2 * W] + b[3] * p[3 * W];
+    const float *p = s.knots + (size_t)k * 4 * W + j;
+    const float v = p[0] + (b[0] * p[W] + b[1] * p[2 * W] + b[2] * p[3 * W]);
     if (SPLIT) {
         const float hi = tf32_round(v);
         T *row = a + e * 3 * W;
@@ -67,12 +71,12 @@ __global__ void k_radial_table_bwd(radial_table s, const double *r, int64_t e0, 
     const int W = s.width, lane = threadIdx.x % CGQ_WARP;
     const int64_t e = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / CGQ_WARP;
     if (e >= ne) return;
-    float b[4], db[4];
+    float b[3], db[3];
     const int k = hermite_weights(s, r[e0 + e], b, db);
-    const float *p = s.knots + (size_t)k * 2 * W;
+    const float *p = s.knots + (size_t)k * 4 * W;
     float acc = 0.0f;
     for (int j = lane; j < W; j += CGQ_WARP)
-        acc += (float)ga[e * W + j] * (db[0] * p[j] + db[1] * p[W + j] + db[2] * p[2 * W + j] + db[3] * p[3 * W + j]);
+        acc += (float)ga[e * W + j] * (db[0] * p[W + j] + db[1] * p[2 * W + j] + db[2] * p[3 * W + j]);
     for (int o = CGQ_WARP / 2; o > 0; o /= 2) acc += CGQ_SHFL_XOR_W(acc, o, CGQ_WARP);
     if (lane == 0) gr[e] = (double)acc / s.step;
 }
