@@ -242,6 +242,9 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots_bwd, nred = NY + 1;
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP, groups = p.cw / width, nbuf = S * groups;
     T *red = reinterpret_cast<T *>(smem_raw), *G = red + 2 * (size_t)CONV_BWD_STEPS * nbuf * (CONV_MAX_Y + 1);
+    /* this thread's weights of its current edge, [n_ins] with stride blockDim.x: fetched all at once, since the
+     * instruction loop's loads one after the other each waited a memory latency */
+    T *ws = G + (size_t)p.g_dim * p.C + threadIdx.x;
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
     const bool active = u < p.C;
     if (active) { /* the slots share G; slot s folds instructions s, s + S, ... */
@@ -268,17 +271,19 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
         for (int b = 0; b <= CONV_MAX_Y; b++) gy[b] = 0;
         if (active && e < r1) {
             T xv[CONV_MAX_XDIM], yv[CONV_MAX_Y], gx[CONV_MAX_XDIM];
+            const T *we = w + (e - e0) * p.wn + u;
+            for (int q = 0; q < p.n_ins; q++) cgq_copy_async(ws + q * blockDim.x, we + p.ins[q].w_off);
             conv_load_x<T, NL1>(p, hu + (int64_t)sender[e] * p.dhu, u, xv);
 #pragma unroll
             for (int b = 0; b < NY; b++) yv[b] = Y[e * NY + b];
 #pragma unroll
             for (int a = 0; a < CONV_MAX_XDIM; a++) gx[a] = 0;
-            const T *we = w + (e - e0) * p.wn;
             T *gwe = gw + (e - e0) * p.wn;
             const T cs = cut ? cut[e] : (T)1;
+            cgq_copy_wait();
             for (int q = 0; q < p.n_ins; q++) {
                 const conv_ins &k = p.ins[q];
-                const T wraw = we[k.w_off + u], wk = cut ? wraw * cs : wraw, pww = (T)k.pw * wk;
+                const T wraw = ws[q * blockDim.x], wk = cut ? wraw * cs : wraw, pww = (T)k.pw * wk;
                 const T *Gk = G + (size_t)k.g_off * p.C + u;
                 T s = 0;
                 switch (k.l12) {
@@ -453,7 +458,8 @@ static conv_fwd_fn<T> conv_fwd_kernel(const conv_plan &p) {
 }
 static size_t conv_bwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP;
-    return es * ((size_t)p.g_dim * p.C + 2 * (size_t)CONV_BWD_STEPS * (p.threads_bwd / width) * (CONV_MAX_Y + 1));
+    return es * ((size_t)p.g_dim * p.C + 2 * (size_t)CONV_BWD_STEPS * (p.threads_bwd / width) * (CONV_MAX_Y + 1) +
+                 (size_t)p.n_ins * p.threads_bwd);
 }
 
 #endif

@@ -38,8 +38,22 @@
 #define CGQ_WARP 64 /* wavefront */
 #define CGQ_SHFL_DOWN_W(v, d, w) __shfl_down(v, d, w) /* within groups of w lanes */
 #define CGQ_SHFL_XOR_W(v, m, w) __shfl_xor(v, m, w)
+/* a thread's copies from global to its own shared memory: plain copies (the wait is then a no-op) */
+template <class T>
+__device__ __forceinline__ void cgq_copy_async(T *dst_shared, const T *src) { *dst_shared = *src; }
+__device__ __forceinline__ void cgq_copy_wait() {}
 #else
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
+/* a thread's copies from global to its own shared memory, all in flight at once (cp.async), then one wait */
+template <class T>
+__device__ __forceinline__ void cgq_copy_async(T *dst_shared, const T *src) {
+    __pipeline_memcpy_async(dst_shared, src, sizeof(T));
+}
+__device__ __forceinline__ void cgq_copy_wait() {
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+}
 #define CGQ_WARP 32
 #define CGQ_SHFL_DOWN_W(v, d, w) __shfl_down_sync(0xffffffffu, v, d, w)
 #define CGQ_SHFL_XOR_W(v, m, w) __shfl_xor_sync(0xffffffffu, v, m, w)
