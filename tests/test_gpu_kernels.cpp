@@ -1,16 +1,14 @@
 // test_gpu_kernels.cpp (ctest label gpu, CUDA builds): single GPU kernels against the float64 CPU reference
 // functions on fresh random inputs (seed printed), for every layer of every fixture and shipped potential, in fp64
 // and fp32: the product basis (symmetric contraction) and the species skip tensor product (MACE), the
-// convolution (MACE and NequIP), forward and reverse, and fp32 MACE's radial-MLP tables.
+// convolution (MACE and NequIP), forward and reverse, and the fp32 radial-MLP tables (MACE and NequIP).
 #include <gtest/gtest.h>
 
 #include <random>
 
+#include "radial_cases.h"
 #include "test_util.h"
 extern "C" {
-#include "kernels/cpu/fcnet.h"
-#include "kernels/cpu/radial.h"
-#include "kernels/cpu/radial_spline.h"
 #include "kernels/cpu/symmetric_contraction.h"
 #include "kernels/cpu/tensor_product.h"
 #include "kernels/gpu/mace_gpu.h"
@@ -167,48 +165,46 @@ TEST_P(GpuKernels, ConvolutionMatchesCpu) {
     });
 }
 
-// fp32 MACE's radial MLP from its table (k_radial_table_fwd/bwd and the last layer's GEMM, split TF32 with cuBLAS)
-// on 301 random edge lengths in [0.3, r_max) against the float64 MLP: the weights w, and dE/dr from random dE/dw
-// against sum_j dE/dw_j dw_j/dr (the exact derivative, cgq_radial_hidden).
+// fp32 radial MLPs from their tables (k_radial_table_fwd/bwd and the last layer's GEMM, split TF32 with cuBLAS), MACE
+// and NequIP, on 301 random values of the table variable against the float64 MLP: the weights w (from the CPU steps'
+// hidden layer), and dE/dr from random dE/dw against sum_j dE/dw_j dw_j/dr (cgq_radial_hidden's exact derivative).
 TEST_P(GpuKernels, RadialTableMatchesCpu) {
     if (!cgq_gpu_available()) GTEST_SKIP() << "no GPU visible";
     Model model(GetParam());
     ASSERT_NE(model.m, nullptr) << cgq_last_error();
     const cgq_model *m = model.m;
-    if (std::string(m->family) != "mace") GTEST_SKIP() << "not a MACE model";
+    std::deque<cgq_fcnet> views;
+    const std::vector<RadialCase> cases = radial_cases(m, views);
     for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
-        for (int t = 0; t < m->n_layers; t++) {
-            const cgq_fcnet &fc = m->layers[t].radial_mlp;
+        for (const RadialCase &rc : cases) {
+            const cgq_fcnet &fc = *rc.rm.fc;
             const int64_t n = 301, wn = fc.h[fc.n_layers], W = fc.h[fc.n_layers - 1];
-            std::uniform_real_distribution<double> ur(0.3, m->cutoff_r_max);
+            std::uniform_real_distribution<double> ur(rc.lo, rc.rm.r_max);
             std::vector<double> r(n);
             for (double &x : r) x = ur(rng);
             const std::vector<double> gw = uniform(rng, n * wn);
             std::vector<double> w(n * wn, NAN), gr(n, NAN);
-            const cgq_status st = cgq_gpu_radial(g, t, n, r.data(), gw.data(), w.data(), gr.data());
-            if (st == CGQ_STATUS_UNSUPPORTED) { /* fp64, or the Agnesi transform: the MLP runs per edge */
-                std::printf("  layer %d %s: %s\n", t, fp32 ? "fp32" : "fp64", cgq_last_error());
-                EXPECT_TRUE(!fp32 || m->agnesi) << "fp32 MACE without a radial table";
+            const cgq_status st = cgq_gpu_radial(g, rc.layer, n, r.data(), gw.data(), w.data(), gr.data());
+            if (st == CGQ_STATUS_UNSUPPORTED) { /* fp64, or MACE's Agnesi transform: the MLP runs per edge */
+                std::printf("  layer %d %s: %s\n", rc.layer, fp32 ? "fp32" : "fp64", cgq_last_error());
+                EXPECT_TRUE(!fp32 || !rc.rm.input) << "fp32 without a radial table";
                 continue;
             }
             ASSERT_EQ(st, CGQ_STATUS_OK) << cgq_last_error();
-            std::vector<double> wr(n * wn), grr(n, 0.0), x(m->n_bessel), cache(cgq_fcnet_cache_size(&fc)), a(W), da(W);
+            std::vector<double> wr(n * wn, 0.0), grr(n, 0.0), a(W), da(W), aref(W);
+            const double *Wl = fc.W[fc.n_layers - 1];
             for (int64_t e = 0; e < n; e++) {
-                cgq_bessel(m, r[e], x.data(), nullptr);
-                const double cut = cgq_poly_cutoff(m->cutoff_p, m->cutoff_r_max, r[e], nullptr);
-                if (m->apply_cutoff)
-                    for (double &v : x) v *= cut;
-                cgq_fcnet_forward(&fc, x.data(), &wr[e * wn], cache.data());
-                cgq_radial_hidden(m, &fc, r[e], a.data(), da.data());
-                const double *Wl = fc.W[fc.n_layers - 1];
+                rc.hidden(r[e], aref.data());
+                cgq_radial_hidden(&rc.rm, r[e], a.data(), da.data());
                 for (int64_t j = 0; j < wn; j++) {
                     double dw = 0.0;
+                    for (int64_t k = 0; k < W; k++) wr[e * wn + j] += rc.alpha * aref[k] * Wl[k * wn + j];
                     for (int64_t k = 0; k < W; k++) dw += da[k] * Wl[k * wn + j];
-                    grr[e] += gw[e * wn + j] * dw / std::sqrt((double)W);
+                    grr[e] += gw[e * wn + j] * dw * rc.alpha;
                 }
             }
-            expect_close(GetParam(), t, fp32, seed, "w", w, wr);
-            expect_close(GetParam(), t, fp32, seed, "dE/dr", gr, grr);
+            expect_close(GetParam(), rc.layer, fp32, seed, "w", w, wr);
+            expect_close(GetParam(), rc.layer, fp32, seed, "dE/dr", gr, grr);
         }
     });
 }

@@ -360,16 +360,19 @@ CGQ_INTERNAL void nq_step_node_backward(const nq_ctx *c, int t, int64_t i, doubl
     cgq_linear_backward(&ly->linear_2, gpre, gM);
 }
 
-/* Edge e (receiver i) from dE/d(edge embedding) gef and dE/dY gY: dE/dvec through the Bessel basis, the cutoff and
- * the spherical harmonics, added to edge_grad. ef, def: n_bessel each; dY: 3 x 16. */
-CGQ_INTERNAL void nq_edge_tail(const nq_ctx *c, int64_t i, int64_t e, const double *gef, const double *gY, double *ef,
-                               double *def, double *dY) {
+/* Edge e (receiver i) from dE/d(edge embedding) gef (NULL: none) plus gx = dE/dx of x = r / r_max(pair) found
+ * otherwise (the GPU's radial tables), and dE/dY gY: dE/dvec through the Bessel basis, the cutoff and the spherical
+ * harmonics, added to edge_grad. ef, def: n_bessel each; dY: 3 x 16. */
+CGQ_INTERNAL void nq_edge_tail(const nq_ctx *c, int64_t i, int64_t e, const double *gef, double gx, const double *gY,
+                               double *ef, double *def, double *dY) {
     const cgq_nequip *nq = c->nq;
     const int tc = c->species[i], tn = c->species[c->sender[e]];
     const double k = nq->rmax_recip[tc * nq->n_types + tn];
-    nq_edge_embedding(nq, c->xn[e], ef, def);
-    double gr = 0.0;
-    for (int n = 0; n < c->nb; n++) gr += gef[n] * def[n];
+    double gr = gx;
+    if (gef) {
+        nq_edge_embedding(nq, c->xn[e], ef, def);
+        for (int n = 0; n < c->nb; n++) gr += gef[n] * def[n];
+    }
     gr *= k;
     const double *u = c->u + 3 * e, r = c->r[e];
     double Yt[16];
@@ -399,7 +402,7 @@ CGQ_INTERNAL void nq_step_edge_backward(const nq_ctx *c, int t, int64_t i, doubl
         cgq_tp_conv_backward(&ly->tp, c->h[t] + (int64_t)c->sender[e] * din, c->Y + e * nY, w, c->gM + i * dM, NULL, gY,
                              gw);
         nq_mlp_backward(&ly->edge_mlp, cache, gw, gef, mscr);
-        nq_edge_tail(c, i, e, gef, gY, ef, def, dY);
+        nq_edge_tail(c, i, e, gef, 0.0, gY, ef, def, dY);
     }
 }
 

@@ -9,14 +9,27 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/radial.h"
 
-/* The MLP's input x(r) and dx/dr. Near r = 0 the Bessel functions come from their series: sin(wr)/r is smooth
- * there, but its derivative's closed form loses every digit to cancellation. */
-static void radial_input(const cgq_model *m, double r, double *x, double *dx) {
-    if (r < 1e-3) {
+/* sin(u) / u and d/du of it: near 0 from the series (the closed form of the derivative loses every digit there) */
+static double sinc_d(double u, double *d) {
+    if (fabs(u) < 1e-2) {
+        const double u2 = u * u;
+        *d = u * (-1.0 / 3.0 + u2 * (1.0 / 30.0 - u2 / 840.0));
+        return 1.0 - u2 / 6.0 + u2 * u2 / 120.0 - u2 * u2 * u2 / 5040.0;
+    }
+    const double s = sin(u);
+    *d = (u * cos(u) - s) / (u * u);
+    return s / u;
+}
+
+/* MACE: x(r) = B(r) [* f_cut(r)] and dx/dr; B_n(r) = p sin(w_n r) / r = p w_n sinc(w_n r) (cgq_bessel). */
+static void mace_input(const void *ctx, double r, double *x, double *dx) {
+    const cgq_model *m = (const cgq_model *)ctx;
+    if (r < 1e-3) { /* the series; elsewhere the CPU's own function */
         for (int n = 0; n < m->n_bessel; n++) {
-            const double w = m->bessel_weights[n], p = m->bessel_prefactor * w, u = w * r, u2 = u * u;
-            x[n] = p * (1.0 - u2 / 6.0 + u2 * u2 / 120.0 - u2 * u2 * u2 / 5040.0);
-            dx[n] = p * w * (-u / 3.0 + u2 * u / 30.0 - u2 * u2 * u / 840.0);
+            const double w = m->bessel_weights[n], p = m->bessel_prefactor * w;
+            double d;
+            x[n] = p * sinc_d(w * r, &d);
+            dx[n] = p * w * d;
         }
     } else {
         cgq_bessel(m, r, x, dx);
@@ -30,12 +43,39 @@ static void radial_input(const cgq_model *m, double r, double *x, double *dx) {
     }
 }
 
-void cgq_radial_hidden(const cgq_model *m, const cgq_fcnet *fc, double r, double *a, double *da) {
+/* NequIP: x(u) = factor w_n sinc(pi w_n u) f_cut(u) and dx/du, u = r / r_max(pair) (nq_edge_embedding) */
+static void nequip_input(const void *ctx, double u, double *x, double *dx) {
+    const cgq_nequip *nq = (const cgq_nequip *)ctx;
+    const double pi = 3.141592653589793238462643383279502884;
+    double dc;
+    const double c = cgq_poly_cutoff(nq->cutoff_p, 1.0, u, &dc);
+    for (int n = 0; n < nq->n_bessel; n++) {
+        const double w = nq->bessel_weights[n];
+        double ds;
+        const double b = sinc_d(pi * w * u, &ds) * w;
+        x[n] = nq->factor * (b * c);
+        dx[n] = nq->factor * (ds * pi * w * w * c + b * dc);
+    }
+}
+
+cgq_radial_mlp cgq_radial_mlp_mace(const cgq_model *m, const cgq_fcnet *fc) {
+    cgq_radial_mlp rm = {fc, 0, m->agnesi ? NULL : mace_input, m, m->cutoff_r_max};
+    if (fc->h[0] != m->n_bessel) rm.input = NULL;
+    return rm;
+}
+
+cgq_radial_mlp cgq_radial_mlp_nequip(const cgq_nequip *nq, const cgq_fcnet *fc) {
+    cgq_radial_mlp rm = {fc, 1, nq->n_bessel == fc->h[0] ? nequip_input : NULL, nq, 1.0};
+    return rm;
+}
+
+void cgq_radial_hidden(const cgq_radial_mlp *rm, double r, double *a, double *da) {
+    const cgq_fcnet *fc = rm->fc;
     double x[CGQ_SPLINE_MAX_WIDTH], dx[CGQ_SPLINE_MAX_WIDTH], z[CGQ_SPLINE_MAX_WIDTH], dz[CGQ_SPLINE_MAX_WIDTH];
-    radial_input(m, r, x, dx);
+    rm->input(rm->ctx, r, x, dx);
     for (int k = 0; k + 1 < fc->n_layers; k++) { /* forward mode: the tangent dx/dr rides along */
         const int hin = fc->h[k], hout = fc->h[k + 1];
-        const double s = 1.0 / sqrt((double)hin);
+        const double s = rm->prescaled ? 1.0 : 1.0 / sqrt((double)hin);
         for (int j = 0; j < hout; j++) z[j] = dz[j] = 0.0;
         for (int i = 0; i < hin; i++) {
             const double *Wi = fc->W[k] + (size_t)i * hout;
@@ -72,13 +112,13 @@ void cgq_radial_spline_eval(const cgq_radial_spline *s, double r, double *a, dou
 }
 
 /* Fill the knots of n intervals and measure the interpolation error inside each (relative, into s->err_*). */
-static void fill_and_measure(const cgq_model *m, const cgq_fcnet *fc, cgq_radial_spline *s) {
+static void fill_and_measure(const cgq_radial_mlp *rm, cgq_radial_spline *s) {
     const int W = s->width;
     double a[CGQ_SPLINE_MAX_WIDTH], da[CGQ_SPLINE_MAX_WIDTH], ai[CGQ_SPLINE_MAX_WIDTH], dai[CGQ_SPLINE_MAX_WIDTH];
     double amax = 0.0, dmax = 0.0, ev = 0.0, ed = 0.0;
     for (int k = 0; k <= s->n_int; k++) {
         double *p = s->knots + (size_t)k * 2 * W;
-        cgq_radial_hidden(m, fc, k * s->step, p, p + W);
+        cgq_radial_hidden(rm, k * s->step, p, p + W);
         for (int j = 0; j < W; j++) {
             amax = fmax(amax, fabs(p[j])), dmax = fmax(dmax, fabs(p[W + j]));
             p[W + j] *= s->step;
@@ -88,7 +128,7 @@ static void fill_and_measure(const cgq_model *m, const cgq_fcnet *fc, cgq_radial
     for (int k = 0; k < s->n_int; k++)
         for (int q = 0; q < 3; q++) {
             const double r = (k + inside[q]) * s->step;
-            cgq_radial_hidden(m, fc, r, a, da);
+            cgq_radial_hidden(rm, r, a, da);
             cgq_radial_spline_eval(s, r, ai, dai);
             for (int j = 0; j < W; j++) {
                 amax = fmax(amax, fabs(a[j])), dmax = fmax(dmax, fabs(da[j]));
@@ -99,14 +139,15 @@ static void fill_and_measure(const cgq_model *m, const cgq_fcnet *fc, cgq_radial
     s->err_slope = dmax > 0.0 ? ed / dmax : ed;
 }
 
-cgq_status cgq_radial_spline_build(const cgq_model *m, const cgq_fcnet *fc, double tol_value, double tol_slope,
-                                   int max_int, cgq_radial_spline *s) {
+cgq_status cgq_radial_spline_build(const cgq_radial_mlp *rm, double tol_value, double tol_slope, int max_int,
+                                   cgq_radial_spline *s) {
+    const cgq_fcnet *fc = rm->fc;
     memset(s, 0, sizeof *s);
-    if (m->agnesi || fc->n_layers < 2 || fc->h[0] != m->n_bessel || !(m->cutoff_r_max > 0.0)) return CGQ_STATUS_OK;
+    if (!rm->input || fc->n_layers < 2 || !(rm->r_max > 0.0)) return CGQ_STATUS_OK;
     for (int k = 0; k < fc->n_layers; k++)
         if (fc->h[k] > CGQ_SPLINE_MAX_WIDTH) return CGQ_STATUS_OK;
     s->width = fc->h[fc->n_layers - 1];
-    s->r_max = m->cutoff_r_max;
+    s->r_max = rm->r_max;
     for (int n = 256; n <= max_int; n *= 2) {
         free(s->knots);
         s->n_int = n;
@@ -116,7 +157,7 @@ cgq_status cgq_radial_spline_build(const cgq_model *m, const cgq_fcnet *fc, doub
             s->n_int = 0;
             return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of host memory for the radial MLP's table (%d knots)", n + 1);
         }
-        fill_and_measure(m, fc, s);
+        fill_and_measure(rm, s);
         if (s->err_value <= tol_value && s->err_slope <= tol_slope) return CGQ_STATUS_OK;
     }
     free(s->knots);

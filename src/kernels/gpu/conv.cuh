@@ -82,6 +82,7 @@ __device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins 
     A racc[D3];
 #pragma unroll
     for (int c = 0; c < D3; c++) racc[c] = 0;
+#pragma unroll 4
     for (int el = slot; el < nb; el += p.slots) {
         const int64_t e = eb + el;
         const T *xs = hu + (int64_t)sid[el] * p.dhu + k.x_off + u * D1;

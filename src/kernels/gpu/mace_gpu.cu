@@ -669,24 +669,24 @@ static float tf32_round_host(float x) {
     return x;
 }
 
-/* fp32 MACE: every layer's radial MLP as a table of its hidden output (radial_spline.cuh), when each layer's table
+/* fp32: every layer's radial MLP as a table of its hidden output (radial_spline.cuh), when each layer's table
  * meets 1e-8 (values) and 1e-6 (slopes) of its largest magnitude; else none, and the MLP runs per edge. With cuBLAS
- * the last layer's weights are also kept split for the TF32 products. CGQ_GPU_RADIAL_MLP=1 runs the MLP per edge,
- * CGQ_GPU_NO_TF32=1 keeps the last layer in float products (comparisons). */
-static cgq_status build_radial_tables(cgq_gpu *g) {
-    const cgq_model *m = g->host_model;
+ * the last layer's weights are also kept split for the TF32 products. rm[t]: the layers' MLPs (host weights);
+ * alpha[t]: their last layers' scale. CGQ_GPU_RADIAL_MLP=1 runs the MLP per edge, CGQ_GPU_NO_TF32=1 keeps the last
+ * layer in float products (comparisons). */
+static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *rm, const double *alpha) {
     if (getenv("CGQ_GPU_RADIAL_MLP")) return CGQ_STATUS_OK;
     cgq_radial_spline hs[CGQ_MAX_LAYERS];
     memset(hs, 0, sizeof hs);
     cgq_status st = CGQ_STATUS_OK;
     bool all = true;
-    for (int t = 0; t < m->n_layers && st == CGQ_STATUS_OK; t++) {
-        st = cgq_radial_spline_build(m, &m->layers[t].radial_mlp, 1e-8, 1e-6, 1 << 15, &hs[t]);
+    for (int t = 0; t < L && st == CGQ_STATUS_OK; t++) {
+        st = cgq_radial_spline_build(&rm[t], 1e-8, 1e-6, 1 << 15, &hs[t]);
         all = all && hs[t].n_int > 0;
     }
-    for (int t = 0; t < m->n_layers && st == CGQ_STATUS_OK && all; t++) {
+    for (int t = 0; t < L && st == CGQ_STATUS_OK && all; t++) {
         const cgq_radial_spline &h = hs[t];
-        const cgq_fcnet &fc = m->layers[t].radial_mlp;
+        const cgq_fcnet &fc = *rm[t].fc;
         radial_table &s = g->radial[t];
         const int W = h.width;
         std::vector<float> knots((size_t)h.n_int * 4 * W); /* radial_table's rows: a, difference, slopes */
@@ -699,7 +699,7 @@ static cgq_status build_radial_tables(cgq_gpu *g) {
         }
         float *kd = knots.data();
         st = upload<float>(g, &kd, knots.size());
-        s.n_int = h.n_int, s.width = h.width, s.step = h.step, s.knots = kd;
+        s.n_int = h.n_int, s.width = h.width, s.step = h.step, s.alpha = (float)alpha[t], s.knots = kd;
         if (st != CGQ_STATUS_OK || !g->blas || getenv("CGQ_GPU_NO_TF32")) continue;
         const int wn = fc.h[fc.n_layers];
         const double *Wl = fc.W[fc.n_layers - 1]; /* [W][wn] */
@@ -712,14 +712,26 @@ static cgq_status build_radial_tables(cgq_gpu *g) {
         st = upload<float>(g, &sd, split.size());
         s.w_split = sd;
     }
-    for (int t = 0; t < m->n_layers; t++) cgq_radial_spline_free(&hs[t]);
+    for (int t = 0; t < L; t++) cgq_radial_spline_free(&hs[t]);
     if (!all)
-        for (int t = 0; t < m->n_layers; t++) g->radial[t] = radial_table();
+        for (int t = 0; t < L; t++) g->radial[t] = radial_table();
     return st;
+}
+
+static cgq_status build_radial_tables_mace(cgq_gpu *g) {
+    const cgq_model *m = g->host_model;
+    cgq_radial_mlp rm[CGQ_MAX_LAYERS];
+    double alpha[CGQ_MAX_LAYERS];
+    for (int t = 0; t < m->n_layers; t++) {
+        const cgq_fcnet *fc = &m->layers[t].radial_mlp;
+        rm[t] = cgq_radial_mlp_mace(m, fc), alpha[t] = 1.0 / sqrt((double)fc->h[fc->n_layers - 1]);
+    }
+    return build_radial_tables(g, m->n_layers, rm, alpha);
 }
 
 static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm); /* nequip_gpu.cuh */
 static cgq_status build_nequip_v2(cgq_gpu *g);                    /* nequip_gpu.cuh */
+static cgq_status build_radial_tables_nequip(cgq_gpu *g);         /* nequip_gpu.cuh */
 
 extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, cgq_gpu **out) {
     *out = nullptr;
@@ -742,6 +754,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
         if (getenv("CGQ_GPU_V1")) g->nq_v2 = 0; /* the reference steps, for comparisons */
         if (st == CGQ_STATUS_OK && g->nq_v2) st = create_blas(g, gpu_id);
         if (st == CGQ_STATUS_OK && g->nq_v2 && !set_smem_limits_all(g)) g->nq_v2 = 0;
+        if (st == CGQ_STATUS_OK && g->nq_v2 && fp32) st = build_radial_tables_nequip(g);
         if (const char *mc = getenv("CGQ_GPU_MAX_CHUNK_EDGES")) g->max_chunk_edges = std::max(1LL, atoll(mc));
     g->recompute_mlp = getenv("CGQ_GPU_RECOMPUTE_MLP") != nullptr;
         if (st == CGQ_STATUS_OK && fp32 && !g->nq_v2)
@@ -774,7 +787,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
                       "convolutions, l <= 3 features and a coupling width <= 16; this model runs in fp64 only (use "
                       "precision fp64)");
     if (st == CGQ_STATUS_OK && fp32) st = upload_model_f32(g);
-    if (st == CGQ_STATUS_OK && fp32) st = build_radial_tables(g);
+    if (st == CGQ_STATUS_OK && fp32) st = build_radial_tables_mace(g);
     if (st != CGQ_STATUS_OK) {
         cgq_gpu_free(g);
         return st;
@@ -1204,7 +1217,7 @@ __global__ void k_edge_tail(mace_ctx c, int t, int64_t e0, int64_t e1, const T *
         double B[64], dB[64], dY[3 * CONV_MAX_Y], ge[64], gy[CONV_MAX_Y]; /* the tail and the sums run in double */
         for (int n = 0; n < c.nb; n++) ge[n] = gef ? (double)gef[(e - e0) * c.nb + n] : 0.0;
         for (int j = 0; j < c.nY; j++) gy[j] = (double)gY[e * c.nY + j];
-        mace_edge_tail(&c, t, c.erecv[e], e, ge, (double)gcut[e], gy, B, dB, dY);
+        mace_edge_tail(&c, t, c.erecv[e], e, gef ? ge : nullptr, (double)gcut[e], gy, B, dB, dY);
         if (gr) { /* dE/dr through the radial table (radial_spline.cuh) */
             const double s = gr[e - e0] / c.r[e];
             for (int k = 0; k < 3; k++) c.edge_grad[3 * e + k] += s * c.vec[3 * e + k];
@@ -1837,10 +1850,13 @@ extern "C" cgq_status cgq_gpu_conv(cgq_gpu *g, int layer, int64_t n, const int64
 
 extern "C" cgq_status cgq_gpu_radial(cgq_gpu *g, int layer, int64_t n, const double *r, const double *gw, double *w,
                                      double *gr) {
-    if (layer < 0 || layer >= g->host_model->n_layers || g->host_model->nequip || !g->radial[layer].n_int || n <= 0)
+    const cgq_model *m = g->host_model;
+    const int L = m->nequip ? m->nequip->n_layers : m->n_layers;
+    if (layer < 0 || layer >= L || !g->radial[layer].n_int || n <= 0)
         return cgq_fail(CGQ_STATUS_UNSUPPORTED, "cgq_gpu_radial: layer %d has no radial table (or no edges)", layer);
     const radial_table &s = g->radial[layer];
-    const cgq_fcnet &fc = g->shadow_f.layers[layer].radial_mlp; /* float weights on the device */
+    /* float weights on the device */
+    const cgq_fcnet &fc = m->nequip ? g->nq_mlp_f[layer] : g->shadow_f.layers[layer].radial_mlp;
     const float *W_last = reinterpret_cast<const float *const *>(fc.W)[fc.n_layers - 1];
     const int64_t wn = fc.h[fc.n_layers];
     std::vector<void *> bufs;

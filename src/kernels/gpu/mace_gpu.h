@@ -45,9 +45,10 @@ cgq_status cgq_gpu_conv(cgq_gpu *gpu, int layer, int64_t n, const int64_t *row_p
                         const double *x, const double *Y, const double *w, const double *gM, double *M, double *gw,
                         double *gY, double *gx);
 
-/* Kernel test entry: layer's radial MLP from its table (fp32 MACE; radial_spline.cuh) on n edges of lengths r:
- * the outputs w [n][weight_numel] and, from gw = dE/dw, gr = dE/dr. CGQ_STATUS_UNSUPPORTED where the evaluator
- * has no tables (fp64, the Agnesi transform, CGQ_GPU_RADIAL_MLP). */
+/* Kernel test entry: layer's radial MLP (MACE) or edge MLP (NequIP) from its table (fp32; radial_spline.cuh) on n
+ * edges whose table variable is r (MACE: the length; NequIP: length / r_max of the type pair): the outputs w
+ * [n][weight_numel] and, from gw = dE/dw, gr = dE/dr. CGQ_STATUS_UNSUPPORTED where the evaluator has no tables
+ * (fp64, MACE's Agnesi transform, CGQ_GPU_RADIAL_MLP). */
 cgq_status cgq_gpu_radial(cgq_gpu *gpu, int layer, int64_t n, const double *r, const double *gw, double *w, double *gr);
 
 #ifdef __cplusplus

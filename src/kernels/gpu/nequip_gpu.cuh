@@ -258,6 +258,22 @@ static cgq_status build_nequip_v2(cgq_gpu *g) {
     return CGQ_STATUS_OK;
 }
 
+/* fp32: the layers' edge MLPs as tables in x = r / r_max(pair) (radial_spline.cuh; nequip's weights carry their
+ * scale, so the last layer's alpha is 1) */
+static cgq_status build_radial_tables_nequip(cgq_gpu *g) {
+    const cgq_nequip *nq = g->host_model->nequip;
+    cgq_fcnet views[CGQ_MAX_LAYERS];
+    cgq_radial_mlp rm[CGQ_MAX_LAYERS];
+    double alpha[CGQ_MAX_LAYERS];
+    for (int t = 0; t < nq->n_layers; t++) {
+        const cgq_nq_mlp &f = nq->layers[t].edge_mlp;
+        views[t] = g->nq_mlp[t]; /* shape and activation; the host weights below */
+        for (int k = 0; k < f.n_layers; k++) views[t].W[k] = f.W[k];
+        rm[t] = cgq_radial_mlp_nequip(nq, &views[t]), alpha[t] = 1.0;
+    }
+    return build_radial_tables(g, nq->n_layers, rm, alpha);
+}
+
 /* The edges' active flags (x < 1 for the type pair) as weight multipliers for the conv kernels. */
 template <class T>
 __global__ void k_nq_mask(int64_t E, const char *active, T *mask) {
@@ -265,16 +281,18 @@ __global__ void k_nq_mask(int64_t E, const char *active, T *mask) {
         mask[e] = active[e] ? (T)1 : (T)0;
 }
 
-/* dE/dvec of the active edges [e0, e1) from dE/d(embedding) gef (chunk rows) and dE/dY gY, in double. */
+/* dE/dvec of the active edges [e0, e1) from dE/d(embedding) gef (chunk rows) or, with the radial tables, gx =
+ * dE/d(r / r_max) (chunk rows), and dE/dY gY, in double. */
 template <class T>
-__global__ void k_nq_edge_tail(nq_ctx c, int64_t e0, int64_t e1, const T *gef, const T *gY) {
+__global__ void k_nq_edge_tail(nq_ctx c, int64_t e0, int64_t e1, const T *gef, const double *gx, const T *gY) {
     for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1;
          e += (int64_t)gridDim.x * blockDim.x) {
         if (!c.active[e]) continue;
         double ge[64], gy[16], ef[64], def[64], dY[48];
-        for (int n = 0; n < c.nb; n++) ge[n] = (double)gef[(e - e0) * c.nb + n];
+        if (gef)
+            for (int n = 0; n < c.nb; n++) ge[n] = (double)gef[(e - e0) * c.nb + n];
         for (int j = 0; j < c.nY; j++) gy[j] = (double)gY[e * c.nY + j];
-        nq_edge_tail(&c, c.erecv[e], e, ge, gy, ef, def, dY);
+        nq_edge_tail(&c, c.erecv[e], e, gef ? ge : nullptr, gx ? gx[e - e0] : 0.0, gy, ef, def, dY);
     }
 }
 
@@ -404,6 +422,9 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
         maxw = std::max<int64_t>(maxw, mlp_hidden_width(fc));
         din_max = std::max<int64_t>(din_max, nq_layer_in_dim(nq, t));
     }
+    const bool table = f32 && g->radial[0].n_int > 0; /* the edge MLPs from their tables (radial_spline.cuh) */
+    if (table)
+        for (int t = 0; t < L; t++) cs = std::max<int64_t>(cs, radial_row_width(g->radial[t]));
     const int64_t per_edge = wn + cs + (want_grad ? wn + 2 * maxw + nb + din_max : 0);
     std::vector<edge_chunk> chunks;
     int64_t chunk_edges = 0;
@@ -413,8 +434,12 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
     CGQ_TRY(grow_d(&b.edge_in, &b.caps[10], (size_t)E * (f32 ? nY + nb + 1 : 1)));
     mlp_store<T> ms; /* the edge MLP's outputs and activations */
     for (int t = 0; t < L; t++)
-        ms.wn[t] = nq->layers[t].tp.weight_numel, ms.cs[t] = cgq_fcnet_cache_size(&g->nq_mlp[t]);
+        ms.wn[t] = nq->layers[t].tp.weight_numel, ms.cs[t] = table ? 0 : cgq_fcnet_cache_size(&g->nq_mlp[t]);
     CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, free_b, &ms));
+    if (table) { /* a chunk's table rows, and dE/dx */
+        CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * cs));
+        if (want_grad) CGQ_TRY(grow_d(&b.gr, &b.caps[12], (size_t)chunk_edges));
+    }
     if (want_grad) CGQ_TRY(grow_reverse_buffers(g, chunk_edges, E, wn, maxw, nb, nY, din_max));
     T *gw = reinterpret_cast<T *>(b.gw);
     T *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef), *gY = reinterpret_cast<T *>(b.gY);
@@ -424,6 +449,16 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
     T *node_tmp = reinterpret_cast<T *>(b.node_tmp), *x0 = node_tmp + N * c.maxdim; /* dE/dpre; layer 0's input */
     const T *Y = reinterpret_cast<const T *>(c.Y), *ef = reinterpret_cast<const T *>(c.ef);
     const int TH = CGQ_GPU_THREADS;
+    /* the chunk's edge-MLP outputs w (layer t), from the table or the MLP; act: the MLP's activations */
+    auto radial_forward = [&](int t, const edge_chunk &ch, T *act, T *w) {
+        const cgq_fcnet &fc = f32 ? g->nq_mlp_f[t] : g->nq_mlp[t];
+        T *const *W = reinterpret_cast<T *const *>(fc.W);
+        const int64_t ne = ch.e1 - ch.e0, wnt = nq->layers[t].tp.weight_numel;
+        if (table)
+            return mlp_check(radial_table_forward<T>(g->radial[t], fc, W[fc.n_layers - 1], c.xn, ch.e0, ne,
+                                                     reinterpret_cast<T *>(b.act), w, wnt, g->blas));
+        return mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act, w, wnt, g->blas, 0, true));
+    };
     prof.mark("buffers");
 
     if (E) k_nq_edge<<<blocks_for(E), TH>>>(c);
@@ -442,9 +477,6 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
         const cgq_nq_layer *ly = &nq->layers[t];
         const nq_node_plan &np = g->nq_node[t];
         const int din = nq_layer_in_dim(nq, t), dM = ly->tp.out.dim, dG = ly->gate.dim_in, dO = ly->gate.dim_out;
-        const int64_t wnt = ly->tp.weight_numel;
-        const cgq_fcnet &fc = f32 ? g->nq_mlp_f[t] : g->nq_mlp[t];
-        T *const *W = reinterpret_cast<T *const *>(fc.W);
         const T *xin = t ? R(c.xo[t - 1]) : x0;
         T *h = R(c.h[t]), *M = R(c.M[t]), *pre = R(c.pre[t]);
         /* h = norm(type) linear_1(x); layer 0 reads the type embedding, known for ghosts too; later layers get
@@ -458,8 +490,7 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
         if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, h, c.h[t], NA, din, xc, false));
         prof.mark("node_fwd");
         for (const edge_chunk &ch : chunks) {
-            CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ch.e1 - ch.e0, ef + ch.e0 * nb, nb, ms.act_at(t, ch),
-                                             ms.w_at(t, ch), wnt, g->blas, 0, true)));
+            CGQ_TRY(radial_forward(t, ch, ms.act_at(t, ch), ms.w_at(t, ch)));
             prof.mark("mlp_fwd");
             for (int q = 0; q < g->nq_groups[t]; q++) {
                 const conv_plan &p = g->nq_plans[t][q];
@@ -521,8 +552,7 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
         for (const edge_chunk &ch : chunks) {
             const int64_t ne = ch.e1 - ch.e0;
             T *w = ms.w_at(t, ch), *act = ms.act_at(t, ch);
-            if (!ms.keep)
-                CGQ_TRY(mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act, w, wnt, g->blas, 0, true)));
+            if (!ms.keep) CGQ_TRY(radial_forward(t, ch, act, w));
             prof.mark("mlp_fwd");
             for (int q = 0; q < g->nq_groups[t]; q++) { /* the groups' dE/dY add up in group order */
                 const conv_plan &p = g->nq_plans[t][q];
@@ -532,9 +562,14 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
             }
             CGQ_LAUNCH_CHECK();
             prof.mark("conv_bwd");
-            CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, act, gw, wnt, gef, nb, gtmp, g->blas, 0, true)));
+            if (table)
+                CGQ_TRY(mlp_check(radial_table_backward<T>(g->radial[t], fc, W[fc.n_layers - 1], c.xn, ch.e0, ne, gw,
+                                                           gtmp, b.gr, g->blas)));
+            else CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, act, gw, wnt, gef, nb, gtmp, g->blas, 0, true)));
             prof.mark("mlp_bwd");
-            if (ne) k_nq_edge_tail<T><<<blocks_for(ne), TH>>>(c, ch.e0, ch.e1, gef, gY);
+            if (ne)
+                k_nq_edge_tail<T><<<blocks_for(ne), TH>>>(c, ch.e0, ch.e1, table ? nullptr : gef, table ? b.gr : nullptr,
+                                                          gY);
             if (t > 0 && NA) /* the chunk's dE/dh rows into their senders' sums (layer 0's input is the embedding) */
                 k_sender_sum_rows<T>
                     <<<blocks_for(NA * din), TH>>>(NA, din, c.srow, c.sedge, ch.e0, ch.e1, &ch == &chunks[0], gx1e, gh);

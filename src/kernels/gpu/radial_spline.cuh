@@ -16,7 +16,8 @@ extern "C" {
 /* One layer's table on the GPU */
 struct radial_table {
     int n_int = 0, width = 0; /* n_int = 0: no table, the MLP runs per edge */
-    double step = 0;
+    double step = 0;          /* of the table's variable: r (MACE), r / r_max(pair) (NequIP) */
+    float alpha = 1;          /* the last layer's scale: 1/sqrt(width) (e3nn), 1 (nequip's weights carry it) */
     /* [n_int][4][width]: per interval a(r_k), a(r_k+1) - a(r_k), and step * da/dr at both ends. The difference is
      * formed in double: the slope from a(r_k+1) and a(r_k) in float would lose 3 digits to cancellation. */
     const float *knots = nullptr;
@@ -95,14 +96,14 @@ static int gemm_tf32_split(cgq_blas h, int64_t M, int N, int W, float alpha, con
 /* Width of a chunk edge's row of a (3 W with the TF32 split) */
 static int radial_row_width(const radial_table &s) { return s.w_split ? 3 * s.width : s.width; }
 
-/* w[ne, wn] (ld ldw) of edges e0 .. e0 + ne from the table: a into abuf, then the last layer's GEMM (W_last: fc's
- * last weights in T). Returns 0, or nonzero when the BLAS call failed. */
+/* w[ne, wn] (ld ldw) of edges e0 .. e0 + ne (their table variable in r) from the table: a into abuf, then the last
+ * layer's GEMM (W_last: fc's last weights in T). Returns 0, or nonzero when the BLAS call failed. */
 template <class T>
 static int radial_table_forward(const radial_table &s, const cgq_fcnet &fc, const T *W_last, const double *r,
                                 int64_t e0, int64_t ne, T *abuf, T *w, int64_t ldw, cgq_blas blas) {
     if (ne == 0) return 0;
     const int W = s.width, wn = fc.h[fc.n_layers];
-    const T alpha = (T)(1.0 / sqrt((double)W));
+    const T alpha = (T)s.alpha;
     const unsigned blocks = (unsigned)((ne * W + 255) / 256);
 #if !defined(__HIPCC__)
     if (s.w_split && sizeof(T) == sizeof(float)) {
@@ -119,7 +120,7 @@ static int radial_table_forward(const radial_table &s, const cgq_fcnet &fc, cons
     return gemm_launch<T, GEMM_STORE, false>(g, blas, 0);
 }
 
-/* gr[ne] = dE/dr through the table of edges e0 .. e0 + ne from gw = dE/dw (ld wn); ga: ne x width temporaries */
+/* gr[ne] = dE/d(table variable) of edges e0 .. e0 + ne from gw = dE/dw (ld wn); ga: ne x width temporaries */
 template <class T>
 static int radial_table_backward(const radial_table &s, const cgq_fcnet &fc, const T *W_last, const double *r,
                                  int64_t e0, int64_t ne, const T *gw, T *ga, double *gr, cgq_blas blas) {
@@ -127,7 +128,7 @@ static int radial_table_backward(const radial_table &s, const cgq_fcnet &fc, con
     const int W = s.width, wn = fc.h[fc.n_layers];
     gemm_args<T> g = {};
     g.M = ne, g.N = W, g.K = wn;
-    g.A = gw, g.lda = wn, g.B = W_last, g.ldb = wn, g.C = ga, g.ldc = W, g.alpha = (T)(1.0 / sqrt((double)W));
+    g.A = gw, g.lda = wn, g.B = W_last, g.ldb = wn, g.C = ga, g.ldc = W, g.alpha = (T)s.alpha;
     const int err = gemm_launch<T, GEMM_STORE, true>(g, blas, 0);
     k_radial_table_bwd<T><<<(unsigned)((ne * CGQ_WARP + 255) / 256), 256>>>(s, r, e0, ne, ga, gr);
     return err;

@@ -1,0 +1,70 @@
+// radial_cases.h: every layer's radial MLP of a model (MACE: radial_mlp; NequIP: the edge MLP), described for the
+// radial tables (kernels/cpu/radial_spline.h), with the reference last hidden layer from the CPU steps' functions.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <vector>
+
+extern "C" {
+#include "kernels/cpu/fcnet.h"
+#include "kernels/cpu/radial.h"
+#include "kernels/cpu/radial_spline.h"
+#include "kernels/nequip_steps.h"
+}
+
+namespace cgqtest {
+
+struct RadialCase {
+    int layer;
+    cgq_radial_mlp rm;
+    std::function<void(double, double *)> hidden; // the last hidden layer at r, as the CPU steps compute it
+    double lo;    // smallest r the checks use (MACE: 0.3 Å; NequIP: x = r / r_max 0.05)
+    double alpha; // the last layer's scale: w = alpha a W_last
+};
+
+// views: storage for NequIP's fcnet views of its edge MLPs (the cases point into it)
+inline std::vector<RadialCase> radial_cases(const cgq_model *m, std::deque<cgq_fcnet> &views) {
+    std::vector<RadialCase> out;
+    if (m->nequip) {
+        const cgq_nequip *nq = m->nequip;
+        for (int t = 0; t < nq->n_layers; t++) {
+            const cgq_nq_mlp *f = &nq->layers[t].edge_mlp;
+            cgq_fcnet v;
+            std::memset(&v, 0, sizeof v);
+            v.n_layers = f->n_layers, v.act = f->act, v.act_cst = f->act_cst;
+            std::memcpy(v.h, f->h, sizeof v.h);
+            for (int k = 0; k < f->n_layers; k++) v.W[k] = f->W[k];
+            views.push_back(v);
+            auto hidden = [nq, f](double x, double *a) {
+                std::vector<double> ef(nq->n_bessel), out(f->h[f->n_layers]), cache(nq_mlp_cache_size(f));
+                nq_edge_embedding(nq, x, ef.data(), nullptr);
+                nq_mlp_forward(f, ef.data(), out.data(), cache.data());
+                const int W = f->h[f->n_layers - 1];
+                std::copy(cache.end() - W, cache.end(), a);
+            };
+            out.push_back({t, cgq_radial_mlp_nequip(nq, &views.back()), hidden, 0.05, 1.0});
+        }
+        return out;
+    }
+    for (int t = 0; t < m->n_layers; t++) {
+        const cgq_fcnet *fc = &m->layers[t].radial_mlp;
+        auto hidden = [m, fc](double r, double *a) {
+            std::vector<double> x(m->n_bessel), out(fc->h[fc->n_layers]), cache(cgq_fcnet_cache_size(fc));
+            cgq_bessel(m, r, x.data(), nullptr); /* as mace_step_edge_geometry */
+            const double cut = cgq_poly_cutoff(m->cutoff_p, m->cutoff_r_max, r, nullptr);
+            if (m->apply_cutoff)
+                for (double &v : x) v *= cut;
+            cgq_fcnet_forward(fc, x.data(), out.data(), cache.data());
+            const int W = fc->h[fc->n_layers - 1];
+            std::copy(cache.end() - W, cache.end(), a);
+        };
+        const double alpha = 1.0 / std::sqrt((double)fc->h[fc->n_layers - 1]);
+        out.push_back({t, cgq_radial_mlp_mace(m, fc), hidden, 0.3, alpha});
+    }
+    return out;
+}
+
+}  // namespace cgqtest
