@@ -20,9 +20,9 @@ namespace cgqtest {
 struct RadialCase {
     int layer;
     cgq_radial_mlp rm;
-    std::function<void(double, double *)> hidden; // the last hidden layer at r, as the CPU steps compute it
-    double lo;    // smallest r the checks use (MACE: 0.3 Å; NequIP: x = r / r_max 0.05)
-    double alpha; // the last layer's scale: w = alpha a W_last
+    std::function<void(double, double *)> hidden;  // the last hidden layer at r, as the CPU steps compute it
+    double lo;     // smallest r the checks use (MACE: 0.3 Å; NequIP: x = r / r_max 0.05)
+    double alpha;  // the last layer's scale: w = alpha a W_last
 };
 
 // views: storage for NequIP's fcnet views of its edge MLPs (the cases point into it)

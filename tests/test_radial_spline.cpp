@@ -4,6 +4,7 @@
 // r (seed printed), for every layer of every fixture and shipped potential, MACE and NequIP.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <random>
 
 #include "radial_cases.h"
@@ -17,15 +18,24 @@ constexpr double kTolValue = 1e-8, kTolSlope = 1e-6;
 constexpr int kMaxIntervals = 1 << 15;
 }  // namespace
 
-class RadialSpline : public ::testing::TestWithParam<std::string> {};
+// Each test: the parameter's model, its layers' radial MLPs and a fresh seed.
+class RadialSpline : public ::testing::TestWithParam<std::string> {
+  protected:
+    void SetUp() override {
+        model = std::make_unique<Model>(GetParam());
+        ASSERT_NE(model->m, nullptr) << cgq_last_error();
+        cases = radial_cases(model->m, views);
+        rng.seed(seed);
+    }
+    std::unique_ptr<Model> model;
+    std::deque<cgq_fcnet> views;
+    std::vector<RadialCase> cases;
+    const unsigned seed = std::random_device{}();
+    std::mt19937_64 rng;
+};
 
 TEST_P(RadialSpline, HiddenOutputIsTheMlpsAndItsDerivative) {
-    Model model(GetParam());
-    ASSERT_NE(model.m, nullptr) << cgq_last_error();
-    std::deque<cgq_fcnet> views;
-    const unsigned seed = std::random_device{}();
-    std::mt19937_64 rng(seed);
-    for (const RadialCase &rc : radial_cases(model.m, views)) {
+    for (const RadialCase &rc : cases) {
         if (!rc.rm.input || rc.rm.fc->n_layers < 2) continue; /* no table for this form (tested below) */
         std::uniform_real_distribution<double> ur(rc.lo, rc.rm.r_max * 0.999);
         const int W = rc.rm.fc->h[rc.rm.fc->n_layers - 1];
@@ -54,17 +64,12 @@ TEST_P(RadialSpline, HiddenOutputIsTheMlpsAndItsDerivative) {
 }
 
 TEST_P(RadialSpline, TableMatchesTheMlpBetweenItsKnots) {
-    Model model(GetParam());
-    ASSERT_NE(model.m, nullptr) << cgq_last_error();
-    std::deque<cgq_fcnet> views;
-    const unsigned seed = std::random_device{}();
-    std::mt19937_64 rng(seed);
-    for (const RadialCase &rc : radial_cases(model.m, views)) {
+    for (const RadialCase &rc : cases) {
         cgq_radial_spline s;
         ASSERT_EQ(cgq_radial_spline_build(&rc.rm, kTolValue, kTolSlope, kMaxIntervals, &s), CGQ_STATUS_OK)
             << cgq_last_error();
         if (!rc.rm.input) { /* MACE with the Agnesi transform: the input depends on the species pair, no table */
-            EXPECT_TRUE(model.m->agnesi);
+            EXPECT_TRUE(model->m->agnesi);
             EXPECT_EQ(s.n_int, 0);
             continue;
         }
@@ -82,8 +87,9 @@ TEST_P(RadialSpline, TableMatchesTheMlpBetweenItsKnots) {
                 amax = std::fmax(amax, std::fabs(a[j])), dmax = std::fmax(dmax, std::fabs(da[j]));
             }
         }
-        std::printf("  layer %d seed=%u: %d intervals; built at %.1e / %.1e; at 4000 random r: value %.1e, slope %.1e\n",
-                    rc.layer, seed, s.n_int, s.err_value, s.err_slope, ev / amax, ed / dmax);
+        std::printf(
+            "  layer %d seed=%u: %d intervals; built at %.1e / %.1e; at 4000 random r: value %.1e, slope %.1e\n",
+            rc.layer, seed, s.n_int, s.err_value, s.err_slope, ev / amax, ed / dmax);
         EXPECT_LE(ev / amax, 2 * kTolValue);
         EXPECT_LE(ed / dmax, 2 * kTolSlope);
         /* beyond the cutoff: the value at r_max, flat */

@@ -525,7 +525,7 @@ CGQ_INTERNAL void mace_edge_tail(const mace_ctx *c, int t, int64_t i, int64_t e,
     const double cut = cgq_poly_cutoff(m->cutoff_p, m->cutoff_r_max, r, &dcut);
     const int su = c->species[c->sender[e]], sv = c->species[i];
     double gb = 0.0; /* dE/d(rb) */
-    if (gef) { /* NULL: no gradient through the edge features (the GPU's radial tables take dE/dr themselves) */
+    if (gef) {       /* NULL: no gradient through the edge features (the GPU's radial tables take dE/dr themselves) */
         const double rb = m->agnesi ? cgq_agnesi(m, su, sv, r, &drb) : r; /* Bessel argument */
         cgq_bessel(m, rb, B, dB);
         for (int n = 0; n < nb; n++) {

@@ -155,7 +155,8 @@ cgq_status cgq_radial_spline_build(const cgq_radial_mlp *rm, double tol_value, d
         s->knots = (double *)malloc(sizeof(double) * (size_t)(n + 1) * 2 * (size_t)s->width);
         if (!s->knots) {
             s->n_int = 0;
-            return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of host memory for the radial MLP's table (%d knots)", n + 1);
+            return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of host memory for the radial MLP's table (%d knots)",
+                            n + 1);
         }
         fill_and_measure(rm, s);
         if (s->err_value <= tol_value && s->err_slope <= tol_slope) return CGQ_STATUS_OK;

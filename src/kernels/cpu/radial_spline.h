@@ -30,10 +30,10 @@ cgq_radial_mlp cgq_radial_mlp_mace(const cgq_model *m, const cgq_fcnet *fc);
 cgq_radial_mlp cgq_radial_mlp_nequip(const cgq_nequip *nq, const cgq_fcnet *fc);
 
 typedef struct cgq_radial_spline {
-    int n_int;       /* intervals of width step over [0, r_max]; 0: no table (the MLP runs per edge) */
-    int width;       /* the last hidden layer's width (a's length) */
+    int n_int; /* intervals of width step over [0, r_max]; 0: no table (the MLP runs per edge) */
+    int width; /* the last hidden layer's width (a's length) */
     double step, r_max;
-    double *knots;   /* [n_int + 1][2][width]: a(r_k), then step * da/dr(r_k) */
+    double *knots;               /* [n_int + 1][2][width]: a(r_k), then step * da/dr(r_k) */
     double err_value, err_slope; /* largest error found between the knots, relative to max |a| and max |da/dr| */
 } cgq_radial_spline;
 

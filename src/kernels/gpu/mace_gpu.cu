@@ -651,7 +651,8 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFree(g->pairs.step);
     cudaFree(g->edge_grad);
     v2_buffers &b = g->vb;
-    for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in, b.dens, b.gr})
+    for (double *p :
+         {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in, b.dens, b.gr})
         cudaFree(p);
     cudaFree(g->arena_f);
 #if !defined(__HIPCC__)
@@ -756,7 +757,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
         if (st == CGQ_STATUS_OK && g->nq_v2 && !set_smem_limits_all(g)) g->nq_v2 = 0;
         if (st == CGQ_STATUS_OK && g->nq_v2 && fp32) st = build_radial_tables_nequip(g);
         if (const char *mc = getenv("CGQ_GPU_MAX_CHUNK_EDGES")) g->max_chunk_edges = std::max(1LL, atoll(mc));
-    g->recompute_mlp = getenv("CGQ_GPU_RECOMPUTE_MLP") != nullptr;
+        g->recompute_mlp = getenv("CGQ_GPU_RECOMPUTE_MLP") != nullptr;
         if (st == CGQ_STATUS_OK && fp32 && !g->nq_v2)
             st = cgq_fail(CGQ_STATUS_UNSUPPORTED,
                           "precision fp32 on the GPU covers NequIP layers with uvu convolutions "
@@ -1494,8 +1495,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         if (table)
             return mlp_check(radial_table_forward<T>(g->radial[t], fc, W[fc.n_layers - 1], c.r, ch.e0, ne, arows,
                                                      ms.w_at(t, ch), ms.wn[t], g->blas));
-        return mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, ms.act_at(t, ch), ms.w_at(t, ch), ms.wn[t],
-                                        g->blas, 0));
+        return mlp_check(
+            mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, ms.act_at(t, ch), ms.w_at(t, ch), ms.wn[t], g->blas, 0));
     };
     prof.mark("geometry");
     for (int t = 0; t < L; t++) {

@@ -565,11 +565,12 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
             if (table)
                 CGQ_TRY(mlp_check(radial_table_backward<T>(g->radial[t], fc, W[fc.n_layers - 1], c.xn, ch.e0, ne, gw,
                                                            gtmp, b.gr, g->blas)));
-            else CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, act, gw, wnt, gef, nb, gtmp, g->blas, 0, true)));
+            else
+                CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, act, gw, wnt, gef, nb, gtmp, g->blas, 0, true)));
             prof.mark("mlp_bwd");
             if (ne)
-                k_nq_edge_tail<T><<<blocks_for(ne), TH>>>(c, ch.e0, ch.e1, table ? nullptr : gef, table ? b.gr : nullptr,
-                                                          gY);
+                k_nq_edge_tail<T>
+                    <<<blocks_for(ne), TH>>>(c, ch.e0, ch.e1, table ? nullptr : gef, table ? b.gr : nullptr, gY);
             if (t > 0 && NA) /* the chunk's dE/dh rows into their senders' sums (layer 0's input is the embedding) */
                 k_sender_sum_rows<T>
                     <<<blocks_for(NA * din), TH>>>(NA, din, c.srow, c.sedge, ch.e0, ch.e1, &ch == &chunks[0], gx1e, gh);

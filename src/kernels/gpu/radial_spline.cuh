@@ -84,17 +84,19 @@ __global__ void k_radial_table_bwd(radial_table s, const double *r, int64_t e0, 
 
 #if !defined(__HIPCC__)
 /* C = alpha [a_hi a_hi a_lo] [W_hi; W_lo; W_hi] on the tensor cores (row-major, as blas_gemm) */
-static int gemm_tf32_split(cgq_blas h, int64_t M, int N, int W, float alpha, const float *A3, const float *B3,
-                           float *C, int64_t ldc) {
+static int gemm_tf32_split(cgq_blas h, int64_t M, int N, int W, float alpha, const float *A3, const float *B3, float *C,
+                           int64_t ldc) {
     const float zero = 0;
-    return cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, (int)M, 3 * W, &alpha, B3, CUDA_R_32F, N, A3, CUDA_R_32F,
-                        3 * W, &zero, C, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F_FAST_TF32,
+    return cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, (int)M, 3 * W, &alpha, B3, CUDA_R_32F, N, A3, CUDA_R_32F, 3 * W,
+                        &zero, C, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F_FAST_TF32,
                         CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS;
 }
 #endif
 
 /* Width of a chunk edge's row of a (3 W with the TF32 split) */
-static int radial_row_width(const radial_table &s) { return s.w_split ? 3 * s.width : s.width; }
+static int radial_row_width(const radial_table &s) {
+    return s.w_split ? 3 * s.width : s.width;
+}
 
 /* w[ne, wn] (ld ldw) of edges e0 .. e0 + ne (their table variable in r) from the table: a into abuf, then the last
  * layer's GEMM (W_last: fc's last weights in T). Returns 0, or nonzero when the BLAS call failed. */

@@ -40,7 +40,9 @@
 #define CGQ_SHFL_XOR_W(v, m, w) __shfl_xor(v, m, w)
 /* a thread's copies from global to its own shared memory: plain copies (the wait is then a no-op) */
 template <class T>
-__device__ __forceinline__ void cgq_copy_async(T *dst_shared, const T *src) { *dst_shared = *src; }
+__device__ __forceinline__ void cgq_copy_async(T *dst_shared, const T *src) {
+    *dst_shared = *src;
+}
 __device__ __forceinline__ void cgq_copy_wait() {}
 #else
 #include <cuda_pipeline.h>
