@@ -264,6 +264,18 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
         }
     }
     __syncthreads();
+    /* the thread's edge operands: its weights (ws), sender features, SH and cutoff, loaded for the next edge as soon
+     * as the current one's products are done, so that their latency overlaps the channel sums below */
+    T xv[CONV_MAX_XDIM], yv[CONV_MAX_Y], cs = 1;
+    auto load_edge = [&](int64_t e) {
+        const T *we = w + (e - e0) * p.wn + u;
+        for (int q = 0; q < p.n_ins; q++) cgq_copy_async(ws + q * blockDim.x, we + p.ins[q].w_off);
+        conv_load_x<T, NL1>(p, hu + (int64_t)sender[e] * p.dhu, u, xv);
+#pragma unroll
+        for (int b = 0; b < NY; b++) yv[b] = Y[e * NY + b];
+        cs = cut ? cut[e] : (T)1;
+    };
+    if (active && r0 + slot < r1) load_edge(r0 + slot);
     int step = 0;
     for (int64_t base = r0; base < r1; base += S, step++) {
         const int64_t e = base + slot;
@@ -271,16 +283,10 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
 #pragma unroll
         for (int b = 0; b <= CONV_MAX_Y; b++) gy[b] = 0;
         if (active && e < r1) {
-            T xv[CONV_MAX_XDIM], yv[CONV_MAX_Y], gx[CONV_MAX_XDIM];
-            const T *we = w + (e - e0) * p.wn + u;
-            for (int q = 0; q < p.n_ins; q++) cgq_copy_async(ws + q * blockDim.x, we + p.ins[q].w_off);
-            conv_load_x<T, NL1>(p, hu + (int64_t)sender[e] * p.dhu, u, xv);
-#pragma unroll
-            for (int b = 0; b < NY; b++) yv[b] = Y[e * NY + b];
+            T gx[CONV_MAX_XDIM];
 #pragma unroll
             for (int a = 0; a < CONV_MAX_XDIM; a++) gx[a] = 0;
             T *gwe = gw + (e - e0) * p.wn;
-            const T cs = cut ? cut[e] : (T)1;
             cgq_copy_wait();
             for (int q = 0; q < p.n_ins; q++) {
                 const conv_ins &k = p.ins[q];
@@ -310,6 +316,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
 #pragma unroll
                 for (int a = 0; a < 2 * l + 1; a++)
                     if (l < NL1 && p.in1b[l].d) gxe[p.in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
+            if (e + S < r1) load_edge(e + S);
         }
         /* sums over each slot's channels: shuffles within groups of lanes into the step's buffer, then, every
          * CONV_BWD_STEPS steps, the groups in order (the batches double-buffered: one barrier per batch) */
