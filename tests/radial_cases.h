@@ -32,12 +32,7 @@ inline std::vector<RadialCase> radial_cases(const cgq_model *m, std::deque<cgq_f
         const cgq_nequip *nq = m->nequip;
         for (int t = 0; t < nq->n_layers; t++) {
             const cgq_nq_mlp *f = &nq->layers[t].edge_mlp;
-            cgq_fcnet v;
-            std::memset(&v, 0, sizeof v);
-            v.n_layers = f->n_layers, v.act = f->act, v.act_cst = f->act_cst;
-            std::memcpy(v.h, f->h, sizeof v.h);
-            for (int k = 0; k < f->n_layers; k++) v.W[k] = f->W[k];
-            views.push_back(v);
+            views.push_back(cgq_nq_mlp_view(f));
             auto hidden = [nq, f](double x, double *a) {
                 std::vector<double> ef(nq->n_bessel), out(f->h[f->n_layers]), cache(nq_mlp_cache_size(f));
                 nq_edge_embedding(nq, x, ef.data(), nullptr);

@@ -198,15 +198,6 @@ TEST_F(InputErrors, NegativeThreadCountIsRefused) {
 }
 
 // The command line reports malformed structures and exits non-zero.
-static int run_cli(const std::string &args, std::string &out) {
-    std::string cmd = std::string(CGQ_CLI_PATH) + " " + args + " 2>&1";
-    FILE *p = popen(cmd.c_str(), "r");
-    char buf[4096];
-    out.clear();
-    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 TEST_F(Errors, CliMalformedXyz) {
     std::string p = tmp_path("bad.xyz"), out;

@@ -139,13 +139,8 @@ TEST(Nequip, MalformedGroupsAreReported) {
 TEST(Nequip, CliInfoAndCheck) {
     for (const char *name : {"nequip_l3_parity_3layer_zbl", "nequip_l3_noparity_5layer_resnet"}) {
         for (const char *cmd : {"info", "check"}) {
-            std::string c = std::string(CGQ_CLI_PATH) + " " + cmd + " " + fixture(name) + " 2>&1";
-            FILE *p = popen(c.c_str(), "r");
             std::string out;
-            char buf[4096];
-            while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-            int st = pclose(p);
-            EXPECT_EQ(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0) << out;
+            EXPECT_EQ(run_cli(std::string(cmd) + " " + fixture(name), out), 0) << out;
             EXPECT_NE(out.find(std::string(cmd) == "info" ? "nequip" : "check passed"), std::string::npos) << out;
         }
     }

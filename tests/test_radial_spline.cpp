@@ -14,8 +14,8 @@ using namespace cgqtest;
 
 namespace {
 // The accuracy the GPU asks of its tables (mace_gpu.cu, build_radial_tables).
-constexpr double kTolValue = 1e-8, kTolSlope = 1e-6;
-constexpr int kMaxIntervals = 1 << 15;
+constexpr double kTolValue = CGQ_SPLINE_TOL_VALUE, kTolSlope = CGQ_SPLINE_TOL_SLOPE;
+constexpr int kMaxIntervals = CGQ_SPLINE_MAX_INTERVALS;
 }  // namespace
 
 // Each test: the parameter's model, its layers' radial MLPs and a fresh seed.
@@ -101,6 +101,18 @@ TEST_P(RadialSpline, TableMatchesTheMlpBetweenItsKnots) {
         }
         cgq_radial_spline_free(&s);
     }
+}
+
+// `cgequi info` says what fp32 on the GPU does with the model's radial MLPs.
+TEST_P(RadialSpline, CliInfoReportsTheTables) {
+    std::string out;
+    ASSERT_EQ(run_cli("info " + GetParam(), out), 0) << out;
+    bool tables = !cases.empty();
+    for (const RadialCase &rc : cases) tables = tables && rc.rm.input;
+    EXPECT_NE(out.find(tables ? "the radial MLPs' hidden layers from tables:\n             layer 0: "
+                              : "the radial MLPs run per edge"),
+              std::string::npos)
+        << out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, RadialSpline, ::testing::ValuesIn(fixture_files()), fixture_test_name);

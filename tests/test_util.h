@@ -10,6 +10,7 @@
 #include <cstring>
 #include <cstdio>
 #include <dirent.h>
+#include <sys/wait.h>
 #include <string>
 #include <vector>
 
@@ -164,6 +165,17 @@ inline Eval evaluate(cgq_evaluator *ev, const Case &c, const std::vector<double>
     r.energy = res.energy;
     for (int k = 0; k < 9; k++) r.virial[k] = res.virial[k];
     return r;
+}
+
+// Runs the `cgequi` command line with args (stderr merged into out); returns its exit code.
+inline int run_cli(const std::string &args, std::string &out) {
+    const std::string cmd = std::string(CGQ_CLI_PATH) + " " + args + " 2>&1";
+    FILE *p = popen(cmd.c_str(), "r");
+    char buf[4096];
+    out.clear();
+    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    const int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 }  // namespace cgqtest

@@ -7,6 +7,7 @@
 
 #include "cgequi.h"
 #include "io/xyz.h"
+#include "kernels/cpu/radial_spline.h"
 #include "model/h5util.h"
 
 static int usage(FILE *f) {
@@ -162,6 +163,43 @@ static int cmd_eval(int argc, char **argv) {
     return rc;
 }
 
+/* What fp32 on the GPU does with the model's radial MLPs: the tables it builds (kernels/cpu/radial_spline.h) and
+ * their measured accuracy, or why it runs the MLPs per edge. */
+static int describe_radial_tables(const cgq_model *m) {
+    const int L = m->nequip ? m->nequip->n_layers : m->n_layers;
+    char tables[2048] = "";
+    size_t pos = 0;
+    int all = L > 0;
+    for (int t = 0; t < L && all; t++) {
+        cgq_fcnet view;
+        cgq_radial_mlp rm;
+        if (m->nequip) {
+            view = cgq_nq_mlp_view(&m->nequip->layers[t].edge_mlp);
+            rm = cgq_radial_mlp_nequip(m->nequip, &view);
+        } else {
+            rm = cgq_radial_mlp_mace(m, &m->layers[t].radial_mlp);
+        }
+        cgq_radial_spline s;
+        const cgq_status st =
+            cgq_radial_spline_build(&rm, CGQ_SPLINE_TOL_VALUE, CGQ_SPLINE_TOL_SLOPE, CGQ_SPLINE_MAX_INTERVALS, &s);
+        if (st) return report("building the radial tables", st);
+        if (s.n_int && pos < sizeof tables)
+            pos += (size_t)snprintf(tables + pos, sizeof tables - pos,
+                                    "\n             layer %d: %d intervals, error %.1e of the largest value, %.1e of "
+                                    "the largest slope",
+                                    t, s.n_int, s.err_value, s.err_slope);
+        all = s.n_int > 0;
+        cgq_radial_spline_free(&s);
+    }
+    if (all)
+        printf("fp32 GPU     the radial MLPs' hidden layers from tables:%s\n", tables);
+    else
+        printf("fp32 GPU     the radial MLPs run per edge (%s)\n",
+               m->agnesi ? "the Agnesi transform makes their input depend on the species pair"
+                         : "no table met the tolerance, or an MLP has no hidden layer");
+    return 0;
+}
+
 static int cmd_info(int argc, char **argv) {
     if (argc != 3) return usage(stderr);
     cgq_model *model = NULL;
@@ -170,8 +208,9 @@ static int cmd_info(int argc, char **argv) {
     char buf[8192];
     cgq_model_describe(model, buf, sizeof buf);
     printf("%s: cgequi model file\n%s", argv[2], buf);
+    const int rc = describe_radial_tables(model);
     cgq_model_free(model);
-    return 0;
+    return rc;
 }
 
 static double max_abs_diff(const double *a, const double *b, int64_t n, double *ref_max) {

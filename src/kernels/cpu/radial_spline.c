@@ -64,6 +64,15 @@ cgq_radial_mlp cgq_radial_mlp_mace(const cgq_model *m, const cgq_fcnet *fc) {
     return rm;
 }
 
+cgq_fcnet cgq_nq_mlp_view(const cgq_nq_mlp *f) {
+    cgq_fcnet v;
+    memset(&v, 0, sizeof v);
+    v.n_layers = f->n_layers, v.act = f->act, v.act_cst = f->act_cst;
+    memcpy(v.h, f->h, sizeof v.h);
+    for (int k = 0; k < f->n_layers; k++) v.W[k] = f->W[k];
+    return v;
+}
+
 cgq_radial_mlp cgq_radial_mlp_nequip(const cgq_nequip *nq, const cgq_fcnet *fc) {
     cgq_radial_mlp rm = {fc, 1, nq->n_bessel == fc->h[0] ? nequip_input : NULL, nq, 1.0};
     return rm;

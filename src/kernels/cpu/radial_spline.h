@@ -13,6 +13,11 @@
 #include "model/nequip.h"
 
 #define CGQ_SPLINE_MAX_WIDTH 256
+/* The accuracy the GPU asks of its tables: values within 1e-8 of max |a|, slopes within 1e-6 of max |da/dr|, with
+ * at most 2^15 intervals */
+#define CGQ_SPLINE_TOL_VALUE 1e-8
+#define CGQ_SPLINE_TOL_SLOPE 1e-6
+#define CGQ_SPLINE_MAX_INTERVALS (1 << 15)
 
 /* A radial MLP as a function of its distance variable */
 typedef struct cgq_radial_mlp {
@@ -26,8 +31,11 @@ typedef struct cgq_radial_mlp {
 
 /* MACE layer's radial_mlp (no input function with the Agnesi transform: its input depends on the species pair) */
 cgq_radial_mlp cgq_radial_mlp_mace(const cgq_model *m, const cgq_fcnet *fc);
-/* NequIP layer's edge MLP, given as an fcnet view fc of its host weights; the variable is x = r / r_max(pair) */
+/* NequIP layer's edge MLP, given as an fcnet view fc of its host weights (cgq_nq_mlp_view); the variable is
+ * x = r / r_max(pair) */
 cgq_radial_mlp cgq_radial_mlp_nequip(const cgq_nequip *nq, const cgq_fcnet *fc);
+/* f's shape, activation and (already scaled) weights as an fcnet, which the table builder reads */
+cgq_fcnet cgq_nq_mlp_view(const cgq_nq_mlp *f);
 
 typedef struct cgq_radial_spline {
     int n_int; /* intervals of width step over [0, r_max]; 0: no table (the MLP runs per edge) */

@@ -682,7 +682,8 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
     cgq_status st = CGQ_STATUS_OK;
     bool all = true;
     for (int t = 0; t < L && st == CGQ_STATUS_OK; t++) {
-        st = cgq_radial_spline_build(&rm[t], 1e-8, 1e-6, 1 << 15, &hs[t]);
+        st = cgq_radial_spline_build(&rm[t], CGQ_SPLINE_TOL_VALUE, CGQ_SPLINE_TOL_SLOPE, CGQ_SPLINE_MAX_INTERVALS,
+                                     &hs[t]);
         all = all && hs[t].n_int > 0;
     }
     for (int t = 0; t < L && st == CGQ_STATUS_OK && all; t++) {

@@ -266,9 +266,7 @@ static cgq_status build_radial_tables_nequip(cgq_gpu *g) {
     cgq_radial_mlp rm[CGQ_MAX_LAYERS];
     double alpha[CGQ_MAX_LAYERS];
     for (int t = 0; t < nq->n_layers; t++) {
-        const cgq_nq_mlp &f = nq->layers[t].edge_mlp;
-        views[t] = g->nq_mlp[t]; /* shape and activation; the host weights below */
-        for (int k = 0; k < f.n_layers; k++) views[t].W[k] = f.W[k];
+        views[t] = cgq_nq_mlp_view(&nq->layers[t].edge_mlp); /* host weights */
         rm[t] = cgq_radial_mlp_nequip(nq, &views[t]), alpha[t] = 1.0;
     }
     return build_radial_tables(g, nq->n_layers, rm, alpha);
