@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/radial.h"
+#include "kernels/nequip_steps.h"
 
 /* sin(u) / u and d/du of it: near 0 from the series (the closed form of the derivative loses every digit there) */
 static double sinc_d(double u, double *d) {
@@ -43,18 +44,22 @@ static void mace_input(const void *ctx, double r, double *x, double *dx) {
     }
 }
 
-/* NequIP: x(u) = factor w_n sinc(pi w_n u) f_cut(u) and dx/du, u = r / r_max(pair) (nq_edge_embedding) */
+/* NequIP: x(u) = factor w_n sinc(pi w_n u) f_cut(u) and dx/du, u = r / r_max(pair): the CPU's own nq_edge_embedding,
+ * and near u = 0 the series, as for MACE */
 static void nequip_input(const void *ctx, double u, double *x, double *dx) {
     const cgq_nequip *nq = (const cgq_nequip *)ctx;
-    const double pi = 3.141592653589793238462643383279502884;
+    if (u >= 1e-3) {
+        nq_edge_embedding(nq, u, x, dx);
+        return;
+    }
     double dc;
     const double c = cgq_poly_cutoff(nq->cutoff_p, 1.0, u, &dc);
     for (int n = 0; n < nq->n_bessel; n++) {
         const double w = nq->bessel_weights[n];
         double ds;
-        const double b = sinc_d(pi * w * u, &ds) * w;
+        const double b = sinc_d(NQ_PI * w * u, &ds) * w;
         x[n] = nq->factor * (b * c);
-        dx[n] = nq->factor * (ds * pi * w * w * c + b * dc);
+        dx[n] = nq->factor * (ds * NQ_PI * w * w * c + b * dc);
     }
 }
 
