@@ -1,14 +1,16 @@
 // test_gpu_kernels.cpp (ctest label gpu, CUDA builds): single GPU kernels against the float64 CPU reference
 // functions on fresh random inputs (seed printed), for every layer of every fixture and shipped potential, in fp64
-// and fp32: the product basis (symmetric contraction) and the species skip tensor product (MACE), the
-// convolution (MACE and NequIP), forward and reverse, and the fp32 radial-MLP tables (MACE and NequIP).
+// and fp32: the product basis (symmetric contraction) and the species skip tensor product (MACE), the node linears,
+// the convolution (MACE and NequIP), forward and reverse, and the fp32 radial-MLP tables (MACE and NequIP).
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <random>
 
 #include "radial_cases.h"
 #include "test_util.h"
 extern "C" {
+#include "kernels/cpu/linear.h"
 #include "kernels/cpu/symmetric_contraction.h"
 #include "kernels/cpu/tensor_product.h"
 #include "kernels/gpu/mace_gpu.h"
@@ -55,20 +57,28 @@ std::vector<double> uniform(std::mt19937_64 &rng, size_t n) {
 }
 }  // namespace
 
-class GpuKernels : public ::testing::TestWithParam<std::string> {};
+// Each test loads the fixture GetParam() (skipped without a GPU); m: the model.
+class GpuKernels : public ::testing::TestWithParam<std::string> {
+  protected:
+    void SetUp() override {
+        if (!cgq_gpu_available()) GTEST_SKIP() << "no GPU visible";
+        model = std::make_unique<Model>(GetParam());
+        ASSERT_NE(model->m, nullptr) << cgq_last_error();
+        m = model->m;
+    }
+    std::unique_ptr<Model> model;
+    const cgq_model *m = nullptr;
+};
 
 TEST_P(GpuKernels, ProductBasisMatchesCpu) {
-    if (!cgq_gpu_available()) GTEST_SKIP() << "no GPU visible";
-    Model model(GetParam());
-    ASSERT_NE(model.m, nullptr) << cgq_last_error();
-    if (std::string(model.m->family) != "mace") GTEST_SKIP() << "not a MACE model";
-    for_each_precision(model.m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
-        for (int t = 0; t < model.m->n_layers; t++) {
-            const cgq_mace_layer *ly = &model.m->layers[t];
+    if (std::string(m->family) != "mace") GTEST_SKIP() << "not a MACE model";
+    for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
+        for (int t = 0; t < m->n_layers; t++) {
+            const cgq_mace_layer *ly = &m->layers[t];
             const int C = ly->channels, CD = C * ly->coupling_dim, dB = ly->product_out.dim;
             const int64_t n = 37;
             std::vector<int32_t> species(n);
-            for (auto &s : species) s = (int32_t)(rng() % (uint64_t)model.m->n_species);
+            for (auto &s : species) s = (int32_t)(rng() % (uint64_t)m->n_species);
             const std::vector<double> A = uniform(rng, n * CD), gB = uniform(rng, n * dB);
             std::vector<double> B(n * dB, NAN), gA(n * CD, NAN);
             ASSERT_EQ(cgq_gpu_product_basis(g, t, n, species.data(), A.data(), gB.data(), B.data(), gA.data()),
@@ -89,14 +99,11 @@ TEST_P(GpuKernels, ProductBasisMatchesCpu) {
 // The skip tensor product runs as per-species GEMM tiles of 64 rows (node, component): 301 nodes of random species
 // give tiles with several species and a partial last tile.
 TEST_P(GpuKernels, SkipTensorProductMatchesCpu) {
-    if (!cgq_gpu_available()) GTEST_SKIP() << "no GPU visible";
-    Model model(GetParam());
-    ASSERT_NE(model.m, nullptr) << cgq_last_error();
-    if (std::string(model.m->family) != "mace") GTEST_SKIP() << "not a MACE model";
-    for_each_precision(model.m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
-        for (int t = 0; t < model.m->n_layers; t++) {
-            const cgq_tp *tp = &model.m->layers[t].skip_tp;
-            const int din = tp->in1.dim, dout = tp->out.dim, ns = model.m->n_species;
+    if (std::string(m->family) != "mace") GTEST_SKIP() << "not a MACE model";
+    for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
+        for (int t = 0; t < m->n_layers; t++) {
+            const cgq_tp *tp = &m->layers[t].skip_tp;
+            const int din = tp->in1.dim, dout = tp->out.dim, ns = m->n_species;
             const int64_t n = 301;
             std::vector<int32_t> species(n);
             for (auto &s : species) s = (int32_t)(rng() % (uint64_t)ns);
@@ -118,18 +125,47 @@ TEST_P(GpuKernels, SkipTensorProductMatchesCpu) {
     });
 }
 
+// The node linears as GEMM tiles (k_lin_gemm; float: split TF32 on the tensor cores), forward and transpose, on 301
+// random rows: partial 64-row tiles for every 2l+1.
+TEST_P(GpuKernels, NodeLinearMatchesCpu) {
+    const int L = m->nequip ? m->nequip->n_layers : m->n_layers, n_which = m->nequip ? 2 : 3;
+    for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
+        for (int t = 0; t < L; t++)
+            for (int which = 0; which < n_which; which++) {
+                const cgq_linear *lin = m->nequip ? (which ? &m->nequip->layers[t].linear_2 : &m->nequip->layers[t].linear_1)
+                                                  : (which == 0   ? &m->layers[t].linear_up
+                                                     : which == 1 ? &m->layers[t].linear
+                                                                  : &m->layers[t].product_linear);
+                const int64_t n = 301, din = lin->in.dim, dout = lin->out.dim;
+                const std::vector<double> x = uniform(rng, n * din), gy = uniform(rng, n * dout);
+                std::vector<double> y(n * dout, NAN), gx(n * din, NAN);
+                const cgq_status st = cgq_gpu_linear(g, t, which, n, x.data(), gy.data(), y.data(), gx.data());
+                if (st == CGQ_STATUS_INVALID_ARGUMENT) { /* a linear the thread-per-element kernels run */
+                    std::printf("  layer %d linear %d: %s\n", t, which, cgq_last_error());
+                    continue;
+                }
+                ASSERT_EQ(st, CGQ_STATUS_OK) << cgq_last_error();
+                std::vector<double> yr(n * dout), gxr(n * din, 0.0);
+                for (int64_t i = 0; i < n; i++) {
+                    cgq_linear_forward(lin, &x[i * din], &yr[i * dout]);
+                    cgq_linear_backward(lin, &gy[i * dout], &gxr[i * din]);
+                }
+                const std::string what = "linear " + std::to_string(which);
+                expect_close(GetParam(), t, fp32, seed, (what + " y").c_str(), y, yr);
+                expect_close(GetParam(), t, fp32, seed, (what + " dE/dx").c_str(), gx, gxr);
+            }
+    });
+}
+
 // The convolution kernels alone (k_conv_fwd, k_conv_bwd, the sender sums; for NequIP every group's plan in turn) on
 // a random graph (41 nodes, degrees 0..24, random senders, self-edges and repeats included) against
 // cgq_tp_conv_forward / cgq_tp_conv_backward edge by edge: messages, dE/dw, dE/dY and dE/dx.
 TEST_P(GpuKernels, ConvolutionMatchesCpu) {
-    if (!cgq_gpu_available()) GTEST_SKIP() << "no GPU visible";
-    Model model(GetParam());
-    ASSERT_NE(model.m, nullptr) << cgq_last_error();
-    const int nY = (model.m->lmax_sh + 1) * (model.m->lmax_sh + 1);
-    const int L = model.m->nequip ? model.m->nequip->n_layers : model.m->n_layers;
-    for_each_precision(model.m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
+    const int nY = (m->lmax_sh + 1) * (m->lmax_sh + 1);
+    const int L = m->nequip ? m->nequip->n_layers : m->n_layers;
+    for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
         for (int t = 0; t < L; t++) {
-            const cgq_tp *tp = model.m->nequip ? &model.m->nequip->layers[t].tp : &model.m->layers[t].conv_tp;
+            const cgq_tp *tp = m->nequip ? &m->nequip->layers[t].tp : &m->layers[t].conv_tp;
             const int64_t n = 41, din = tp->in1.dim, dM = tp->out.dim, wn = tp->weight_numel;
             std::vector<int64_t> row(n + 1, 0);
             std::vector<int32_t> sender;
@@ -169,10 +205,6 @@ TEST_P(GpuKernels, ConvolutionMatchesCpu) {
 // and NequIP, on 301 random values of the table variable against the float64 MLP: the weights w (from the CPU steps'
 // hidden layer), and dE/dr from random dE/dw against sum_j dE/dw_j dw_j/dr (cgq_radial_hidden's exact derivative).
 TEST_P(GpuKernels, RadialTableMatchesCpu) {
-    if (!cgq_gpu_available()) GTEST_SKIP() << "no GPU visible";
-    Model model(GetParam());
-    ASSERT_NE(model.m, nullptr) << cgq_last_error();
-    const cgq_model *m = model.m;
     std::deque<cgq_fcnet> views;
     const std::vector<RadialCase> cases = radial_cases(m, views);
     for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {

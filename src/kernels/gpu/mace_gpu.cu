@@ -35,6 +35,7 @@ extern "C" {
 #include "kernels/gpu/conv.cuh"
 #include "kernels/gpu/gemm.cuh"
 #include "kernels/gpu/graph_build.cuh"
+#include "kernels/gpu/mma_tf32.cuh"
 #include "kernels/gpu/node_ops.cuh"
 #include "kernels/gpu/radial_spline.cuh"
 #include "kernels/gpu/symcon.cuh"
@@ -661,15 +662,6 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     delete g;
 }
 
-/* x rounded to TF32 as tf32_round does on the device */
-static float tf32_round_host(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    u = (u + 0x1000u) & 0xffffe000u;
-    memcpy(&x, &u, sizeof u);
-    return x;
-}
-
 /* fp32: every layer's radial MLP as a table of its hidden output (radial_spline.cuh), when each layer's table
  * meets 1e-8 (values) and 1e-6 (slopes) of its largest magnitude; else none, and the MLP runs per edge. With cuBLAS
  * the last layer's weights are also kept split for the TF32 products. rm[t]: the layers' MLPs (host weights);
@@ -707,7 +699,7 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
         const double *Wl = fc.W[fc.n_layers - 1]; /* [W][wn] */
         std::vector<float> split((size_t)3 * W * wn);
         for (size_t i = 0; i < (size_t)W * wn; i++) {
-            const float f = (float)Wl[i], hi = tf32_round_host(f);
+            const float f = (float)Wl[i], hi = tf32_round(f);
             split[i] = hi, split[(size_t)W * wn + i] = f - hi, split[(size_t)2 * W * wn + i] = hi;
         }
         float *sd = split.data();
@@ -750,6 +742,8 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
         optin = 48 * 1024;
     g->smem_optin = (size_t)optin;
     g->fp32 = fp32; /* the plans size their blocks for it */
+    if (const char *mc = getenv("CGQ_GPU_MAX_CHUNK_EDGES")) g->max_chunk_edges = std::max(1LL, atoll(mc));
+    g->recompute_mlp = getenv("CGQ_GPU_RECOMPUTE_MLP") != nullptr;
     if (m->nequip) {
         cgq_status st = upload_nequip(g, m);
         if (st == CGQ_STATUS_OK) st = build_nequip_v2(g);
@@ -757,8 +751,6 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
         if (st == CGQ_STATUS_OK && g->nq_v2) st = create_blas(g, gpu_id);
         if (st == CGQ_STATUS_OK && g->nq_v2 && !set_smem_limits_all(g)) g->nq_v2 = 0;
         if (st == CGQ_STATUS_OK && g->nq_v2 && fp32) st = build_radial_tables_nequip(g);
-        if (const char *mc = getenv("CGQ_GPU_MAX_CHUNK_EDGES")) g->max_chunk_edges = std::max(1LL, atoll(mc));
-        g->recompute_mlp = getenv("CGQ_GPU_RECOMPUTE_MLP") != nullptr;
         if (st == CGQ_STATUS_OK && fp32 && !g->nq_v2)
             st = cgq_fail(CGQ_STATUS_UNSUPPORTED,
                           "precision fp32 on the GPU covers NequIP layers with uvu convolutions "
@@ -782,8 +774,6 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
     }
     if (st == CGQ_STATUS_OK && g->v2 && !set_smem_limits_all(g)) g->v2 = 0;
     if (getenv("CGQ_GPU_V1")) g->v2 = 0; /* the v1 steps, for comparisons */
-    if (const char *mc = getenv("CGQ_GPU_MAX_CHUNK_EDGES")) g->max_chunk_edges = std::max(1LL, atoll(mc));
-    g->recompute_mlp = getenv("CGQ_GPU_RECOMPUTE_MLP") != nullptr;
     if (st == CGQ_STATUS_OK && fp32 && !g->v2)
         st = cgq_fail(CGQ_STATUS_UNSUPPORTED, "precision fp32 on the GPU covers MACE interaction blocks with uvu "
                       "convolutions, l <= 3 features and a coupling width <= 16; this model runs in fp64 only (use "
@@ -1217,7 +1207,8 @@ __global__ void k_edge_tail(mace_ctx c, int t, int64_t e0, int64_t e1, const T *
                             const double *gr) {
     for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1; e += (int64_t)gridDim.x * blockDim.x) {
         double B[64], dB[64], dY[3 * CONV_MAX_Y], ge[64], gy[CONV_MAX_Y]; /* the tail and the sums run in double */
-        for (int n = 0; n < c.nb; n++) ge[n] = gef ? (double)gef[(e - e0) * c.nb + n] : 0.0;
+        if (gef)
+            for (int n = 0; n < c.nb; n++) ge[n] = (double)gef[(e - e0) * c.nb + n];
         for (int j = 0; j < c.nY; j++) gy[j] = (double)gY[e * c.nY + j];
         mace_edge_tail(&c, t, c.erecv[e], e, gef ? ge : nullptr, (double)gcut[e], gy, B, dB, dY);
         if (gr) { /* dE/dr through the radial table (radial_spline.cuh) */
@@ -1310,9 +1301,11 @@ struct mlp_store {
     T *act_at(int t, const edge_chunk &ch) const { return keep ? act_of[t] + ch.e0 * cs[t] : act_of[t]; }
 };
 
+/* table_cs: the width of a chunk edge's table rows (radial_row_width) when the MLPs run from their tables, else 0;
+ * the rows go to b.act, and dE/d(table variable) to b.gr. */
 template <class T>
 static cgq_status plan_mlp_store(cgq_gpu *g, int L, int64_t E, int64_t chunk_edges, bool want_grad, size_t free_b,
-                                 mlp_store<T> *st) {
+                                 int64_t table_cs, mlp_store<T> *st) {
     v2_buffers &b = g->vb;
     size_t tot = 0;
     int64_t wn = 1, cs = 1;
@@ -1325,10 +1318,16 @@ static cgq_status plan_mlp_store(cgq_gpu *g, int L, int64_t E, int64_t chunk_edg
         st->w_of[t] = q, q += (size_t)E * st->wn[t];
         st->act_of[t] = q, q += (size_t)E * st->cs[t];
     }
-    if (st->keep) return CGQ_STATUS_OK;
-    CGQ_TRY(grow_d(&b.w, &b.caps[0], (size_t)chunk_edges * wn));
-    CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * cs));
-    for (int t = 0; t < L; t++) st->w_of[t] = reinterpret_cast<T *>(b.w), st->act_of[t] = reinterpret_cast<T *>(b.act);
+    if (!st->keep) {
+        CGQ_TRY(grow_d(&b.w, &b.caps[0], (size_t)chunk_edges * wn));
+        CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * cs));
+        for (int t = 0; t < L; t++)
+            st->w_of[t] = reinterpret_cast<T *>(b.w), st->act_of[t] = reinterpret_cast<T *>(b.act);
+    }
+    if (table_cs) {
+        CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * table_cs));
+        if (want_grad) CGQ_TRY(grow_d(&b.gr, &b.caps[12], (size_t)chunk_edges));
+    }
     return CGQ_STATUS_OK;
 }
 
@@ -1458,11 +1457,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     for (int t = 0; t < L; t++)
         ms.wn[t] = hm->layers[t].conv_tp.weight_numel,
         ms.cs[t] = table ? 0 : cgq_fcnet_cache_size(&hm->layers[t].radial_mlp);
-    CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, free_b, &ms));
-    if (table) { /* a chunk's table rows, and dE/dr */
-        CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * cs));
-        if (want_grad) CGQ_TRY(grow_d(&b.gr, &b.caps[12], (size_t)chunk_edges));
-    }
+    CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, free_b, table ? cs : 0, &ms));
     T *arows = reinterpret_cast<T *>(b.act);
     T *gw = reinterpret_cast<T *>(b.gw), *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef);
     T *gY = reinterpret_cast<T *>(b.gY), *gcut = reinterpret_cast<T *>(b.gcut), *gx1e = reinterpret_cast<T *>(b.gx1e);
@@ -1750,6 +1745,49 @@ extern "C" cgq_status cgq_gpu_skip_tp(cgq_gpu *g, int layer, int64_t n, const in
                         layer);
     return g->fp32 ? skip_tp_t<float>(g, layer, n, species, x, gout, out, gx)
                    : skip_tp_t<double>(g, layer, n, species, x, gout, out, gx);
+}
+
+/* The node linear `which` of a layer (cgq_gpu_linear): its host description, and its weights on the device in the
+ * evaluator's precision; NULL where the layer has none or it does not run as lin_gemm tiles */
+static const cgq_linear *node_linear_of(const cgq_gpu *g, int layer, int which, const void **W) {
+    const cgq_model *m = g->host_model;
+    const cgq_linear *hl = nullptr;
+    if (m->nequip) {
+        if (!g->nq_v2 || layer < 0 || layer >= m->nequip->n_layers || which < 0 || which > 1) return nullptr;
+        hl = which ? &m->nequip->layers[layer].linear_2 : &m->nequip->layers[layer].linear_1;
+        *W = which ? g->nq_node[layer].w2 : g->nq_node[layer].w1;
+    } else {
+        if (!g->v2 || layer < 0 || layer >= m->n_layers || which < 0 || which > 2) return nullptr;
+        const cgq_mace_layer *hly = &m->layers[layer], *sly = &(g->fp32 ? g->shadow_f : g->shadow).layers[layer];
+        const cgq_linear *pair[3][2] = {{&hly->linear_up, &sly->linear_up},
+                                        {&hly->linear, &sly->linear},
+                                        {&hly->product_linear, &sly->product_linear}};
+        hl = pair[which][0], *W = pair[which][1]->weight;
+    }
+    return lin_gemm_ok(hl) ? hl : nullptr;
+}
+
+template <class T>
+static cgq_status linear_t(const cgq_linear *hl, const T *W, int64_t n, const double *x, const double *gy, double *y,
+                           double *gx) {
+    const int64_t din = hl->in.dim, dout = hl->out.dim;
+    std::vector<int32_t> species(n, 0);
+    return run_on_device<T>({{x, n * din}, {gy, n * dout}}, {{y, n * dout}, {gx, n * din}}, species.data(), n,
+                            [&](const int32_t *, T *const *i, T *const *o) {
+                                lin_gemm_fwd<T>(hl, W, n, i[0], din, o[0], dout, (T)1, nullptr, 0);
+                                lin_gemm_bwd<T>(hl, W, n, i[1], dout, o[1], din, (T)1, 0);
+                            });
+}
+
+extern "C" cgq_status cgq_gpu_linear(cgq_gpu *g, int layer, int which, int64_t n, const double *x, const double *gy,
+                                     double *y, double *gx) {
+    const void *W = nullptr;
+    const cgq_linear *hl = node_linear_of(g, layer, which, &W);
+    if (!hl || n <= 0)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_gpu_linear: layer %d has no node linear %d on GEMM tiles "
+                        "(or no nodes)", layer, which);
+    return g->fp32 ? linear_t<float>(hl, static_cast<const float *>(W), n, x, gy, y, gx)
+                   : linear_t<double>(hl, static_cast<const double *>(W), n, x, gy, y, gx);
 }
 
 extern "C" cgq_status cgq_gpu_product_basis(cgq_gpu *g, int layer, int64_t n, const int32_t *species, const double *A,

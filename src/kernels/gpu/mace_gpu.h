@@ -37,6 +37,13 @@ cgq_status cgq_gpu_product_basis(cgq_gpu *gpu, int layer, int64_t n, const int32
 cgq_status cgq_gpu_skip_tp(cgq_gpu *gpu, int layer, int64_t n, const int32_t *species, const double *x,
                            const double *gout, double *out, double *gx);
 
+/* Kernel test entry: a layer's node linear `which` (MACE: 0 linear_up, 1 linear, 2 product_linear; NequIP: 0 linear_1,
+ * 1 linear_2) on n rows as the GPU's GEMM tiles run it in the evaluator's precision (float: split TF32 on the tensor
+ * cores unless CGQ_GPU_NO_TF32): y = linear(x) [n][out.dim] and gx = linear^T(gy) [n][in.dim].
+ * CGQ_STATUS_INVALID_ARGUMENT where that linear does not run as GEMM tiles. */
+cgq_status cgq_gpu_linear(cgq_gpu *gpu, int layer, int which, int64_t n, const double *x, const double *gy, double *y,
+                          double *gx);
+
 /* Kernel test entry: layer's convolution (the conv plans alone, MACE or NequIP) on a graph of n nodes given by its
  * receiver rows and senders: messages M [n][out.dim] from features x [n][in1.dim], spherical harmonics Y [E][nY] and
  * per-edge weights w [E][weight_numel]; from gM = dE/dM, dE/dw, dE/dY and dE/dx (summed over each node's outgoing

@@ -433,11 +433,7 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
     mlp_store<T> ms; /* the edge MLP's outputs and activations */
     for (int t = 0; t < L; t++)
         ms.wn[t] = nq->layers[t].tp.weight_numel, ms.cs[t] = table ? 0 : cgq_fcnet_cache_size(&g->nq_mlp[t]);
-    CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, free_b, &ms));
-    if (table) { /* a chunk's table rows, and dE/dx */
-        CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * cs));
-        if (want_grad) CGQ_TRY(grow_d(&b.gr, &b.caps[12], (size_t)chunk_edges));
-    }
+    CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, free_b, table ? cs : 0, &ms));
     if (want_grad) CGQ_TRY(grow_reverse_buffers(g, chunk_edges, E, wn, maxw, nb, nY, din_max));
     T *gw = reinterpret_cast<T *>(b.gw);
     T *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef), *gY = reinterpret_cast<T *>(b.gY);
