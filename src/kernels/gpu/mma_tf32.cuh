@@ -50,10 +50,14 @@ __device__ __forceinline__ void mma_m16n8k8(float (&c)[4], const uint32_t (&a)[4
 }
 
 /* acc += A B over the MMA_BK rows of k in s. acc[j][q]: the warp's n8 tile j, fragment value q at row
- * 16 (w % 4) + lane / 4 + 8 (q / 2), column 32 (w / 4) + 8 j + 2 (lane % 4) + q % 2 (mma_tile_row/col). */
+ * 16 (w % 4) + lane / 4 + 8 (q / 2), column 32 (w / 4) + 8 j + 2 (lane % 4) + q % 2 (mma_tile_row/col).
+ * The tensor cores' own sums truncate (round toward zero), a bias that grows with the length of a chain: so the
+ * step's products are summed from zero, hi*hi apart from the correction terms, and added to acc in float (to
+ * nearest) once per step. */
 __device__ __forceinline__ void mma_tile_accumulate(const mma_tile_smem &s, float (&acc)[4][4]) {
     const int lane = threadIdx.x % 32, w = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;
     const int m0 = 16 * (w % 4) + gid, n0 = 32 * (w / 4) + gid;
+    float main[4][4] = {{0}}, corr[4][4] = {{0}};
 #pragma unroll
     for (int ks = 0; ks < MMA_BK; ks += 8) {
         uint32_t ah[4], al[4];
@@ -70,11 +74,15 @@ __device__ __forceinline__ void mma_tile_accumulate(const mma_tile_smem &s, floa
                 const int k = ks + tig + 4 * q, n = n0 + 8 * j;
                 bh[q] = __float_as_uint(s.Bh[k][n]), bl[q] = __float_as_uint(s.Bl[k][n]);
             }
-            mma_m16n8k8(acc[j], al, bh); /* the small terms first */
-            mma_m16n8k8(acc[j], ah, bl);
-            mma_m16n8k8(acc[j], ah, bh);
+            mma_m16n8k8(corr[j], al, bh);
+            mma_m16n8k8(corr[j], ah, bl);
+            mma_m16n8k8(main[j], ah, bh);
         }
     }
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) acc[j][q] += main[j][q] + corr[j][q];
 }
 #endif
 

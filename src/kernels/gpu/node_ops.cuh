@@ -120,12 +120,33 @@ struct lin_gemm {
     int mma;                    /* float: the split-TF32 tensor-core tile (lin_gemm_tf32) */
 };
 
-/* Element (r, k) of segment s's A (0 outside), and (k, n) of its B = pw W (BT false: W[k*ld + n]; true: W[n*ld + k]) */
+/* A tile's rows as a thread loads them: with 256 threads and k-steps of 16, thread x loads column x % 16 of rows
+ * r0 + x / 16 + 16 j, j < 4, at every step; their offsets (node * lda + m, -1 beyond the rows) and components
+ * m = r % d are found once per tile, not per element (64-bit divisions cost more than the products). */
+struct lin_tile_rows {
+    int64_t base[4];
+    int m[4];
+};
+
 template <class T>
-__device__ __forceinline__ T lin_gemm_a(const lin_gemm<T> &g, int s, int64_t r, int64_t rows, int k) {
-    if (r >= rows || k >= g.K[s]) return (T)0;
-    const T v = g.A[(r / g.d) * g.lda + g.a_off[s] + (int64_t)k * g.d + r % g.d];
-    return g.diag[s] ? v * g.diag[s][r % g.d] : v;
+__device__ __forceinline__ lin_tile_rows lin_gemm_rows(const lin_gemm<T> &g, int64_t r0, int64_t rows) {
+    lin_tile_rows tr;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int64_t r = r0 + threadIdx.x / 16 + 16 * j, node = r / g.d;
+        tr.m[j] = (int)(r - node * g.d);
+        tr.base[j] = r < rows ? node * g.lda + tr.m[j] : -1;
+    }
+    return tr;
+}
+
+/* Element (row j of the thread, k) of segment s's A (0 outside), and (k, n) of its B = pw W (BT false:
+ * W[k*ld + n]; true: W[n*ld + k]) */
+template <class T>
+__device__ __forceinline__ T lin_gemm_a(const lin_gemm<T> &g, int s, const lin_tile_rows &tr, int j, int k) {
+    if (tr.base[j] < 0 || k >= g.K[s]) return (T)0;
+    const T v = g.A[tr.base[j] + g.a_off[s] + (int64_t)k * g.d];
+    return g.diag[s] ? v * g.diag[s][tr.m[j]] : v;
 }
 template <class T, bool BT>
 __device__ __forceinline__ T lin_gemm_b(const lin_gemm<T> &g, int s, const T *W, int k, int n) {
@@ -145,7 +166,7 @@ __device__ __forceinline__ void lin_gemm_put(const lin_gemm<T> &g, int64_t r, in
     if (r >= rows || n >= g.N) return;
     const int64_t node = r / g.d;
     if (g.species && g.species[node] != sp) return;
-    const int64_t col = g.c_off + (int64_t)n * g.d + r % g.d;
+    const int64_t col = g.c_off + (int64_t)n * g.d + (r - node * g.d);
     T *c = g.C + node * g.ldc + col;
     if (BT) {
         *c = (T)((g.accumulate ? (double)*c : 0.0) + g.alpha * acc);
@@ -156,22 +177,35 @@ __device__ __forceinline__ void lin_gemm_put(const lin_gemm<T> &g, int64_t r, in
     }
 }
 
+/* Loads k-step k0 of segment s into the tile's shared memory: put_a(k, m, value) for the 64 x 16 A, put_b(k, n, value)
+ * for the 16 x 64 B (256 threads; GEMM_BK = MMA_BK = 16) */
+template <class T, bool BT, class PA, class PB>
+__device__ __forceinline__ void lin_gemm_load(const lin_gemm<T> &g, int s, const T *W, const lin_tile_rows &tr, int k0,
+                                              int n0, PA put_a, PB put_b) {
+    const int kk = threadIdx.x % 16;
+#pragma unroll
+    for (int j = 0; j < 4; j++) put_a(kk, threadIdx.x / 16 + 16 * j, lin_gemm_a(g, s, tr, j, k0 + kk));
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int q = threadIdx.x + 256 * j;
+        const int bk = BT ? q % 16 : q / GEMM_BN, bn = BT ? q / 16 : q % GEMM_BN;
+        put_b(bk, bn, lin_gemm_b<T, BT>(g, s, W, k0 + bk, n0 + bn));
+    }
+}
+
 /* One 64 x 64 output tile over every segment (SIMT, gemm_tile_fma); with per-species weights, those of species sp,
  * and only the rows of species sp are written. */
 template <class T, bool BT>
 __device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, T (&As)[GEMM_BK][GEMM_BM + 1],
                                               T (&Bs)[GEMM_BK][GEMM_BN + 1], int tx, int ty, int64_t r0, int64_t rows,
                                               int n0, int sp) {
+    const lin_tile_rows tr = lin_gemm_rows(g, r0, rows);
     T acc[4][4] = {{0}};
     for (int s = 0; s < g.n_segs; s++) {
         const T *W = lin_gemm_w(g, s, sp);
         for (int k0 = 0; k0 < g.K[s]; k0 += GEMM_BK) {
-            for (int q = threadIdx.x; q < GEMM_BM * GEMM_BK; q += 256)
-                As[q % GEMM_BK][q / GEMM_BK] = lin_gemm_a(g, s, r0 + q / GEMM_BK, rows, k0 + q % GEMM_BK);
-            for (int q = threadIdx.x; q < GEMM_BK * GEMM_BN; q += 256) {
-                const int kk = BT ? q % GEMM_BK : q / GEMM_BN, nn = BT ? q / GEMM_BK : q % GEMM_BN;
-                Bs[kk][nn] = lin_gemm_b<T, BT>(g, s, W, k0 + kk, n0 + nn);
-            }
+            lin_gemm_load<T, BT>(
+                g, s, W, tr, k0, n0, [&](int k, int m, T v) { As[k][m] = v; }, [&](int k, int n, T v) { Bs[k][n] = v; });
             __syncthreads();
             gemm_tile_fma(As, Bs, acc, tx, ty);
             __syncthreads();
@@ -186,17 +220,14 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, T (&As)[GEMM
 template <bool BT>
 __device__ __forceinline__ void lin_gemm_tile_mma(const lin_gemm<float> &g, mma_tile_smem &sm, int64_t r0,
                                                   int64_t rows, int n0, int sp) {
+    const lin_tile_rows tr = lin_gemm_rows(g, r0, rows);
     float acc[4][4] = {{0}};
     for (int s = 0; s < g.n_segs; s++) {
         const float *W = lin_gemm_w(g, s, sp);
         for (int k0 = 0; k0 < g.K[s]; k0 += MMA_BK) {
-            for (int q = threadIdx.x; q < GEMM_BM * MMA_BK; q += 256)
-                mma_put_split(sm.Ah, sm.Al, q % MMA_BK, q / MMA_BK,
-                              lin_gemm_a(g, s, r0 + q / MMA_BK, rows, k0 + q % MMA_BK));
-            for (int q = threadIdx.x; q < MMA_BK * GEMM_BN; q += 256) {
-                const int kk = BT ? q % MMA_BK : q / GEMM_BN, nn = BT ? q / MMA_BK : q % GEMM_BN;
-                mma_put_split(sm.Bh, sm.Bl, kk, nn, lin_gemm_b<float, BT>(g, s, W, k0 + kk, n0 + nn));
-            }
+            lin_gemm_load<float, BT>(
+                g, s, W, tr, k0, n0, [&](int k, int m, float v) { mma_put_split(sm.Ah, sm.Al, k, m, v); },
+                [&](int k, int n, float v) { mma_put_split(sm.Bh, sm.Bl, k, n, v); });
             __syncthreads();
             mma_tile_accumulate(sm, acc);
             __syncthreads();
