@@ -123,24 +123,11 @@ static int radial_table_backward(const radial_table &s, const cgq_fcnet &fc, con
                                  int64_t e0, int64_t ne, const T *gw, T *ga, double *gr, cgq_blas blas) {
     if (ne == 0) return 0;
     const int W = s.width, wn = fc.h[fc.n_layers];
-    const unsigned tail_blocks = (unsigned)((ne * CGQ_WARP + 255) / 256);
-#if !defined(__HIPCC__)
-    if (s.w_split && sizeof(T) == sizeof(float)) { /* on the tensor cores, as the forward: split TF32 (mma_tf32.cuh) */
-        lin_gemm<float> lg{};
-        lg.n_nodes = ne, lg.d = 1, lg.A = reinterpret_cast<const float *>(gw), lg.lda = wn;
-        lg.C = reinterpret_cast<float *>(ga), lg.ldc = W, lg.N = W, lg.alpha = s.alpha, lg.mma = 1;
-        lg.W = reinterpret_cast<const float *>(W_last), lg.n_segs = 1, lg.K[0] = wn, lg.ld[0] = wn, lg.pw[0] = 1.0;
-        k_lin_gemm<float, true><<<dim3((unsigned)((ne + GEMM_BM - 1) / GEMM_BM), (unsigned)((W + GEMM_BN - 1) / GEMM_BN)),
-                                  256>>>(lg);
-        k_radial_table_bwd<T><<<tail_blocks, 256>>>(s, r, e0, ne, ga, gr);
-        return 0;
-    }
-#endif
     gemm_args<T> g = {};
     g.M = ne, g.N = W, g.K = wn;
     g.A = gw, g.lda = wn, g.B = W_last, g.ldb = wn, g.C = ga, g.ldc = W, g.alpha = (T)s.alpha;
     const int err = gemm_launch<T, GEMM_STORE, true>(g, blas, 0);
-    k_radial_table_bwd<T><<<tail_blocks, 256>>>(s, r, e0, ne, ga, gr);
+    k_radial_table_bwd<T><<<(unsigned)((ne * CGQ_WARP + 255) / 256), 256>>>(s, r, e0, ne, ga, gr);
     return err;
 }
 
