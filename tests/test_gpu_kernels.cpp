@@ -125,8 +125,8 @@ TEST_P(GpuKernels, SkipTensorProductMatchesCpu) {
     });
 }
 
-// The node linears as GEMM tiles (k_lin_gemm; float: split TF32 on the tensor cores), forward and transpose, on 301
-// random rows: partial 64-row tiles for every 2l+1.
+// The node linears as GEMM tiles (k_lin_gemm), forward and transpose, on 301 random rows: partial 64-row tiles for
+// every 2l+1.
 TEST_P(GpuKernels, NodeLinearMatchesCpu) {
     const int L = m->nequip ? m->nequip->n_layers : m->n_layers, n_which = m->nequip ? 2 : 3;
     for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {

@@ -35,7 +35,6 @@ extern "C" {
 #include "kernels/gpu/conv.cuh"
 #include "kernels/gpu/gemm.cuh"
 #include "kernels/gpu/graph_build.cuh"
-#include "kernels/gpu/mma_tf32.cuh"
 #include "kernels/gpu/node_ops.cuh"
 #include "kernels/gpu/radial_spline.cuh"
 #include "kernels/gpu/symcon.cuh"

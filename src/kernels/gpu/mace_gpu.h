@@ -38,8 +38,8 @@ cgq_status cgq_gpu_skip_tp(cgq_gpu *gpu, int layer, int64_t n, const int32_t *sp
                            const double *gout, double *out, double *gx);
 
 /* Kernel test entry: a layer's node linear `which` (MACE: 0 linear_up, 1 linear, 2 product_linear; NequIP: 0 linear_1,
- * 1 linear_2) on n rows as the GPU's GEMM tiles run it in the evaluator's precision (float: split TF32 on the tensor
- * cores unless CGQ_GPU_NO_TF32): y = linear(x) [n][out.dim] and gx = linear^T(gy) [n][in.dim].
+ * 1 linear_2) on n rows as the GPU's GEMM tiles run it in the evaluator's precision: y = linear(x) [n][out.dim] and
+ * gx = linear^T(gy) [n][in.dim].
  * CGQ_STATUS_INVALID_ARGUMENT where that linear does not run as GEMM tiles. */
 cgq_status cgq_gpu_linear(cgq_gpu *gpu, int layer, int which, int64_t n, const double *x, const double *gy, double *y,
                           double *gx);

@@ -117,127 +117,65 @@ struct lin_gemm {
     const int32_t *species;
     int64_t w_species[LG_MAX_SEGS];
     const T *diag[LG_MAX_SEGS]; /* or per row r: A(r, k) *= diag[r % d] (the skip's diagonal couplings) */
-    int mma;                    /* float: the split-TF32 tensor-core tile (lin_gemm_tf32) */
 };
 
-/* A tile's rows as a thread loads them: with 256 threads and k-steps of 16, thread x loads column x % 16 of rows
- * r0 + x / 16 + 16 j, j < 4, at every step; their offsets (node * lda + m, -1 beyond the rows) and components
- * m = r % d are found once per tile, not per element (64-bit divisions cost more than the products). */
-struct lin_tile_rows {
-    int64_t base[4];
-    int m[4];
-};
-
-template <class T>
-__device__ __forceinline__ lin_tile_rows lin_gemm_rows(const lin_gemm<T> &g, int64_t r0, int64_t rows) {
-    lin_tile_rows tr;
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const int64_t r = r0 + threadIdx.x / 16 + 16 * j, node = r / g.d;
-        tr.m[j] = (int)(r - node * g.d);
-        tr.base[j] = r < rows ? node * g.lda + tr.m[j] : -1;
-    }
-    return tr;
-}
-
-/* Element (row j of the thread, k) of segment s's A (0 outside), and (k, n) of its B = pw W (BT false:
- * W[k*ld + n]; true: W[n*ld + k]) */
-template <class T>
-__device__ __forceinline__ T lin_gemm_a(const lin_gemm<T> &g, int s, const lin_tile_rows &tr, int j, int k) {
-    if (tr.base[j] < 0 || k >= g.K[s]) return (T)0;
-    const T v = g.A[tr.base[j] + g.a_off[s] + (int64_t)k * g.d];
-    return g.diag[s] ? v * g.diag[s][tr.m[j]] : v;
-}
-template <class T, bool BT>
-__device__ __forceinline__ T lin_gemm_b(const lin_gemm<T> &g, int s, const T *W, int k, int n) {
-    if (k >= g.K[s] || n >= g.N) return (T)0;
-    return (T)g.pw[s] * (BT ? W[(int64_t)n * g.ld[s] + k] : W[(int64_t)k * g.ld[s] + n]);
-}
-
-/* segment s's weights (of species sp with per-species weights) */
-template <class T>
-__device__ __forceinline__ const T *lin_gemm_w(const lin_gemm<T> &g, int s, int sp) {
-    return g.W + g.w_off[s] + (g.species ? sp * g.w_species[s] : 0);
-}
-
-/* Output (r, n) of the tile: written when in range and, with per-species weights, of species sp */
-template <class T, bool BT, class Acc>
-__device__ __forceinline__ void lin_gemm_put(const lin_gemm<T> &g, int64_t r, int64_t rows, int n, int sp, Acc acc) {
-    if (r >= rows || n >= g.N) return;
-    const int64_t node = r / g.d;
-    if (g.species && g.species[node] != sp) return;
-    const int64_t col = g.c_off + (int64_t)n * g.d + (r - node * g.d);
-    T *c = g.C + node * g.ldc + col;
-    if (BT) {
-        *c = (T)((g.accumulate ? (double)*c : 0.0) + g.alpha * acc);
-    } else {
-        T v = (T)(g.alpha * acc);
-        if (g.add) v += g.add[node * g.ldadd + col];
-        *c = v;
-    }
-}
-
-/* Loads k-step k0 of segment s into the tile's shared memory: put_a(k, m, value) for the 64 x 16 A, put_b(k, n, value)
- * for the 16 x 64 B (256 threads; GEMM_BK = MMA_BK = 16) */
-template <class T, bool BT, class PA, class PB>
-__device__ __forceinline__ void lin_gemm_load(const lin_gemm<T> &g, int s, const T *W, const lin_tile_rows &tr, int k0,
-                                              int n0, PA put_a, PB put_b) {
-    const int kk = threadIdx.x % 16;
-#pragma unroll
-    for (int j = 0; j < 4; j++) put_a(kk, threadIdx.x / 16 + 16 * j, lin_gemm_a(g, s, tr, j, k0 + kk));
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const int q = threadIdx.x + 256 * j;
-        const int bk = BT ? q % 16 : q / GEMM_BN, bn = BT ? q / 16 : q % GEMM_BN;
-        put_b(bk, bn, lin_gemm_b<T, BT>(g, s, W, k0 + bk, n0 + bn));
-    }
-}
-
-/* One 64 x 64 output tile over every segment (SIMT, gemm_tile_fma); with per-species weights, those of species sp,
- * and only the rows of species sp are written. */
+/* One 64 x 64 output tile over every segment; with per-species weights, those of species sp, and only the rows of
+ * species sp are written. */
 template <class T, bool BT>
 __device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, T (&As)[GEMM_BK][GEMM_BM + 1],
                                               T (&Bs)[GEMM_BK][GEMM_BN + 1], int tx, int ty, int64_t r0, int64_t rows,
                                               int n0, int sp) {
-    const lin_tile_rows tr = lin_gemm_rows(g, r0, rows);
     T acc[4][4] = {{0}};
     for (int s = 0; s < g.n_segs; s++) {
-        const T *W = lin_gemm_w(g, s, sp);
+        const T pw = (T)g.pw[s];
+        const T *W = g.W + g.w_off[s] + (g.species ? sp * g.w_species[s] : 0);
         for (int k0 = 0; k0 < g.K[s]; k0 += GEMM_BK) {
-            lin_gemm_load<T, BT>(
-                g, s, W, tr, k0, n0, [&](int k, int m, T v) { As[k][m] = v; }, [&](int k, int n, T v) { Bs[k][n] = v; });
+            for (int q = threadIdx.x; q < GEMM_BM * GEMM_BK; q += 256) {
+                const int mm = q / GEMM_BK, kk = q % GEMM_BK;
+                const int64_t r = r0 + mm;
+                const int k = k0 + kk;
+                T v = 0;
+                if (r < rows && k < g.K[s]) {
+                    v = g.A[(r / g.d) * g.lda + g.a_off[s] + (int64_t)k * g.d + r % g.d];
+                    if (g.diag[s]) v *= g.diag[s][r % g.d];
+                }
+                As[kk][mm] = v;
+            }
+            for (int q = threadIdx.x; q < GEMM_BK * GEMM_BN; q += 256) {
+                int kk, nn;
+                if (BT) nn = q / GEMM_BK, kk = q % GEMM_BK;
+                else kk = q / GEMM_BN, nn = q % GEMM_BN;
+                const int k = k0 + kk, n = n0 + nn;
+                T v = 0;
+                if (k < g.K[s] && n < g.N) v = pw * (BT ? W[(int64_t)n * g.ld[s] + k] : W[(int64_t)k * g.ld[s] + n]);
+                Bs[kk][nn] = v;
+            }
             __syncthreads();
             gemm_tile_fma(As, Bs, acc, tx, ty);
             __syncthreads();
         }
     }
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) lin_gemm_put<T, BT>(g, r0 + ty + 16 * i, rows, n0 + tx + 16 * j, sp, acc[i][j]);
-}
-
-#if defined(CGQ_MMA_TF32)
-/* The same tile in float on the tensor cores (mma_tf32.cuh): operands split as they are stored */
-template <bool BT>
-__device__ __forceinline__ void lin_gemm_tile_mma(const lin_gemm<float> &g, mma_tile_smem &sm, int64_t r0,
-                                                  int64_t rows, int n0, int sp) {
-    const lin_tile_rows tr = lin_gemm_rows(g, r0, rows);
-    float acc[4][4] = {{0}};
-    for (int s = 0; s < g.n_segs; s++) {
-        const float *W = lin_gemm_w(g, s, sp);
-        for (int k0 = 0; k0 < g.K[s]; k0 += MMA_BK) {
-            lin_gemm_load<float, BT>(
-                g, s, W, tr, k0, n0, [&](int k, int m, float v) { mma_put_split(sm.Ah, sm.Al, k, m, v); },
-                [&](int k, int n, float v) { mma_put_split(sm.Bh, sm.Bl, k, n, v); });
-            __syncthreads();
-            mma_tile_accumulate(sm, acc);
-            __syncthreads();
+    for (int i = 0; i < 4; i++) {
+        const int64_t r = r0 + ty + 16 * i;
+        if (r >= rows) continue;
+        const int64_t node = r / g.d;
+        if (g.species && g.species[node] != sp) continue;
+        const int m = (int)(r % g.d);
+        for (int j = 0; j < 4; j++) {
+            const int n = n0 + tx + 16 * j;
+            if (n >= g.N) continue;
+            const int64_t col = g.c_off + (int64_t)n * g.d + m;
+            T *c = g.C + node * g.ldc + col;
+            if (BT) {
+                *c = (T)((g.accumulate ? (double)*c : 0.0) + g.alpha * acc[i][j]);
+            } else {
+                T v = (T)(g.alpha * acc[i][j]);
+                if (g.add) v += g.add[node * g.ldadd + col];
+                *c = v;
+            }
         }
     }
-    for (int j = 0; j < 4; j++)
-        for (int q = 0; q < 4; q++)
-            lin_gemm_put<float, BT>(g, r0 + mma_tile_row(q), rows, n0 + mma_tile_col(j, q), sp, acc[j][q]);
 }
-#endif
 
 /* The smallest species above `above` among the nodes of rows [r0, r0 + GEMM_BM), or INT_MAX (block-uniform). */
 __device__ inline int lin_gemm_next_species(const int32_t *species, int64_t r0, int64_t rows, int d, int above) {
@@ -254,39 +192,19 @@ __device__ inline int lin_gemm_next_species(const int32_t *species, int64_t r0, 
 }
 
 /* BT false: B(k, n) = pw W[w_off + k*ld + n] (forward); true: B(k, n) = pw W[w_off + n*ld + k] (transpose).
- * With per-species weights the tile runs once per species among its rows and writes only that species' rows.
- * Float tiles run on the tensor cores where the device pass has them and g.mma is set. */
+ * With per-species weights the tile runs once per species among its rows and writes only that species' rows. */
 template <class T, bool BT>
 __global__ void __launch_bounds__(256) k_lin_gemm(lin_gemm<T> g) {
-    const int64_t rows = g.n_nodes * g.d, r0 = (int64_t)blockIdx.x * GEMM_BM;
-    const int n0 = blockIdx.y * GEMM_BN;
-#if defined(CGQ_MMA_TF32)
-    if constexpr (sizeof(T) == sizeof(float)) {
-        if (g.mma) {
-            __shared__ mma_tile_smem sm;
-            for (int sp = -1;;) {
-                if (g.species && (sp = lin_gemm_next_species(g.species, r0, rows, g.d, sp)) == INT_MAX) break;
-                lin_gemm_tile_mma<BT>(g, sm, r0, rows, n0, sp);
-                if (!g.species) break;
-            }
-            return;
-        }
-    }
-#endif
     __shared__ T As[GEMM_BK][GEMM_BM + 1];
     __shared__ T Bs[GEMM_BK][GEMM_BN + 1];
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int64_t rows = g.n_nodes * g.d, r0 = (int64_t)blockIdx.x * GEMM_BM;
+    const int n0 = blockIdx.y * GEMM_BN;
     for (int sp = -1;;) {
         if (g.species && (sp = lin_gemm_next_species(g.species, r0, rows, g.d, sp)) == INT_MAX) break;
         lin_gemm_tile<T, BT>(g, As, Bs, tx, ty, r0, rows, n0, sp);
         if (!g.species) break;
     }
-}
-
-/* The node GEMMs' float tiles on the tensor cores unless CGQ_GPU_NO_TF32 is set (comparisons) */
-static int lin_gemm_tf32() {
-    static const int on = getenv("CGQ_GPU_NO_TF32") == nullptr;
-    return on;
 }
 
 /* A linear with more instructions into one block than a launch holds, or with a bias, takes the
@@ -311,7 +229,6 @@ static void lin_gemm_fwd(const cgq_linear *hl, const T *W, int64_t n_nodes, cons
     for (int j = 0; j < hl->out.n && n_nodes; j++) {
         const cgq_irrep_block &ob = hl->out.b[j];
         lin_gemm<T> g{};
-        g.mma = lin_gemm_tf32();
         g.n_nodes = n_nodes, g.d = 2 * ob.l + 1, g.A = x, g.lda = ldx, g.C = y, g.ldc = ldy, g.c_off = ob.offset;
         g.N = ob.mul, g.alpha = (double)alpha, g.add = add, g.ldadd = ldadd, g.W = W;
         for (int k = 0; k < hl->n_ins; k++) {
@@ -332,7 +249,6 @@ static void lin_gemm_bwd(const cgq_linear *hl, const T *W, int64_t n_nodes, cons
     for (int i = 0; i < hl->in.n && n_nodes; i++) {
         const cgq_irrep_block &ib = hl->in.b[i];
         lin_gemm<T> g{};
-        g.mma = lin_gemm_tf32();
         g.n_nodes = n_nodes, g.d = 2 * ib.l + 1, g.A = gy, g.lda = ldgy, g.C = gx, g.ldc = ldgx, g.c_off = ib.offset;
         g.N = ib.mul, g.alpha = (double)alpha, g.accumulate = accumulate, g.W = W;
         for (int k = 0; k < hl->n_ins; k++) {
@@ -391,7 +307,6 @@ static void skip_gemm_fwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int
     for (int j = 0; j < hl->out.n && n_nodes; j++) {
         const cgq_irrep_block &ob = hl->out.b[j];
         lin_gemm<T> g{};
-        g.mma = lin_gemm_tf32();
         g.n_nodes = n_nodes, g.d = 2 * ob.l + 1, g.A = x, g.lda = ldx, g.C = out, g.ldc = ldo, g.c_off = ob.offset;
         g.N = ob.mul, g.alpha = 1.0, g.W = W, g.species = species;
         for (int k = 0; k < hl->n_ins; k++) {
@@ -414,7 +329,6 @@ static void skip_gemm_bwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int
     for (int i = 0; i < hl->in1.n && n_nodes; i++) {
         const cgq_irrep_block &ib = hl->in1.b[i];
         lin_gemm<T> g{};
-        g.mma = lin_gemm_tf32();
         g.n_nodes = n_nodes, g.d = 2 * ib.l + 1, g.A = gout, g.lda = ldg, g.C = gx1, g.ldc = ldgx, g.c_off = ib.offset;
         g.N = ib.mul, g.alpha = 1.0, g.W = W, g.species = species;
         for (int k = 0; k < hl->n_ins; k++) {

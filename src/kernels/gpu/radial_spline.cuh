@@ -40,6 +40,17 @@ __device__ __forceinline__ int hermite_weights(const radial_table &s, double r, 
     return k;
 }
 
+/* x rounded to TF32 (10 mantissa bits, to nearest): exactly what the tensor cores read (host: the split weights) */
+__host__ __device__ inline float tf32_round(float x) {
+    union {
+        float f;
+        uint32_t u;
+    } v;
+    v.f = x;
+    v.u = (v.u + 0x1000u) & 0xffffe000u;
+    return v.f;
+}
+
 /* a of edges e0 .. e0 + ne (distances r): rows of width W, or with split rows [a_hi a_hi a_lo] of 3 W */
 template <class T, bool SPLIT>
 __global__ void k_radial_table_fwd(radial_table s, const double *r, int64_t e0, int64_t ne, T *a) {
