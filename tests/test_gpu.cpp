@@ -59,7 +59,7 @@ TEST_P(Gpu, MatchesCpuReferenceAndIsDeterministic) {
     if (!gpu) GTEST_SKIP() << "no GPU backend: " << cgq_last_error();
     cgq_evaluator *cpu = make(model.m, CGQ_DEVICE_CPU);
     ASSERT_NE(cpu, nullptr);
-    const unsigned seed = std::random_device{}();
+    const unsigned seed = test_seed();
     for_each_structure(GetParam(), seed, [&](const Case &c, const std::vector<double> &pos, const char *label) {
         Eval a = evaluate(cpu, c, pos), b = evaluate(gpu, c, pos);
         ASSERT_EQ(a.status, CGQ_STATUS_OK) << cgq_last_error();
@@ -99,7 +99,7 @@ TEST_P(Gpu, Float32WithinTolerancesAndDeterministic) {
     EXPECT_NE(std::string(cgq_evaluator_backend(gpu)).find("float32"), std::string::npos);
     cgq_evaluator *cpu = make(model.m, CGQ_DEVICE_CPU);
     ASSERT_NE(cpu, nullptr);
-    const unsigned seed = std::random_device{}();
+    const unsigned seed = test_seed();
     for_each_structure(GetParam(), seed, [&](const Case &c, const std::vector<double> &pos, const char *label) {
         Eval a = evaluate(cpu, c, pos), b = evaluate(gpu, c, pos);
         ASSERT_EQ(a.status, CGQ_STATUS_OK) << cgq_last_error();
@@ -132,7 +132,7 @@ TEST_P(Gpu, PairsOnDeviceMatchCpuAndAreDeterministic) {
     if (!cgq_gpu_count()) GTEST_SKIP() << "no GPU";
     cgq_evaluator *cpu = make(model.m, CGQ_DEVICE_CPU);
     ASSERT_NE(cpu, nullptr);
-    const unsigned seed = std::random_device{}();
+    const unsigned seed = test_seed();
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<double> move(-0.28, 0.28);
     for (cgq_precision prec : {CGQ_PRECISION_FP64, CGQ_PRECISION_FP32}) {

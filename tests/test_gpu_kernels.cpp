@@ -24,7 +24,7 @@ namespace {
 // seed for both.
 template <class F>
 void for_each_precision(const cgq_model *m, F fn) {
-    const unsigned seed = std::random_device{}();
+    const unsigned seed = test_seed();
     std::mt19937_64 rng(seed);
     for (int fp32 = 0; fp32 < 2; fp32++) {
         cgq_gpu *g = nullptr;

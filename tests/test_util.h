@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <cstdio>
 #include <dirent.h>
+#include <random>
 #include <sys/wait.h>
 #include <string>
 #include <vector>
@@ -20,6 +22,12 @@ extern "C" {
 }
 
 namespace cgqtest {
+
+// A fresh seed for a randomized test (print it), or the one in CGQ_TEST_SEED to repeat a printed failure.
+inline unsigned test_seed() {
+    if (const char *s = std::getenv("CGQ_TEST_SEED")) return (unsigned)std::strtoul(s, nullptr, 10);
+    return std::random_device{}();
+}
 
 // One reference structure stored by the exporter under /selftest/<name>.
 struct Case {

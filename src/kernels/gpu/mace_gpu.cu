@@ -379,6 +379,10 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     sp->threads = CGQ_WARP;
     while (sp->threads < C) sp->threads *= 2;
     /* checked for double operands, the larger */
+    std::vector<int> cd = cd_map(ly);
+    int *dcd = cd.data();
+    CGQ_TRY(upload(g, &dcd, cd.size()));
+    sp->cd_of = dcd;
     sp->ok = a.n_mono > 0 && sp->threads <= 1024 && symcon_bwd_smem(D, sp->threads, sizeof(double)) <= g->smem_optin;
     return CGQ_STATUS_OK;
 }
@@ -1537,7 +1541,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         if (!ly->residual)
             skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, Mlin, dTt, Apre, dTt);
         else CGQ_CHECK_GPU(cudaMemcpyAsync(Apre, Mlin, sizeof(T) * N * dTt, cudaMemcpyDeviceToDevice));
-        k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(dly, N, Apre, dTt, A, CD, 1);
+        k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(g->symcon[t].cd_of, dTt, N, Apre, dTt, A, CD, 1);
         prof.mark("node_fwd");
         const symcon_plan &sp = g->symcon[t];
         symcon_forward<T>(sp, N, c.species, A, CD, B, dB);
@@ -1584,7 +1588,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             symcon_backward<T>(sp, N, c.species, A, ly->channels * ly->coupling_dim, gBn, maxb, gAn, maxcd);
             prof.mark("symcon_bwd");
             T *gApre = node_tmp, *gMl = node_tmp + N * dTt;
-            k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(dly, N, gAn, maxcd, gApre, dTt, 0);
+            k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(g->symcon[t].cd_of, dTt, N, gAn, maxcd, gApre, dTt, 0);
             if (!ly->residual) skip_gemm_bwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, gApre, dTt, gMl, dTt);
             T *gsrc = ly->residual ? gApre : gMl;
             if (ly->density)

@@ -343,23 +343,32 @@ static void skip_gemm_bwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int
     }
 }
 
-/* MACE's reshape of the target irreps [blocks][C][2l+1] <-> [C][sum (2l+1)] for the product basis */
+/* MACE's reshape of the target irreps [blocks][C][2l+1] <-> [C][sum (2l+1)] for the product basis: column j of the
+ * first is column cd_of[j] of the second (cd_map), a gather, not a search of the blocks per element */
 template <class T>
-__global__ void k_reshape_cd(const cgq_mace_layer *ly, int64_t n_nodes, const T *src, int64_t lds, T *dst, int64_t ldd,
+__global__ void k_reshape_cd(const int *cd_of, int dT, int64_t n_nodes, const T *src, int64_t lds, T *dst, int64_t ldd,
                              int to_cd) {
-    const int dT = ly->target.dim, D = ly->coupling_dim;
     const int64_t total = n_nodes * dT;
     for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
         const int64_t n = q / dT;
-        const int j = (int)(q % dT);
-        int ch, mm;
-        const int k = irreps_locate(&ly->target, j, &ch, &mm);
-        int doff = 0;
-        for (int b = 0; b < k; b++) doff += 2 * ly->target.b[b].l + 1;
-        const int jc = ch * D + doff + mm;
+        const int j = (int)(q - n * dT), jc = cd_of[j];
         if (to_cd) dst[n * ldd + jc] = src[n * lds + j];
         else dst[n * ldd + j] = src[n * lds + jc];
     }
+}
+
+/* cd_of of k_reshape_cd for a layer's target irreps: j = offset_b + ch (2l+1) + mm -> ch D + sum_{b' < b} (2l_b'+1) + mm */
+static std::vector<int> cd_map(const cgq_mace_layer *ly) {
+    std::vector<int> cd((size_t)ly->target.dim);
+    int doff = 0;
+    for (int b = 0; b < ly->target.n; b++) {
+        const cgq_irrep_block &tb = ly->target.b[b];
+        const int d = 2 * tb.l + 1;
+        for (int ch = 0; ch < tb.mul; ch++)
+            for (int mm = 0; mm < d; mm++) cd[(size_t)tb.offset + ch * d + mm] = ch * ly->coupling_dim + doff + mm;
+        doff += d;
+    }
+    return cd;
 }
 
 /* dst = (D) src, elementwise (precision changes at the edges of the working-precision region) */

@@ -111,6 +111,7 @@ struct symcon_plan {
     symcon_args args;
     double *coef;  /* device [elements][n_mono][C], fp64 evaluators */
     float *coef_f; /* the same in float, fp32 evaluators */
+    int *cd_of;    /* device: the reshape of the target irreps into its [C][D] input (k_reshape_cd) */
 };
 
 /* shared memory of the kernels for coupling width D, nt threads and operands of `es` bytes (sums in double) */
