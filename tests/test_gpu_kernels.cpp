@@ -201,7 +201,8 @@ TEST_P(GpuKernels, ConvolutionMatchesCpu) {
     });
 }
 
-// fp32 radial MLPs from their tables (k_radial_table_fwd/bwd and the last layer's GEMM, split TF32 with cuBLAS), MACE
+// fp32 radial MLPs from their tables (k_radial_table_fwd/bwd and the last layer's GEMM: SGEMM, or split TF32 with
+// CGQ_GPU_TF32_SPLIT=1), MACE
 // and NequIP, on 301 random values of the table variable against the float64 MLP: the weights w (from the CPU steps'
 // hidden layer), and dE/dr from random dE/dw against sum_j dE/dw_j dw_j/dr (cgq_radial_hidden's exact derivative).
 TEST_P(GpuKernels, RadialTableMatchesCpu) {

@@ -1,9 +1,12 @@
 /* radial_spline.cuh: the fp32 path's radial MLP from the table of kernels/cpu/radial_spline.h. The hidden layers'
  * output a(r) is interpolated per edge (cubic Hermite in r, one thread per edge and hidden unit) instead of three
- * GEMMs and their activation passes; the last layer w = a W / sqrt(h) stays a GEMM. With cuBLAS that GEMM runs on
- * the tensor cores as three TF32 products, a_hi W_hi + a_hi W_lo + a_lo W_hi (x = x_hi + x_lo, x_hi the TF32
- * rounding of x), one GEMM over [a_hi a_hi a_lo] and [W_hi; W_lo; W_hi]: the dropped a_lo W_lo is 2^-22 of the
- * product, float's rounding, where one TF32 product (2^-11) would miss the fp32 tolerance. The reverse takes
+ * GEMMs and their activation passes; the last layer w = a W / sqrt(h) stays a GEMM (SGEMM). With cuBLAS and
+ * CGQ_GPU_TF32_SPLIT=1 that GEMM runs on the tensor cores as three TF32 products, a_hi W_hi + a_hi W_lo + a_lo W_hi
+ * (x = x_hi + x_lo, x_hi the TF32 rounding of x), one GEMM over [a_hi a_hi a_lo] and [W_hi; W_lo; W_hi]: the
+ * dropped a_lo W_lo is 2^-22 of the product, but the tensor cores' sums truncate (round toward zero) along the
+ * chain of 3 x 64 products, a bias that does not average out: on the fixture nequip_l2_parity_2layer_wide (tiny
+ * cell) the energy missed 1e-6 of its scale (1.8e-6, 1.9e-6) where SGEMM gave 1.5e-7, 5.3e-7 on the same
+ * positions (bench/RESULTS.md, session 10). So SGEMM is the default. The reverse takes
  * dE/da = dE/dw W^T / sqrt(h) (float GEMM) and dE/dr = sum_j dE/da_j da_j/dr from the same table, so the forces are
  * the exact derivative of the interpolated energy. Included by mace_gpu.cu after gemm.cuh. */
 #ifndef CGQ_GPU_RADIAL_SPLINE_CUH
