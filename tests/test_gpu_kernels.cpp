@@ -132,10 +132,11 @@ TEST_P(GpuKernels, NodeLinearMatchesCpu) {
     for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
         for (int t = 0; t < L; t++)
             for (int which = 0; which < n_which; which++) {
-                const cgq_linear *lin = m->nequip ? (which ? &m->nequip->layers[t].linear_2 : &m->nequip->layers[t].linear_1)
-                                                  : (which == 0   ? &m->layers[t].linear_up
-                                                     : which == 1 ? &m->layers[t].linear
-                                                                  : &m->layers[t].product_linear);
+                const cgq_linear *lin = m->nequip
+                                            ? (which ? &m->nequip->layers[t].linear_2 : &m->nequip->layers[t].linear_1)
+                                            : (which == 0   ? &m->layers[t].linear_up
+                                               : which == 1 ? &m->layers[t].linear
+                                                            : &m->layers[t].product_linear);
                 const int64_t n = 301, din = lin->in.dim, dout = lin->out.dim;
                 const std::vector<double> x = uniform(rng, n * din), gy = uniform(rng, n * dout);
                 std::vector<double> y(n * dout, NAN), gx(n * din, NAN);

@@ -1787,8 +1787,8 @@ extern "C" cgq_status cgq_gpu_linear(cgq_gpu *g, int layer, int which, int64_t n
     const void *W = nullptr;
     const cgq_linear *hl = node_linear_of(g, layer, which, &W);
     if (!hl || n <= 0)
-        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_gpu_linear: layer %d has no node linear %d on GEMM tiles "
-                        "(or no nodes)", layer, which);
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT,
+                        "cgq_gpu_linear: layer %d has no node linear %d on GEMM tiles (or no nodes)", layer, which);
     return g->fp32 ? linear_t<float>(hl, static_cast<const float *>(W), n, x, gy, y, gx)
                    : linear_t<double>(hl, static_cast<const double *>(W), n, x, gy, y, gx);
 }

@@ -357,7 +357,8 @@ __global__ void k_reshape_cd(const int *cd_of, int dT, int64_t n_nodes, const T 
     }
 }
 
-/* cd_of of k_reshape_cd for a layer's target irreps: j = offset_b + ch (2l+1) + mm -> ch D + sum_{b' < b} (2l_b'+1) + mm */
+/* cd_of of k_reshape_cd for a layer's target irreps: column offset_b + ch (2l+1) + mm of block b goes to
+ * ch D + (the 2l+1 of the blocks before b) + mm */
 static std::vector<int> cd_map(const cgq_mace_layer *ly) {
     std::vector<int> cd((size_t)ly->target.dim);
     int doff = 0;
