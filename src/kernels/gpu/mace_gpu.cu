@@ -668,7 +668,7 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
 /* fp32: every layer's radial MLP as a table of its hidden output (radial_spline.cuh), when each layer's table
  * meets 1e-8 (values) and 1e-6 (slopes) of its largest magnitude; else none, and the MLP runs per edge. rm[t]: the
  * layers' MLPs (host weights); alpha[t]: their last layers' scale. CGQ_GPU_RADIAL_MLP=1 runs the MLP per edge;
- * CGQ_GPU_TF32_SPLIT=1 keeps the last layer's weights split for the TF32 products (radial_spline.cuh: 1.7 ms faster
+ * CGQ_GPU_TF32_SPLIT=1 keeps the last layer's weights split for the TF32 products (radial_spline.cuh: 1.2 ms faster
  * on MACE-MP-0, off by default since it misses the fp32 energy tolerance on a fixture). */
 static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *rm, const double *alpha) {
     if (getenv("CGQ_GPU_RADIAL_MLP")) return CGQ_STATUS_OK;
