@@ -198,7 +198,6 @@ TEST_F(InputErrors, NegativeThreadCountIsRefused) {
 }
 
 // The command line reports malformed structures and exits non-zero.
-
 TEST_F(Errors, CliMalformedXyz) {
     std::string p = tmp_path("bad.xyz"), out;
     std::ofstream(p) << "3\ncomment\nH 0 0 0\nH 1 x 0\n";
