@@ -246,18 +246,22 @@ CGQ_INTERNAL void mace_reshape_from_cd(const cgq_mace_layer *ly, const double *A
 }
 
 /* ---- forward steps -------------------------------------------------------------------------------- */
-CGQ_INTERNAL void mace_step_edge_geometry(const mace_ctx *c, int64_t e) {
+/* Edge e's spherical harmonics Y (nY), edge features ef (nb) and cutoff; returns its length. */
+CGQ_INTERNAL double mace_edge_geometry(const mace_ctx *c, int64_t e, double *Y, double *ef, double *cut) {
     const cgq_model *m = c->m;
     const double *v = c->vec + 3 * e;
     const double r = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
-    c->r[e] = r;
-    cgq_sh_eval(m->lmax_sh, v, c->Y + e * c->nY, NULL);
+    cgq_sh_eval(m->lmax_sh, v, Y, NULL);
     double B[64];
     const double rb = m->agnesi ? cgq_agnesi(m, c->species[c->sender[e]], c->species[c->erecv[e]], r, NULL) : r;
     cgq_bessel(m, rb, B, NULL);
-    const double cut = cgq_poly_cutoff(m->cutoff_p, m->cutoff_r_max, r, NULL);
-    c->cut[e] = cut;
-    for (int n = 0; n < c->nb; n++) c->ef[e * c->nb + n] = m->apply_cutoff ? B[n] * cut : B[n];
+    *cut = cgq_poly_cutoff(m->cutoff_p, m->cutoff_r_max, r, NULL);
+    for (int n = 0; n < c->nb; n++) ef[n] = m->apply_cutoff ? B[n] * *cut : B[n];
+    return r;
+}
+
+CGQ_INTERNAL void mace_step_edge_geometry(const mace_ctx *c, int64_t e) {
+    c->r[e] = mace_edge_geometry(c, e, c->Y + e * c->nY, c->ef + e * c->nb, c->cut + e);
 }
 
 CGQ_INTERNAL void mace_step_embed(const mace_ctx *c, int64_t i) {

@@ -37,6 +37,7 @@ extern "C" {
 #include "kernels/gpu/graph_build.cuh"
 #include "kernels/gpu/node_ops.cuh"
 #include "kernels/gpu/radial_spline.cuh"
+#include "kernels/gpu/readout.cuh"
 #include "kernels/gpu/symcon.cuh"
 
 #define CGQ_CHECK_GPU(call)                                                                                  \
@@ -97,11 +98,12 @@ struct cgq_gpu {
     cgq_model *dev_model_f = nullptr; /* float: the same with float weight arrays (in the double* fields) */
     cgq_model shadow_f;
     int fp32;
-    void *arena_f = nullptr; /* float: layer arrays, laid out like arena */
+    void *arena_f = nullptr; /* the working precision's arrays (NequIP: laid out like arena; MACE v2: v2_arrays) */
     size_t arena_f_cap = 0;
     conv_plan plans[CGQ_MAX_LAYERS];
     symcon_plan symcon[CGQ_MAX_LAYERS];
     skip_plan skips[CGQ_MAX_LAYERS];
+    readout_plan readouts[CGQ_MAX_LAYERS]; /* MACE v2: the readouts as dense matrices (readout.cuh) */
     radial_table radial[CGQ_MAX_LAYERS]; /* fp32: the radial MLPs as tables (all layers or none) */
     int v2; /* every layer has the forms the v2 kernels cover (else the v1 steps run the model) */
     cgq_blas blas = nullptr; /* the radial MLP's products (gemm.cuh); none in HIP builds */
@@ -145,6 +147,15 @@ static cgq_status upload(cgq_gpu *g, T **field, size_t count) {
     g->model_bytes += sizeof(T) * count;
     CGQ_CHECK_GPU(cudaMemcpy(d, *field, sizeof(T) * count, cudaMemcpyHostToDevice));
     *field = static_cast<T *>(d);
+    return CGQ_STATUS_OK;
+}
+
+/* Copies v to the device (kept with the model's arrays); *dst: its device copy. */
+template <class T>
+static cgq_status upload_vector(cgq_gpu *g, const T **dst, const std::vector<T> &v) {
+    T *p = const_cast<T *>(v.data());
+    CGQ_TRY(upload(g, &p, v.size()));
+    *dst = p;
     return CGQ_STATUS_OK;
 }
 
@@ -775,6 +786,11 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
         if (st == CGQ_STATUS_OK) st = build_skip_plan(g, &m->layers[t].skip_tp, &g->skips[t]);
         g->v2 = g->v2 && g->plans[t].ok && g->symcon[t].ok && g->skips[t].ok;
     }
+    auto up = [g](auto **dst, const auto &v) { return upload_vector(g, dst, v); };
+    for (int r = 0; r < m->n_readouts && st == CGQ_STATUS_OK; r++) {
+        st = build_readout_plan(&m->readouts[r], up, &g->readouts[r]);
+        g->v2 = g->v2 && g->readouts[r].ok;
+    }
     if (st == CGQ_STATUS_OK && g->v2 && !set_smem_limits_all(g)) g->v2 = 0;
     if (getenv("CGQ_GPU_V1")) g->v2 = 0; /* the v1 steps, for comparisons */
     if (st == CGQ_STATUS_OK && fp32 && !g->v2)
@@ -796,9 +812,22 @@ __global__ void k_edge_geometry(mace_ctx c) {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < c.E; e += (int64_t)gridDim.x * blockDim.x)
         mace_step_edge_geometry(&c, e);
 }
-/* The species embedding, one thread per (node, output element): cgq_linear_forward of the one-hot row, with the
- * element's terms added in that function's order (instruction, then input channel), so the bits are its bits. */
-__global__ void k_embed(mace_ctx c) {
+/* v2: the same in the working precision (Y, edge features and cutoff computed in double, then rounded) */
+template <class T>
+__global__ void k_edge_geometry_t(mace_ctx c, T *Y, T *ef, T *cut) {
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < c.E; e += (int64_t)gridDim.x * blockDim.x) {
+        double y[CONV_MAX_Y], f[64], ct;
+        c.r[e] = mace_edge_geometry(&c, e, y, f, &ct);
+        for (int j = 0; j < c.nY; j++) Y[e * c.nY + j] = (T)y[j];
+        for (int n = 0; n < c.nb; n++) ef[e * c.nb + n] = (T)f[n];
+        cut[e] = (T)ct;
+    }
+}
+/* The species embedding into out (NA rows), one thread per (node, output element): cgq_linear_forward of the one-hot
+ * row, with the element's terms added in that function's order (instruction, then input channel), so the bits are its
+ * bits (rounded to T). */
+template <class T>
+__global__ void k_embed(mace_ctx c, T *out) {
     const cgq_linear *lin = &c.m->node_embedding;
     const int dout = lin->out.dim;
     for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < c.NA * dout; q += (int64_t)gridDim.x * blockDim.x) {
@@ -820,7 +849,7 @@ __global__ void k_embed(mace_ctx c) {
                 if (lin->out.b[k].l == 0 && lin->out.b[k].parity == 1) off += lin->out.b[k].mul;
             y += lin->bias[off + w];
         }
-        c.emb[q] = y;
+        out[q] = (T)y;
     }
 }
 __global__ void k_up(mace_ctx c, int t, int64_t n) {
@@ -1149,7 +1178,7 @@ static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     const int T = CGQ_GPU_THREADS;
 
     if (E) k_edge_geometry<<<blocks_for(E), T>>>(c);
-    if (NA) k_embed<<<blocks_for(NA * hm->node_embedding.out.dim), T>>>(c);
+    if (NA) k_embed<double><<<blocks_for(NA * hm->node_embedding.out.dim), T>>>(c, c.emb);
     CGQ_LAUNCH_CHECK();
     for (int t = 0; t < L; t++) {
         const int64_t n_up = t == 0 ? NA : N;
@@ -1363,6 +1392,64 @@ static T *arena_t(cgq_gpu *g, double *q) {
     return sizeof(T) == sizeof(float) ? reinterpret_cast<T *>(g->arena_f) + (q - g->arena) : reinterpret_cast<T *>(q);
 }
 
+/* Where a v2 MACE evaluation keeps its arrays: in T (g->arena_f) the edge inputs, each layer's arrays that the reverse
+ * pass reads (hu and A; rho and Mlin with a density), and one work region for the forward's other node arrays and the
+ * reverse's gradients, which are never alive together; in double (g->arena) what the double steps use. */
+template <class T>
+struct v2_arrays {
+    T *Y, *ef, *cut;                                            /* per edge */
+    T *hu[CGQ_MAX_LAYERS], *A[CGQ_MAX_LAYERS];                  /* kept for the reverse pass */
+    T *rho[CGQ_MAX_LAYERS], *Mlin[CGQ_MAX_LAYERS];              /* kept with a density, else Mlin is work */
+    T *h[2], *sc, *M, *Apre, *B;                                /* forward work: layer t reads h[t % 2] */
+    T *gh, *gh_prev, *gM, *ghu, *gBn, *gAn, *grho, *gApre, *gMl; /* reverse work */
+    double *ro_z[CGQ_MAX_LAYERS], *e_acc, *staging;             /* readout pre-activations; energy sums; exchanges */
+    size_t t_bytes, d_bytes;
+};
+
+/* Carves a's arrays from td (T) and dd (double) into c and a; null bases only count (t_bytes, d_bytes). staging: a
+ * double buffer for the exchanges of float rows. */
+template <class T>
+static void v2_layout(const cgq_model *m, const readout_plan *ro, mace_ctx *c, bool grad, bool staging, char *td, char *dd,
+                      v2_arrays<T> *a) {
+    const int64_t N = c->N, NA = c->NA, E = c->E, g = grad ? 1 : 0;
+    const int L = m->n_layers;
+    int hw = m->node_embedding.out.dim, dsc = 1, dM = 1, dT = 1, dB = 1, dhu = 1, dgh = 1, cd = 1;
+    for (int t = 0; t < L; t++) {
+        const cgq_mace_layer *ly = &m->layers[t];
+        hw = std::max(hw, ly->product_linear.out.dim), dsc = std::max(dsc, ly->skip_tp.out.dim);
+        dM = std::max(dM, ly->conv_tp.out.dim), dT = std::max(dT, ly->target.dim), dB = std::max(dB, ly->product_out.dim);
+        dhu = std::max(dhu, ly->linear_up.out.dim), cd = std::max(cd, ly->channels * ly->coupling_dim);
+        dgh = std::max(dgh, std::max(ly->product_linear.out.dim, mace_layer_in_dim(m, t)));
+    }
+    size_t o = 0;
+    a->Y = carve<T>(td, o, E * c->nY), a->ef = carve<T>(td, o, E * c->nb), a->cut = carve<T>(td, o, E);
+    for (int t = 0; t < L; t++) {
+        const cgq_mace_layer *ly = &m->layers[t];
+        a->hu[t] = carve<T>(td, o, NA * ly->linear_up.out.dim);
+        a->A[t] = carve<T>(td, o, N * ly->channels * ly->coupling_dim);
+        a->rho[t] = ly->density ? carve<T>(td, o, N) : nullptr;
+        a->Mlin[t] = ly->density ? carve<T>(td, o, N * ly->target.dim) : nullptr;
+    }
+    const size_t work = o;
+    a->h[0] = carve<T>(td, o, NA * hw), a->h[1] = carve<T>(td, o, NA * hw), a->sc = carve<T>(td, o, N * dsc);
+    a->M = carve<T>(td, o, N * dM), a->Apre = carve<T>(td, o, N * dT), a->B = carve<T>(td, o, N * dB);
+    T *mlin = carve<T>(td, o, N * dT);
+    for (int t = 0; t < L; t++)
+        if (!m->layers[t].density) a->Mlin[t] = mlin;
+    const size_t fwd_end = o;
+    o = work;
+    a->gh = carve<T>(td, o, g * N * dgh), a->gh_prev = carve<T>(td, o, g * N * dgh), a->gM = carve<T>(td, o, g * N * dM);
+    a->ghu = carve<T>(td, o, g * NA * dhu), a->gBn = carve<T>(td, o, g * N * dB), a->gAn = carve<T>(td, o, g * N * cd);
+    a->grho = carve<T>(td, o, g * N), a->gApre = carve<T>(td, o, g * N * dT), a->gMl = carve<T>(td, o, g * N * dT);
+    a->t_bytes = std::max(o, fwd_end);
+    o = 0;
+    c->r = carve<double>(dd, o, E), c->edge_grad = carve<double>(dd, o, g * 3 * E), c->node_out = carve<double>(dd, o, N);
+    a->e_acc = carve<double>(dd, o, N);
+    for (int r = 0; r < m->n_readouts; r++) a->ro_z[r] = carve<double>(dd, o, N * ro[r].zw);
+    a->staging = carve<double>(dd, o, staging ? NA * dhu : 0);
+    a->d_bytes = o;
+}
+
 /* This step's graph rows on the host (from the caller's graph, or counted on the device from positions and the
  * candidate pairs: pairs_count) and its local nodes, nodes and edges. */
 static cgq_status step_graph(cgq_gpu *g, const cgq_graph *gr, const double *pos, const int64_t **h_row, int64_t *N,
@@ -1416,18 +1503,18 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     const int L = hm->n_layers, want_grad = !gr || edge_grad != nullptr, nb = c.nb, nY = c.nY;
     const bool table = f32 && g->radial[0].n_int > 0; /* the radial MLPs from their tables (radial_spline.cuh) */
     prof.mark("graph_build");
-    const size_t need = mace_layout(&c, nullptr, want_grad, 0, 0);
-    CGQ_TRY(grow((void **)&g->arena, &g->arena_cap, sizeof(double) * (need + 1)));
-    mace_layout(&c, g->arena, want_grad, 0, 0);
-    if (f32) CGQ_TRY(grow(&g->arena_f, &g->arena_f_cap, sizeof(T) * (need + 1)));
-    auto R = [&](double *q) { return arena_t<T>(g, q); };
-    CGQ_TRY(grow((void **)&g->scratch, &g->scratch_cap, sizeof(double) * (c.esz + c.nsz) * scratch_threads(N)));
+    v2_arrays<T> a;
+    const bool staging = f32 && xc;
+    v2_layout<T>(hm, g->readouts, &c, want_grad, staging, nullptr, nullptr, &a);
+    CGQ_TRY(grow(&g->arena_f, &g->arena_f_cap, a.t_bytes + 16));
+    CGQ_TRY(grow((void **)&g->arena, &g->arena_cap, a.d_bytes + 16));
+    v2_layout<T>(hm, g->readouts, &c, want_grad, staging, static_cast<char *>(g->arena_f), reinterpret_cast<char *>(g->arena), &a);
     prof.mark("setup");
     CGQ_TRY(gr ? upload_graph(g, gr, &c) : pairs_fill(g, &c));
     prof.mark("graph_upload");
 
     /* per-edge buffers of one chunk of receivers: MLP outputs and activations (+ their gradients) */
-    int64_t wn = 1, cs = 1, maxw = 1, dhu = 1, dT = 1, dcs = 0;
+    int64_t wn = 1, cs = 1, maxw = 1, dhu = 1, dcs = 0;
     for (int t = 0; t < L; t++) {
         const cgq_mace_layer *ly = &hm->layers[t];
         if (ly->density) {
@@ -1438,7 +1525,6 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         cs = std::max<int64_t>(cs, table ? radial_row_width(g->radial[t]) : cgq_fcnet_cache_size(&ly->radial_mlp));
         maxw = std::max<int64_t>(maxw, mlp_hidden_width(ly->radial_mlp));
         dhu = std::max<int64_t>(dhu, ly->linear_up.out.dim);
-        dT = std::max<int64_t>(dT, ly->target.dim);
     }
     const int64_t dens_per_edge = dcs ? 2 + dcs + nb : 2; /* d, activations, gd, gef of the density MLP */
     const int64_t per_edge = wn + cs + dens_per_edge + (want_grad ? wn + 2 * maxw + nb + dhu : 0);
@@ -1448,14 +1534,10 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     CGQ_TRY(plan_chunks(g, h_row, N, E, sizeof(T), per_edge, &chunks, &chunk_edges, &free_b));
     v2_buffers &b = g->vb;
     /* the buffers are sized in doubles, which also holds them in float */
-    CGQ_TRY(grow_d(&b.edge_in, &b.caps[10], f32 ? (size_t)E * (nY + nb + 1) : 0));
     CGQ_TRY(grow_d(&b.dens, &b.caps[11], (size_t)chunk_edges * (2 + dcs + nb)));
     T *dens_d = reinterpret_cast<T *>(b.dens), *dens_gd = dens_d + chunk_edges;
     T *dens_gef = dens_gd + chunk_edges, *dens_act = dens_gef + chunk_edges * nb;
-    if (want_grad) {
-        CGQ_TRY(grow_reverse_buffers(g, chunk_edges, E, wn, maxw, nb, nY, dhu));
-        CGQ_TRY(grow_d(&b.node_tmp, &b.caps[8], (size_t)2 * N * dT));
-    }
+    if (want_grad) CGQ_TRY(grow_reverse_buffers(g, chunk_edges, E, wn, maxw, nb, nY, dhu));
     mlp_store<T> ms; /* the radial MLP's outputs and activations */
     for (int t = 0; t < L; t++)
         ms.wn[t] = hm->layers[t].conv_tp.weight_numel,
@@ -1464,27 +1546,15 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     T *arows = reinterpret_cast<T *>(b.act);
     T *gw = reinterpret_cast<T *>(b.gw), *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef);
     T *gY = reinterpret_cast<T *>(b.gY), *gcut = reinterpret_cast<T *>(b.gcut), *gx1e = reinterpret_cast<T *>(b.gx1e);
-    T *node_tmp = reinterpret_cast<T *>(b.node_tmp);
-    c.m = g->dev_model; /* the double steps (geometry, embedding, readouts, edge tail) */
+    c.m = g->dev_model; /* the double steps (geometry, embedding, energies, edge tail) */
     const int TH = CGQ_GPU_THREADS;
     prof.mark("buffers");
-    if (E) k_edge_geometry<<<blocks_for(E), TH>>>(c);
-    if (NA) k_embed<<<blocks_for(NA * hm->node_embedding.out.dim), TH>>>(c);
+    if (E) k_edge_geometry_t<T><<<blocks_for(E), TH>>>(c, a.Y, a.ef, a.cut);
+    if (NA) k_embed<T><<<blocks_for(NA * hm->node_embedding.out.dim), TH>>>(c, a.h[0]);
+    if (N) k_energy_start<<<blocks_for(N), TH>>>(c, a.e_acc);
     CGQ_LAUNCH_CHECK();
-    const T *Y = reinterpret_cast<const T *>(c.Y), *ef = reinterpret_cast<const T *>(c.ef);
-    const T *cut = reinterpret_cast<const T *>(c.cut);
-    if (f32 && E) {
-        T *q = reinterpret_cast<T *>(b.edge_in);
-        k_convert<double, T><<<blocks_for(E * nY), TH>>>(E * nY, c.Y, q);
-        k_convert<double, T><<<blocks_for(E * nb), TH>>>(E * nb, c.ef, q + E * nY);
-        k_convert<double, T><<<blocks_for(E), TH>>>(E, c.cut, q + E * (nY + nb));
-        Y = q, ef = q + E * nY, cut = q + E * (nY + nb);
-    }
-    if (f32 && NA) {
-        const int64_t n = NA * hm->node_embedding.out.dim;
-        k_convert<double, T><<<blocks_for(n), TH>>>(n, c.emb, R(c.emb));
-    }
-    CGQ_LAUNCH_CHECK();
+    const T *Y = a.Y, *ef = a.ef, *cut = a.cut;
+    const unsigned ro_blocks = (unsigned)std::min<int64_t>((N + RO_GROUPS - 1) / RO_GROUPS, 65535);
     const T *cut_w = hm->apply_cutoff ? nullptr : cut; /* weights times the cutoff */
     /* the chunk's radial-MLP outputs w, from the table or the MLP */
     auto radial_forward = [&](int t, const edge_chunk &ch) {
@@ -1503,20 +1573,19 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         cgq_mace_layer *dly = &dm->layers[t];
         const cgq_mace_layer *sly = &sm->layers[t]; /* device weights in T */
         const conv_plan &p = g->plans[t];
-        const mace_layer_state &s = c.ls[t];
-        T *hu = R(s.hu), *M = R(s.M), *Mlin = R(s.Mlin), *Apre = R(s.Apre), *A = R(s.A), *B = R(s.B), *sc = R(s.sc);
-        T *h = R(s.h);
+        T *hu = a.hu[t], *M = a.M, *Mlin = a.Mlin[t], *Apre = a.Apre, *A = a.A[t], *B = a.B, *sc = a.sc;
+        T *h = a.h[(t + 1) % 2];
         const int din = mace_layer_in_dim(hm, t), dhu_t = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim;
         const int dTt = ly->target.dim, CD = ly->channels * ly->coupling_dim, dB = ly->product_out.dim;
         const int dH = ly->product_linear.out.dim, dsc = ly->skip_tp.out.dim;
-        const T *hin = t ? R(c.ls[t - 1].h) : R(c.emb);
+        const T *hin = a.h[t % 2]; /* the embedding or layer t - 1's h */
         const T *wskip = reinterpret_cast<const T *>(sly->skip_tp.weight);
         const int64_t n_up = t == 0 ? NA : N;
         node_linear_fwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, n_up, hin, din, hu, dhu_t, (T)1, nullptr, 0);
         if (ly->residual) skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, hin, din, sc, dsc);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
-        if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, hu, s.hu, NA, dhu_t, xc, false));
+        if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, hu, a.staging, NA, dhu_t, xc, false));
         for (const edge_chunk &ch : chunks) {
             CGQ_TRY(radial_forward(t, ch));
             prof.mark("mlp_fwd");
@@ -1529,7 +1598,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
                 CGQ_TRY(mlp_check(mlp_forward<T>(df, reinterpret_cast<T *const *>(df.W), ch.e1 - ch.e0, ef + ch.e0 * nb, nb,
                                                  dens_act, dens_d, 1, g->blas, 0)));
                 k_density_rho<T><<<blocks_for(ch.i1 - ch.i0), TH>>>(ch.i0, ch.i1 - ch.i0, c.row_ptr, dens_d, ch.e0, cut_w,
-                                                                    R(s.rho));
+                                                                    a.rho[t]);
                 CGQ_LAUNCH_CHECK();
                 prof.mark("density");
             }
@@ -1537,7 +1606,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         if (!N) continue;
         node_linear_fwd<T>(&ly->linear, &sly->linear, &dly->linear, N, M, dM, Mlin, dTt,
                            (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), nullptr, 0);
-        if (ly->density) k_density_scale<T><<<blocks_for(N * dTt), TH>>>(N, dTt, R(s.rho), Mlin);
+        if (ly->density) k_density_scale<T><<<blocks_for(N * dTt), TH>>>(N, dTt, a.rho[t], Mlin);
         if (!ly->residual)
             skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, Mlin, dTt, Apre, dTt);
         else CGQ_CHECK_GPU(cudaMemcpyAsync(Apre, Mlin, sizeof(T) * N * dTt, cudaMemcpyDeviceToDevice));
@@ -1548,19 +1617,22 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         prof.mark("symcon");
         node_linear_fwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, B, dB, h, dH, (T)1,
                            (ly->use_sc && ly->residual) ? sc : nullptr, dsc);
-        if (f32) k_convert<T, double><<<blocks_for(N * dH), TH>>>(N * dH, h, s.h); /* the readouts run in double */
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
+        for (int r = 0; r < hm->n_readouts; r++)
+            if (g->readouts[r].layer == t)
+                k_readout_fwd<T><<<ro_blocks, RO_LANES * RO_GROUPS>>>(g->readouts[r], N, h, dH, a.ro_z[r], a.e_acc);
+        CGQ_LAUNCH_CHECK();
+        prof.mark("readout");
     }
-    if (N) k_scratch_step<<<blocks_for(N), TH>>>(c, STEP_ENERGY, 0, N, g->scratch, c.esz + c.nsz);
+    if (N) k_energy_finish<<<blocks_for(N), TH>>>(c, a.e_acc);
     CGQ_LAUNCH_CHECK();
     CGQ_TRY(collect_energy(g, c.node_out, c.N, energy, node_energy));
     prof.mark("energy");
     if (!want_grad) return CGQ_STATUS_OK;
 
     const int maxb = mace_max_product_dim(hm), maxcd = mace_max_coupling_dim(hm);
-    T *gh = R(c.gh), *gh_prev = R(c.gh_prev), *gM = R(c.gM), *ghu = R(c.ghu), *gBn = R(c.gBn), *gAn = R(c.gAn);
-    double *gh_readout = c.gh; /* double rows the readout reverse adds into (f32: added to gh afterwards) */
+    T *gh = a.gh, *gh_prev = a.gh_prev, *gM = a.gM, *ghu = a.ghu, *gBn = a.gBn, *gAn = a.gAn;
     if (E) CGQ_CHECK_GPU(cudaMemset(c.edge_grad, 0, sizeof(double) * 3 * E));
     if (N) CGQ_CHECK_GPU(cudaMemset(gh, 0, sizeof(T) * N * hm->layers[L - 1].product_linear.out.dim));
     for (int t = L - 1; t >= 0; t--) {
@@ -1568,17 +1640,14 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         cgq_mace_layer *dly = &dm->layers[t];
         const cgq_mace_layer *sly = &sm->layers[t]; /* device weights in T */
         const conv_plan &p = g->plans[t];
-        const mace_layer_state &s = c.ls[t];
-        T *hu = R(s.hu), *A = R(s.A);
+        T *hu = a.hu[t], *A = a.A[t];
         const T *wskip = reinterpret_cast<const T *>(sly->skip_tp.weight);
         const int din = mace_layer_in_dim(hm, t), dhu_t = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim;
         const int dTt = ly->target.dim, dH = ly->product_linear.out.dim;
         if (N) {
-            mace_ctx cr = c;
-            if (f32) CGQ_CHECK_GPU(cudaMemsetAsync(gh_readout, 0, sizeof(double) * N * dH));
-            cr.gh = f32 ? gh_readout : reinterpret_cast<double *>(gh);
-            k_scratch_step<<<blocks_for(N), TH>>>(cr, STEP_READOUT_BWD, t, N, g->scratch, c.esz + c.nsz);
-            if (f32) k_add_convert<double, T><<<blocks_for(N * dH), TH>>>(N * dH, gh_readout, gh);
+            for (int r = 0; r < hm->n_readouts; r++)
+                if (g->readouts[r].layer == t)
+                    k_readout_bwd<T><<<ro_blocks, RO_LANES * RO_GROUPS>>>(g->readouts[r], N, a.ro_z[r], hm->scale, gh, dH);
             if (ly->use_sc && ly->residual)
                 skip_gemm_bwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, gh, dH, gh_prev, din);
             else CGQ_CHECK_GPU(cudaMemsetAsync(gh_prev, 0, sizeof(T) * N * din));
@@ -1587,12 +1656,12 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             const symcon_plan &sp = g->symcon[t];
             symcon_backward<T>(sp, N, c.species, A, ly->channels * ly->coupling_dim, gBn, maxb, gAn, maxcd);
             prof.mark("symcon_bwd");
-            T *gApre = node_tmp, *gMl = node_tmp + N * dTt;
+            T *gApre = a.gApre, *gMl = a.gMl;
             k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(g->symcon[t].cd_of, dTt, N, gAn, maxcd, gApre, dTt, 0);
             if (!ly->residual) skip_gemm_bwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, gApre, dTt, gMl, dTt);
             T *gsrc = ly->residual ? gApre : gMl;
             if (ly->density)
-                k_density_scale_bwd<T><<<blocks_for(N), TH>>>(N, dTt, R(s.rho), R(s.Mlin), gsrc, R(c.grho));
+                k_density_scale_bwd<T><<<blocks_for(N), TH>>>(N, dTt, a.rho[t], a.Mlin[t], gsrc, a.grho);
             node_linear_bwd<T>(&ly->linear, &sly->linear, &dly->linear, N, gsrc, dTt, gM, dM,
                                (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), 0);
             CGQ_LAUNCH_CHECK();
@@ -1623,7 +1692,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
                 const cgq_fcnet &df = sm->layers[t].density_fn;
                 T *const *DW = reinterpret_cast<T *const *>(df.W);
                 CGQ_TRY(mlp_check(mlp_forward<T>(df, DW, ne, ef + ch.e0 * nb, nb, dens_act, dens_d, 1, g->blas, 0)));
-                k_density_edge_bwd<T><<<blocks_for(ne), TH>>>(ch.e0, ch.e1, c.erecv, dens_d, R(c.grho), cut_w, dens_gd, gcut);
+                k_density_edge_bwd<T><<<blocks_for(ne), TH>>>(ch.e0, ch.e1, c.erecv, dens_d, a.grho, cut_w, dens_gd, gcut);
                 CGQ_TRY(mlp_check(mlp_backward<T>(df, DW, ne, dens_act, dens_gd, 1, dens_gef, nb, gtmp, g->blas, 0)));
                 k_add_convert<T, T><<<blocks_for(ne * nb), TH>>>(ne * nb, dens_gef, gef);
                 CGQ_LAUNCH_CHECK();
@@ -1639,7 +1708,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             prof.mark("sender_sum");
         }
         if (t == 0) break;
-        CGQ_TRY(finish_sender_grads<T>(g, chunks.empty(), NA, dhu_t, ghu, c.ghu, xc));
+        CGQ_TRY(finish_sender_grads<T>(g, chunks.empty(), NA, dhu_t, ghu, a.staging, xc));
         node_linear_bwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, N, ghu, dhu_t, gh_prev, din, (T)1, 1);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_bwd");

@@ -1,0 +1,224 @@
+/* readout.cuh: MACE's readouts and node energies on the v2 path, in double, one group of 32 threads per node.
+ *
+ * A readout is e3nn linears (only their 0e->0e paths feed scalars) and an activation; at load each linear becomes a
+ * dense matrix, probed from cgq_linear_forward on unit vectors, of which only the rows that feed an output are kept.
+ * Thread j of a node's group computes hidden unit j (and j + 32, ...) with its terms in the reference's order (input
+ * rows in order, the bias last); sums across units run in unit order from shared memory, so every repeat gives the
+ * same bits and no atomics are needed. Each layer's readouts run as soon as the layer's h exists, so h need not be
+ * kept; their pre-activations z are kept (double) for the reverse pass. */
+#ifndef CGQ_GPU_READOUT_CUH
+#define CGQ_GPU_READOUT_CUH
+
+#define RO_LANES 32    /* threads per node */
+#define RO_GROUPS 4    /* nodes per block */
+#define RO_PER_LANE 4  /* hidden units per thread: readouts up to 128 wide */
+#define RO_MAX_HIDDEN (RO_LANES * RO_PER_LANE)
+
+/* One readout of the model as dense matrices on the device. The linear kind is a hidden layer of one unit (the head's
+ * column) without activation, whose output is that unit. */
+struct readout_plan {
+    bool ok = false, linear = false, bias_mid = false;
+    int layer = 0, H = 1, zw = 0, nrows = 0; /* zw: pre-activations kept per node (H, 2H with the middle linear) */
+    int head = 0, per_head = 1, mask = 0;    /* hidden unit j is live when !mask || j / per_head == head */
+    cgq_act act = CGQ_ACT_SILU;
+    double act_cst = 0.0, b2 = 0.0;
+    const int32_t *rows = nullptr;                                        /* device: the h columns read (nrows) */
+    const double *w1 = nullptr, *b1 = nullptr;                           /* device: nrows x H, H */
+    const double *wm = nullptr, *bm = nullptr, *w2 = nullptr;            /* device: H x H, H, H (head column) */
+};
+
+/* Dense form of a linear on the host: y = x D + b, D row-major din x dout (the paths' pw * W, exact products). */
+static void dense_linear(const cgq_linear *lin, std::vector<double> *D, std::vector<double> *b) {
+    const int din = lin->in.dim, dout = lin->out.dim;
+    cgq_linear nb = *lin;
+    nb.bias = nullptr;
+    std::vector<double> x(din, 0.0), y(dout);
+    D->assign((size_t)din * dout, 0.0);
+    for (int r = 0; r < din; r++) {
+        x[r] = 1.0;
+        cgq_linear_forward(&nb, x.data(), y.data());
+        for (int j = 0; j < dout; j++) (*D)[(size_t)r * dout + j] = y[j];
+        x[r] = 0.0;
+    }
+    cgq_linear_forward(lin, x.data(), y.data());
+    b->assign(y.begin(), y.end());
+}
+
+__device__ inline bool ro_live_d(const readout_plan &p, int j) { return !p.mask || j / p.per_head == p.head; }
+
+/* The plan of readout ro (host model); device arrays through up(ptr, count), which copies them and keeps them. ok is
+ * false where the readout is wider than RO_MAX_HIDDEN (the model then runs the v1 steps). */
+template <class Upload>
+static cgq_status build_readout_plan(const cgq_readout *ro, Upload up, readout_plan *p) {
+    *p = readout_plan();
+    p->layer = ro->layer, p->head = ro->head_index, p->act = ro->act, p->act_cst = ro->act_cst;
+    p->linear = ro->kind == CGQ_READOUT_LINEAR, p->bias_mid = ro->kind == CGQ_READOUT_NONLINEAR_BIAS;
+    std::vector<double> D1, b1, Dm, bm, D2, b2;
+    dense_linear(&ro->linear_1, &D1, &b1);
+    const int din = ro->linear_1.in.dim, d1 = ro->linear_1.out.dim;
+    std::vector<double> w1, w2, b1h;
+    if (p->linear) { /* the head's column */
+        p->H = 1;
+        for (int r = 0; r < din; r++) w1.push_back(D1[(size_t)r * d1 + p->head]);
+        b1h = {b1[p->head]};
+    } else {
+        p->H = d1, p->zw = p->bias_mid ? 2 * d1 : d1;
+        p->per_head = std::max(1, d1 / std::max(1, ro->num_heads)), p->mask = ro->mask_heads;
+        w1 = D1, b1h = b1;
+        dense_linear(&ro->linear_2, &D2, &b2);
+        const int d2 = ro->linear_2.out.dim;
+        for (int j = 0; j < d1; j++) w2.push_back(D2[(size_t)j * d2 + p->head]);
+        p->b2 = b2[p->head];
+        if (p->bias_mid) dense_linear(&ro->linear_mid, &Dm, &bm);
+    }
+    if (p->H > RO_MAX_HIDDEN) return CGQ_STATUS_OK;
+    /* only the rows that feed a unit */
+    std::vector<int32_t> rows;
+    std::vector<double> w1r;
+    for (int r = 0; r < din; r++) {
+        bool any = false;
+        for (int j = 0; j < p->H; j++) any = any || w1[(size_t)r * p->H + j] != 0.0;
+        if (!any) continue;
+        rows.push_back(r);
+        w1r.insert(w1r.end(), w1.begin() + (size_t)r * p->H, w1.begin() + (size_t)(r + 1) * p->H);
+    }
+    p->nrows = (int)rows.size();
+    CGQ_TRY(up(&p->rows, rows));
+    CGQ_TRY(up(&p->w1, w1r));
+    CGQ_TRY(up(&p->b1, b1h));
+    if (!p->linear) CGQ_TRY(up(&p->w2, w2));
+    if (p->bias_mid) {
+        CGQ_TRY(up(&p->wm, Dm));
+        CGQ_TRY(up(&p->bm, bm));
+    }
+    p->ok = true;
+    return CGQ_STATUS_OK;
+}
+
+/* e_acc[i] = the ZBL pair energies of node i's edges (0 without ZBL), in row order: the interaction energy's first
+ * terms, as on the CPU. */
+__global__ void k_energy_start(mace_ctx c, double *e_acc) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < c.N; i += (int64_t)gridDim.x * blockDim.x) {
+        double s = 0.0;
+        if (c.m->zbl)
+            for (int64_t e = c.row_ptr[i]; e < c.row_ptr[i + 1]; e++)
+                s += cgq_zbl_edge(c.m, c.species[c.sender[e]], c.species[i], c.r[e], NULL);
+        e_acc[i] = s;
+    }
+}
+
+/* node_out[i] = E0(species) + scale * (interaction energy) + shift */
+__global__ void k_energy_finish(mace_ctx c, const double *e_acc) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < c.N; i += (int64_t)gridDim.x * blockDim.x)
+        c.node_out[i] = c.m->atomic_energies[c.species[i]] + c.m->scale * e_acc[i] + c.m->shift;
+}
+
+/* The readout of the N rows h (row width dH): e_acc[i] += its output; z: the pre-activations (zw per node). */
+template <class T>
+__global__ void __launch_bounds__(RO_LANES *RO_GROUPS) k_readout_fwd(readout_plan p, int64_t N, const T *h, int dH,
+                                                                     double *z, double *e_acc) {
+    __shared__ double sa[RO_GROUPS][RO_MAX_HIDDEN];
+    const int grp = threadIdx.x / RO_LANES, lane = threadIdx.x % RO_LANES;
+    for (int64_t base = (int64_t)blockIdx.x * RO_GROUPS; base < N; base += (int64_t)gridDim.x * RO_GROUPS) {
+        const int64_t i = base + grp;
+        const bool on = i < N;
+        double *sg = sa[grp];
+        for (int q = 0; q < RO_PER_LANE; q++) { /* the first linear and the activation */
+            const int j = lane + q * RO_LANES;
+            if (!on || j >= p.H) break;
+            double s = 0.0;
+            for (int r = 0; r < p.nrows; r++) s += p.w1[(int64_t)r * p.H + j] * (double)h[i * dH + p.rows[r]];
+            s += p.b1[j];
+            if (p.linear) {
+                sg[j] = s;
+                continue;
+            }
+            z[i * p.zw + j] = s;
+            sg[j] = ro_live_d(p, j) ? cgq_act_eval(p.act, p.act_cst, s, NULL) : 0.0;
+        }
+        __syncthreads();
+        if (p.bias_mid) { /* the middle linear and the activation again */
+            double a2[RO_PER_LANE];
+            for (int q = 0; q < RO_PER_LANE; q++) {
+                const int j = lane + q * RO_LANES;
+                if (!on || j >= p.H) break;
+                double s = 0.0;
+                for (int k = 0; k < p.H; k++) s += p.wm[(int64_t)k * p.H + j] * sg[k];
+                s += p.bm[j];
+                z[i * p.zw + p.H + j] = s;
+                a2[q] = ro_live_d(p, j) ? cgq_act_eval(p.act, p.act_cst, s, NULL) : 0.0;
+            }
+            __syncthreads();
+            for (int q = 0; q < RO_PER_LANE; q++) {
+                const int j = lane + q * RO_LANES;
+                if (!on || j >= p.H) break;
+                sg[j] = a2[q];
+            }
+            __syncthreads();
+        }
+        if (on && lane == 0) {
+            double out = sg[0];
+            if (!p.linear) {
+                out = 0.0;
+                for (int j = 0; j < p.H; j++) out += p.w2[j] * sg[j];
+                out += p.b2;
+            }
+            e_acc[i] += out;
+        }
+        __syncthreads();
+    }
+}
+
+/* gh[i] += scale * d(readout)/dh for the N rows (row width dH), from the kept pre-activations z. */
+template <class T>
+__global__ void __launch_bounds__(RO_LANES *RO_GROUPS) k_readout_bwd(readout_plan p, int64_t N, const double *z,
+                                                                     double scale, T *gh, int dH) {
+    __shared__ double sa[RO_GROUPS][RO_MAX_HIDDEN];
+    const int grp = threadIdx.x / RO_LANES, lane = threadIdx.x % RO_LANES;
+    for (int64_t base = (int64_t)blockIdx.x * RO_GROUPS; base < N; base += (int64_t)gridDim.x * RO_GROUPS) {
+        const int64_t i = base + grp;
+        const bool on = i < N;
+        double *sg = sa[grp];
+        double ga[RO_PER_LANE]; /* dE/d(activation output) of this thread's units */
+        for (int q = 0; q < RO_PER_LANE; q++) {
+            const int j = lane + q * RO_LANES;
+            ga[q] = (on && j < p.H) ? (p.linear ? scale : p.w2[j] * scale) : 0.0;
+        }
+        if (p.bias_mid) { /* through the second activation and the middle linear */
+            for (int q = 0; q < RO_PER_LANE; q++) {
+                const int j = lane + q * RO_LANES;
+                if (!on || j >= p.H) break;
+                double d = 0.0;
+                cgq_act_eval(p.act, p.act_cst, z[i * p.zw + p.H + j], &d);
+                sg[j] = ro_live_d(p, j) ? ga[q] * d : 0.0;
+            }
+            __syncthreads();
+            for (int q = 0; q < RO_PER_LANE; q++) {
+                const int j = lane + q * RO_LANES;
+                if (!on || j >= p.H) break;
+                double s = 0.0;
+                for (int k = 0; k < p.H; k++) s += p.wm[(int64_t)j * p.H + k] * sg[k];
+                ga[q] = s;
+            }
+            __syncthreads();
+        }
+        for (int q = 0; q < RO_PER_LANE; q++) { /* through the first activation */
+            const int j = lane + q * RO_LANES;
+            if (!on || j >= p.H) break;
+            double d = 1.0;
+            if (!p.linear) cgq_act_eval(p.act, p.act_cst, z[i * p.zw + j], &d);
+            sg[j] = (p.linear || ro_live_d(p, j)) ? ga[q] * d : 0.0;
+        }
+        __syncthreads();
+        for (int r = lane; on && r < p.nrows; r += RO_LANES) { /* the first linear, transposed */
+            T *g = gh + i * dH + p.rows[r];
+            /* double rows sum onto their value (the CPU's order); float rows take the sum rounded once */
+            double s = sizeof(T) == sizeof(double) ? (double)*g : 0.0;
+            for (int j = 0; j < p.H; j++) s += p.w1[(int64_t)r * p.H + j] * sg[j];
+            *g = sizeof(T) == sizeof(double) ? (T)s : *g + (T)s;
+        }
+        __syncthreads();
+    }
+}
+
+#endif
