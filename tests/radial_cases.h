@@ -2,9 +2,7 @@
 // radial tables (kernels/cpu/radial_spline.h), with the reference last hidden layer from the CPU steps' functions.
 #pragma once
 
-#include <cmath>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <vector>
 
@@ -25,14 +23,14 @@ struct RadialCase {
     double alpha;  // the last layer's scale: w = alpha a W_last
 };
 
-// views: storage for NequIP's fcnet views of its edge MLPs (the cases point into it)
-inline std::vector<RadialCase> radial_cases(const cgq_model *m, std::deque<cgq_fcnet> &views) {
+// mlps: the model's MLPs (cgq_radial_mlps_of), which the cases point into
+inline std::vector<RadialCase> radial_cases(const cgq_model *m, cgq_radial_mlps &mlps) {
     std::vector<RadialCase> out;
+    cgq_radial_mlps_of(m, &mlps);
     if (m->nequip) {
         const cgq_nequip *nq = m->nequip;
         for (int t = 0; t < nq->n_layers; t++) {
             const cgq_nq_mlp *f = &nq->layers[t].edge_mlp;
-            views.push_back(cgq_nq_mlp_view(f));
             auto hidden = [nq, f](double x, double *a) {
                 std::vector<double> ef(nq->n_bessel), out(f->h[f->n_layers]), cache(nq_mlp_cache_size(f));
                 nq_edge_embedding(nq, x, ef.data(), nullptr);
@@ -40,7 +38,7 @@ inline std::vector<RadialCase> radial_cases(const cgq_model *m, std::deque<cgq_f
                 const int W = f->h[f->n_layers - 1];
                 std::copy(cache.end() - W, cache.end(), a);
             };
-            out.push_back({t, cgq_radial_mlp_nequip(nq, &views.back()), hidden, 0.05, 1.0});
+            out.push_back({t, mlps.rm[t], hidden, 0.05, mlps.alpha[t]});
         }
         return out;
     }
@@ -56,8 +54,7 @@ inline std::vector<RadialCase> radial_cases(const cgq_model *m, std::deque<cgq_f
             const int W = fc->h[fc->n_layers - 1];
             std::copy(cache.end() - W, cache.end(), a);
         };
-        const double alpha = 1.0 / std::sqrt((double)fc->h[fc->n_layers - 1]);
-        out.push_back({t, cgq_radial_mlp_mace(m, fc), hidden, 0.3, alpha});
+        out.push_back({t, mlps.rm[t], hidden, 0.3, mlps.alpha[t]});
     }
     return out;
 }

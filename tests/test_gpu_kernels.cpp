@@ -207,8 +207,8 @@ TEST_P(GpuKernels, ConvolutionMatchesCpu) {
 // and NequIP, on 301 random values of the table variable against the float64 MLP: the weights w (from the CPU steps'
 // hidden layer), and dE/dr from random dE/dw against sum_j dE/dw_j dw_j/dr (cgq_radial_hidden's exact derivative).
 TEST_P(GpuKernels, RadialTableMatchesCpu) {
-    std::deque<cgq_fcnet> views;
-    const std::vector<RadialCase> cases = radial_cases(m, views);
+    cgq_radial_mlps mlps;
+    const std::vector<RadialCase> cases = radial_cases(m, mlps);
     for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
         for (const RadialCase &rc : cases) {
             const cgq_fcnet &fc = *rc.rm.fc;

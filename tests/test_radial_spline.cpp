@@ -24,11 +24,11 @@ class RadialSpline : public ::testing::TestWithParam<std::string> {
     void SetUp() override {
         model = std::make_unique<Model>(GetParam());
         ASSERT_NE(model->m, nullptr) << cgq_last_error();
-        cases = radial_cases(model->m, views);
+        cases = radial_cases(model->m, mlps);
         rng.seed(seed);
     }
     std::unique_ptr<Model> model;
-    std::deque<cgq_fcnet> views;
+    cgq_radial_mlps mlps;
     std::vector<RadialCase> cases;
     const unsigned seed = test_seed();
     std::mt19937_64 rng;

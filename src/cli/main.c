@@ -166,22 +166,15 @@ static int cmd_eval(int argc, char **argv) {
 /* What fp32 on the GPU does with the model's radial MLPs: the tables it builds (kernels/cpu/radial_spline.h) and
  * their measured accuracy, or why it runs the MLPs per edge. */
 static int describe_radial_tables(const cgq_model *m) {
-    const int L = m->nequip ? m->nequip->n_layers : m->n_layers;
+    cgq_radial_mlps mlps;
+    cgq_radial_mlps_of(m, &mlps);
     char tables[2048] = "";
     size_t pos = 0;
-    int all = L > 0;
-    for (int t = 0; t < L && all; t++) {
-        cgq_fcnet view;
-        cgq_radial_mlp rm;
-        if (m->nequip) {
-            view = cgq_nq_mlp_view(&m->nequip->layers[t].edge_mlp);
-            rm = cgq_radial_mlp_nequip(m->nequip, &view);
-        } else {
-            rm = cgq_radial_mlp_mace(m, &m->layers[t].radial_mlp);
-        }
+    int all = mlps.n_layers > 0;
+    for (int t = 0; t < mlps.n_layers && all; t++) {
         cgq_radial_spline s;
         const cgq_status st =
-            cgq_radial_spline_build(&rm, CGQ_SPLINE_TOL_VALUE, CGQ_SPLINE_TOL_SLOPE, CGQ_SPLINE_MAX_INTERVALS, &s);
+            cgq_radial_spline_build(&mlps.rm[t], CGQ_SPLINE_TOL_VALUE, CGQ_SPLINE_TOL_SLOPE, CGQ_SPLINE_MAX_INTERVALS, &s);
         if (st) return report("building the radial tables", st);
         if (s.n_int && pos < sizeof tables)
             pos += (size_t)snprintf(tables + pos, sizeof tables - pos,

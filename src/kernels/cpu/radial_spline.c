@@ -83,6 +83,21 @@ cgq_radial_mlp cgq_radial_mlp_nequip(const cgq_nequip *nq, const cgq_fcnet *fc) 
     return rm;
 }
 
+void cgq_radial_mlps_of(const cgq_model *m, cgq_radial_mlps *out) {
+    memset(out, 0, sizeof *out);
+    const cgq_nequip *nq = m->nequip;
+    out->n_layers = nq ? nq->n_layers : m->n_layers;
+    for (int t = 0; t < out->n_layers; t++) {
+        if (nq) {
+            out->views[t] = cgq_nq_mlp_view(&nq->layers[t].edge_mlp);
+            out->rm[t] = cgq_radial_mlp_nequip(nq, &out->views[t]), out->alpha[t] = 1.0;
+        } else {
+            const cgq_fcnet *fc = &m->layers[t].radial_mlp;
+            out->rm[t] = cgq_radial_mlp_mace(m, fc), out->alpha[t] = 1.0 / sqrt((double)fc->h[fc->n_layers - 1]);
+        }
+    }
+}
+
 void cgq_radial_hidden(const cgq_radial_mlp *rm, double r, double *a, double *da) {
     const cgq_fcnet *fc = rm->fc;
     double x[CGQ_SPLINE_MAX_WIDTH], dx[CGQ_SPLINE_MAX_WIDTH], z[CGQ_SPLINE_MAX_WIDTH], dz[CGQ_SPLINE_MAX_WIDTH];

@@ -37,6 +37,17 @@ cgq_radial_mlp cgq_radial_mlp_nequip(const cgq_nequip *nq, const cgq_fcnet *fc);
 /* f's shape, activation and (already scaled) weights as an fcnet, which the table builder reads */
 cgq_fcnet cgq_nq_mlp_view(const cgq_nq_mlp *f);
 
+/* Every layer's radial MLP of a model (MACE: radial_mlp; NequIP: the edge MLP, through its fcnet view in views), with
+ * the last layer's scale alpha: w = alpha a W_last (e3nn's 1/sqrt(h) for MACE; 1 for NequIP, whose weights carry it).
+ * rm points into views: use the struct where it was filled. */
+typedef struct cgq_radial_mlps {
+    int n_layers;
+    cgq_fcnet views[CGQ_MAX_LAYERS];
+    cgq_radial_mlp rm[CGQ_MAX_LAYERS];
+    double alpha[CGQ_MAX_LAYERS];
+} cgq_radial_mlps;
+void cgq_radial_mlps_of(const cgq_model *m, cgq_radial_mlps *out);
+
 typedef struct cgq_radial_spline {
     int n_int; /* intervals of width step over [0, r_max]; 0: no table (the MLP runs per edge) */
     int width; /* the last hidden layer's width (a's length) */

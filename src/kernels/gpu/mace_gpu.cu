@@ -726,20 +726,15 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
     return st;
 }
 
-static cgq_status build_radial_tables_mace(cgq_gpu *g) {
-    const cgq_model *m = g->host_model;
-    cgq_radial_mlp rm[CGQ_MAX_LAYERS];
-    double alpha[CGQ_MAX_LAYERS];
-    for (int t = 0; t < m->n_layers; t++) {
-        const cgq_fcnet *fc = &m->layers[t].radial_mlp;
-        rm[t] = cgq_radial_mlp_mace(m, fc), alpha[t] = 1.0 / sqrt((double)fc->h[fc->n_layers - 1]);
-    }
-    return build_radial_tables(g, m->n_layers, rm, alpha);
+/* MACE's radial MLPs or NequIP's edge MLPs (those in x = r / r_max(pair)) as tables */
+static cgq_status build_model_radial_tables(cgq_gpu *g) {
+    cgq_radial_mlps mlps;
+    cgq_radial_mlps_of(g->host_model, &mlps);
+    return build_radial_tables(g, mlps.n_layers, mlps.rm, mlps.alpha);
 }
 
 static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm); /* nequip_gpu.cuh */
 static cgq_status build_nequip_v2(cgq_gpu *g);                    /* nequip_gpu.cuh */
-static cgq_status build_radial_tables_nequip(cgq_gpu *g);         /* nequip_gpu.cuh */
 
 extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, cgq_gpu **out) {
     *out = nullptr;
@@ -764,7 +759,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
         if (getenv("CGQ_GPU_V1")) g->nq_v2 = 0; /* the reference steps, for comparisons */
         if (st == CGQ_STATUS_OK && g->nq_v2) st = create_blas(g, gpu_id);
         if (st == CGQ_STATUS_OK && g->nq_v2 && !set_smem_limits_all(g)) g->nq_v2 = 0;
-        if (st == CGQ_STATUS_OK && g->nq_v2 && fp32) st = build_radial_tables_nequip(g);
+        if (st == CGQ_STATUS_OK && g->nq_v2 && fp32) st = build_model_radial_tables(g);
         if (st == CGQ_STATUS_OK && fp32 && !g->nq_v2)
             st = cgq_fail(CGQ_STATUS_UNSUPPORTED,
                           "precision fp32 on the GPU covers NequIP layers with uvu convolutions "
@@ -798,7 +793,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
                       "convolutions, l <= 3 features and a coupling width <= 16; this model runs in fp64 only (use "
                       "precision fp64)");
     if (st == CGQ_STATUS_OK && fp32) st = upload_model_f32(g);
-    if (st == CGQ_STATUS_OK && fp32) st = build_radial_tables_mace(g);
+    if (st == CGQ_STATUS_OK && fp32) st = build_model_radial_tables(g);
     if (st != CGQ_STATUS_OK) {
         cgq_gpu_free(g);
         return st;

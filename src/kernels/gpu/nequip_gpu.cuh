@@ -258,20 +258,6 @@ static cgq_status build_nequip_v2(cgq_gpu *g) {
     return CGQ_STATUS_OK;
 }
 
-/* fp32: the layers' edge MLPs as tables in x = r / r_max(pair) (radial_spline.cuh; nequip's weights carry their
- * scale, so the last layer's alpha is 1) */
-static cgq_status build_radial_tables_nequip(cgq_gpu *g) {
-    const cgq_nequip *nq = g->host_model->nequip;
-    cgq_fcnet views[CGQ_MAX_LAYERS];
-    cgq_radial_mlp rm[CGQ_MAX_LAYERS];
-    double alpha[CGQ_MAX_LAYERS];
-    for (int t = 0; t < nq->n_layers; t++) {
-        views[t] = cgq_nq_mlp_view(&nq->layers[t].edge_mlp); /* host weights */
-        rm[t] = cgq_radial_mlp_nequip(nq, &views[t]), alpha[t] = 1.0;
-    }
-    return build_radial_tables(g, nq->n_layers, rm, alpha);
-}
-
 /* The edges' active flags (x < 1 for the type pair) as weight multipliers for the conv kernels. */
 template <class T>
 __global__ void k_nq_mask(int64_t E, const char *active, T *mask) {
