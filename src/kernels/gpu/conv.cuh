@@ -397,6 +397,34 @@ __global__ void k_sender_sum_rows(int64_t n_nodes, int dhu, const int64_t *srow,
     }
 }
 
+/* With several chunks: flags[j] = 1 for the senders of the chunk's edges [e0, e1) */
+__global__ void k_flag_senders(int64_t e0, int64_t e1, const int32_t *sender, int32_t *flags) {
+    for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1; e += (int64_t)gridDim.x * blockDim.x)
+        flags[sender[e]] = 1;
+}
+
+/* list[scan[j]] = j for the flagged nodes (scan: the flags' exclusive scan) */
+__global__ void k_compact_flags(int64_t n, const int32_t *flags, const int64_t *scan, int32_t *list) {
+    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n; j += (int64_t)gridDim.x * blockDim.x)
+        if (flags[j]) list[scan[j]] = (int32_t)j;
+}
+
+/* k_sender_sum_rows for the *count senders in list only (the others have no edge in the chunk), adding to ghu */
+template <class T>
+__global__ void k_sender_sum_list(const int64_t *count, const int32_t *list, int dhu, const int64_t *srow,
+                                  const int32_t *sedge, int64_t e0, int64_t e1, const T *gx1e, T *ghu) {
+    const int64_t total = *count * dhu;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t j = list[q / dhu];
+        const int k = (int)(q % dhu);
+        T acc = ghu[j * dhu + k];
+        const int64_t ra = sender_lower_bound(sedge, srow[j], srow[j + 1], e0);
+        const int64_t rb = sender_lower_bound(sedge, ra, srow[j + 1], e1);
+        for (int64_t r = ra; r < rb; r++) acc += gx1e[((int64_t)sedge[r] - e0) * dhu + k];
+        ghu[j * dhu + k] = acc;
+    }
+}
+
 /* ---- density normalisation (RealAgnosticDensity* blocks): rho_i = sum_e tanh(d_e^2) (x cut_e), where
  * d_e is the density MLP's output, and the messages scaled by 1 / (rho_i + 1) instead of 1 / avg_num_neighbors */
 template <class T>

@@ -61,7 +61,8 @@ struct v2_buffers {
     double *edge_in = nullptr; /* float: Y, edge features and cutoff of every edge */
     double *dens = nullptr;    /* density MLP per chunk edge: output, activations, dE/d output, dE/d features */
     double *gr = nullptr;      /* per chunk edge: dE/dr through the radial tables */
-    size_t caps[13] = {0};
+    double *senders = nullptr; /* per node: a chunk's sender flags, their scan and list (sender_sums) */
+    size_t caps[14] = {0};
 };
 
 /* cgq_evaluate_pairs: the candidate list on the device (set once per re-neighboring) and the per-step
@@ -667,7 +668,7 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFree(g->edge_grad);
     v2_buffers &b = g->vb;
     for (double *p :
-         {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in, b.dens, b.gr})
+         {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in, b.dens, b.gr, b.senders})
         cudaFree(p);
     cudaFree(g->arena_f);
 #if !defined(__HIPCC__)
@@ -1285,6 +1286,9 @@ static std::vector<edge_chunk> edge_chunks(const int64_t *row_ptr, int64_t N, in
 }
 
 static cgq_status grow_d(double **p, size_t *cap, size_t n) { return grow((void **)p, cap, sizeof(double) * (n + 1)); }
+/* n elements of T (the v2 buffers are double* fields that hold either precision) */
+template <class T>
+static cgq_status grow_t(double **p, size_t *cap, size_t n) { return grow((void **)p, cap, sizeof(T) * (n + 1)); }
 
 /* Receiver chunks of a v2 evaluation whose per-edge buffers (per_edge elements of es bytes) fit a third of the free
  * GPU memory, at most 4 GiB, never fewer edges than the largest row (CGQ_GPU_MAX_CHUNK_EDGES caps them for tests).
@@ -1305,15 +1309,16 @@ static cgq_status plan_chunks(cgq_gpu *g, const int64_t *h_row, int64_t N, int64
 
 /* The reverse pass's edge buffers: per chunk edge dE/dw (wn), the MLP reverse's temporaries (2 maxw), dE/d(edge
  * features) (nb) and dE/dx of the sender (dx); per edge dE/dY (nY) and dE/dcut. */
+template <class T>
 static cgq_status grow_reverse_buffers(cgq_gpu *g, int64_t chunk_edges, int64_t E, int64_t wn, int64_t maxw, int nb,
                                        int nY, int64_t dx) {
     v2_buffers &b = g->vb;
-    CGQ_TRY(grow_d(&b.gw, &b.caps[2], (size_t)chunk_edges * wn));
-    CGQ_TRY(grow_d(&b.gtmp, &b.caps[3], (size_t)2 * chunk_edges * maxw));
-    CGQ_TRY(grow_d(&b.gef, &b.caps[4], (size_t)chunk_edges * nb));
-    CGQ_TRY(grow_d(&b.gY, &b.caps[5], (size_t)E * nY));
-    CGQ_TRY(grow_d(&b.gcut, &b.caps[6], (size_t)E));
-    return grow_d(&b.gx1e, &b.caps[7], (size_t)chunk_edges * dx);
+    CGQ_TRY(grow_t<T>(&b.gw, &b.caps[2], (size_t)chunk_edges * wn));
+    CGQ_TRY(grow_t<T>(&b.gtmp, &b.caps[3], (size_t)2 * chunk_edges * maxw));
+    CGQ_TRY(grow_t<T>(&b.gef, &b.caps[4], (size_t)chunk_edges * nb));
+    CGQ_TRY(grow_t<T>(&b.gY, &b.caps[5], (size_t)E * nY));
+    CGQ_TRY(grow_t<T>(&b.gcut, &b.caps[6], (size_t)E));
+    return grow_t<T>(&b.gx1e, &b.caps[7], (size_t)chunk_edges * dx);
 }
 
 /* Where each layer's edge-MLP outputs (wn[t] per edge) and activations (cs[t]) live: kept for every edge, for the
@@ -1339,20 +1344,20 @@ static cgq_status plan_mlp_store(cgq_gpu *g, int L, int64_t E, int64_t chunk_edg
     for (int t = 0; t < L; t++)
         tot += (size_t)E * (st->wn[t] + st->cs[t]), wn = std::max(wn, st->wn[t]), cs = std::max(cs, st->cs[t]);
     st->keep = want_grad && !g->recompute_mlp && sizeof(T) * tot <= (free_b + b.caps[9]) / 3 &&
-               grow_d(&b.kept, &b.caps[9], tot) == CGQ_STATUS_OK;
+               grow_t<T>(&b.kept, &b.caps[9], tot) == CGQ_STATUS_OK;
     T *q = reinterpret_cast<T *>(b.kept);
     for (int t = 0; t < L && st->keep; t++) {
         st->w_of[t] = q, q += (size_t)E * st->wn[t];
         st->act_of[t] = q, q += (size_t)E * st->cs[t];
     }
     if (!st->keep) {
-        CGQ_TRY(grow_d(&b.w, &b.caps[0], (size_t)chunk_edges * wn));
-        CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * cs));
+        CGQ_TRY(grow_t<T>(&b.w, &b.caps[0], (size_t)chunk_edges * wn));
+        CGQ_TRY(grow_t<T>(&b.act, &b.caps[1], (size_t)chunk_edges * cs));
         for (int t = 0; t < L; t++)
             st->w_of[t] = reinterpret_cast<T *>(b.w), st->act_of[t] = reinterpret_cast<T *>(b.act);
     }
     if (table_cs) {
-        CGQ_TRY(grow_d(&b.act, &b.caps[1], (size_t)chunk_edges * table_cs));
+        CGQ_TRY(grow_t<T>(&b.act, &b.caps[1], (size_t)chunk_edges * table_cs));
         if (want_grad) CGQ_TRY(grow_d(&b.gr, &b.caps[12], (size_t)chunk_edges));
     }
     return CGQ_STATUS_OK;
@@ -1367,6 +1372,44 @@ static cgq_status exchange_rows_t(cgq_gpu *g, T *dev, double *staging, int64_t r
     k_convert<T, double><<<blocks_for(n), CGQ_GPU_THREADS>>>(n, dev, staging);
     CGQ_TRY(exchange_rows(g, staging, rows, width, xc, reverse));
     k_convert<double, T><<<blocks_for(n), CGQ_GPU_THREADS>>>(n, staging, dev);
+    return CGQ_STATUS_OK;
+}
+
+/* The chunk's dE/dx rows gx1e into their senders' sums ghu (NA x dhu) in sender order, continuing the chunks before it
+ * (first: from zero), so the additions and the bits are those of one pass over all edges. One chunk (single) sums
+ * every node at once; with several, only the chunk's senders (flags, a scan and a list) are summed, so the work of a
+ * step does not grow with nodes x chunks (1 M atoms: ~300 chunks). */
+template <class T>
+static cgq_status sender_sums(cgq_gpu *g, int64_t NA, int dhu, const int64_t *srow, const int32_t *sedge,
+                              const int32_t *sender, const edge_chunk &ch, bool first, bool single, const T *gx1e,
+                              T *ghu) {
+    if (!NA) return CGQ_STATUS_OK;
+    const int TH = CGQ_GPU_THREADS;
+    if (single) {
+        k_sender_sum_rows<T><<<blocks_for(NA * dhu), TH>>>(NA, dhu, srow, sedge, ch.e0, ch.e1, first, gx1e, ghu);
+        CGQ_LAUNCH_CHECK();
+        return CGQ_STATUS_OK;
+    }
+    v2_buffers &b = g->vb;
+    auto lay = [&](char *q, int32_t **flags, int64_t **scan, int64_t **tiles, int32_t **list) {
+        size_t o = 0;
+        *flags = carve<int32_t>(q, o, NA), *scan = carve<int64_t>(q, o, NA + 1);
+        *tiles = carve<int64_t>(q, o, NA / CGQ_SCAN_TILE + 2), *list = carve<int32_t>(q, o, NA);
+        return o;
+    };
+    int32_t *flags, *list;
+    int64_t *scan, *tiles;
+    CGQ_TRY(grow((void **)&b.senders, &b.caps[13], lay(nullptr, &flags, &scan, &tiles, &list)));
+    lay(reinterpret_cast<char *>(b.senders), &flags, &scan, &tiles, &list);
+    if (first) CGQ_CHECK_GPU(cudaMemsetAsync(ghu, 0, sizeof(T) * NA * dhu));
+    CGQ_CHECK_GPU(cudaMemsetAsync(flags, 0, sizeof(int32_t) * NA));
+    const int64_t ne = ch.e1 - ch.e0;
+    if (ne) k_flag_senders<<<blocks_for(ne), TH>>>(ch.e0, ch.e1, sender, flags);
+    scan_flags(flags, NA, scan, tiles);
+    k_compact_flags<<<blocks_for(NA), TH>>>(NA, flags, scan, list);
+    k_sender_sum_list<T><<<blocks_for(std::min(NA, ne) * dhu), TH>>>(scan + NA, list, dhu, srow, sedge, ch.e0, ch.e1,
+                                                                    gx1e, ghu);
+    CGQ_LAUNCH_CHECK();
     return CGQ_STATUS_OK;
 }
 
@@ -1528,11 +1571,10 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     size_t free_b = 0;
     CGQ_TRY(plan_chunks(g, h_row, N, E, sizeof(T), per_edge, &chunks, &chunk_edges, &free_b));
     v2_buffers &b = g->vb;
-    /* the buffers are sized in doubles, which also holds them in float */
-    CGQ_TRY(grow_d(&b.dens, &b.caps[11], (size_t)chunk_edges * (2 + dcs + nb)));
+    CGQ_TRY(grow_t<T>(&b.dens, &b.caps[11], (size_t)chunk_edges * (2 + dcs + nb)));
     T *dens_d = reinterpret_cast<T *>(b.dens), *dens_gd = dens_d + chunk_edges;
     T *dens_gef = dens_gd + chunk_edges, *dens_act = dens_gef + chunk_edges * nb;
-    if (want_grad) CGQ_TRY(grow_reverse_buffers(g, chunk_edges, E, wn, maxw, nb, nY, dhu));
+    if (want_grad) CGQ_TRY(grow_reverse_buffers<T>(g, chunk_edges, E, wn, maxw, nb, nY, dhu));
     mlp_store<T> ms; /* the radial MLP's outputs and activations */
     for (int t = 0; t < L; t++)
         ms.wn[t] = hm->layers[t].conv_tp.weight_numel,
@@ -1696,10 +1738,9 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             if (ne) k_edge_tail<T><<<blocks_for(ne), TH>>>(c, t, ch.e0, ch.e1, gef_tail, gY, gcut, gr_tail);
             CGQ_LAUNCH_CHECK();
             prof.mark("edge_tail");
-            if (t > 0 && NA) /* the chunk's dE/dx rows into their senders' sums (layer 0's input is the embedding) */
-                k_sender_sum_rows<T><<<blocks_for(NA * dhu_t), TH>>>(NA, dhu_t, c.srow, c.sedge, ch.e0, ch.e1,
-                                                                     &ch == &chunks[0], gx1e, ghu);
-            CGQ_LAUNCH_CHECK();
+            if (t > 0) /* the chunk's dE/dx rows into their senders' sums (layer 0's input is the embedding) */
+                CGQ_TRY(sender_sums<T>(g, NA, dhu_t, c.srow, c.sedge, c.sender, ch, &ch == &chunks[0],
+                                       chunks.size() == 1, gx1e, ghu));
             prof.mark("sender_sum");
         }
         if (t == 0) break;

@@ -420,7 +420,7 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
     for (int t = 0; t < L; t++)
         ms.wn[t] = nq->layers[t].tp.weight_numel, ms.cs[t] = table ? 0 : cgq_fcnet_cache_size(&g->nq_mlp[t]);
     CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, free_b, table ? cs : 0, &ms));
-    if (want_grad) CGQ_TRY(grow_reverse_buffers(g, chunk_edges, E, wn, maxw, nb, nY, din_max));
+    if (want_grad) CGQ_TRY(grow_reverse_buffers<T>(g, chunk_edges, E, wn, maxw, nb, nY, din_max));
     T *gw = reinterpret_cast<T *>(b.gw);
     T *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef), *gY = reinterpret_cast<T *>(b.gY);
     T *gcut = reinterpret_cast<T *>(b.gcut), *gx1e = reinterpret_cast<T *>(b.gx1e);
@@ -551,9 +551,9 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
             if (ne)
                 k_nq_edge_tail<T>
                     <<<blocks_for(ne), TH>>>(c, ch.e0, ch.e1, table ? nullptr : gef, table ? b.gr : nullptr, gY);
-            if (t > 0 && NA) /* the chunk's dE/dh rows into their senders' sums (layer 0's input is the embedding) */
-                k_sender_sum_rows<T>
-                    <<<blocks_for(NA * din), TH>>>(NA, din, c.srow, c.sedge, ch.e0, ch.e1, &ch == &chunks[0], gx1e, gh);
+            if (t > 0) /* the chunk's dE/dh rows into their senders' sums (layer 0's input is the embedding) */
+                CGQ_TRY(sender_sums<T>(g, NA, din, c.srow, c.sedge, c.sender, ch, &ch == &chunks[0], chunks.size() == 1,
+                                       gx1e, gh));
             CGQ_LAUNCH_CHECK();
             prof.mark("edge_tail");
         }
