@@ -1291,16 +1291,16 @@ template <class T>
 static cgq_status grow_t(double **p, size_t *cap, size_t n) { return grow((void **)p, cap, sizeof(T) * (n + 1)); }
 
 /* Receiver chunks of a v2 evaluation whose per-edge buffers (per_edge elements of es bytes) fit a third of the free
- * GPU memory, at most 4 GiB, never fewer edges than the largest row (CGQ_GPU_MAX_CHUNK_EDGES caps them for tests).
- * free_b: the free memory counted, with this call's reusable chunk buffers. */
+ * GPU memory (with this call's reusable chunk rows), at most 4 GiB, never fewer edges than the largest row
+ * (CGQ_GPU_MAX_CHUNK_EDGES caps them for tests). */
 static cgq_status plan_chunks(cgq_gpu *g, const int64_t *h_row, int64_t N, int64_t E, size_t es, int64_t per_edge,
-                              std::vector<edge_chunk> *chunks, int64_t *chunk_edges, size_t *free_b) {
+                              std::vector<edge_chunk> *chunks, int64_t *chunk_edges) {
     int64_t max_deg = 1;
     for (int64_t i = 0; i < N; i++) max_deg = std::max(max_deg, h_row[i + 1] - h_row[i]);
-    size_t total_b = 0;
-    CGQ_CHECK_GPU(cudaMemGetInfo(free_b, &total_b));
-    *free_b += g->vb.caps[0] + g->vb.caps[1];
-    const size_t budget = std::min<size_t>(*free_b / 3, (size_t)4 << 30);
+    size_t free_b = 0, total_b = 0;
+    CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
+    free_b += g->vb.caps[0] + g->vb.caps[1];
+    const size_t budget = std::min<size_t>(free_b / 3, (size_t)4 << 30);
     *chunk_edges =
         std::max<int64_t>(max_deg, std::min<int64_t>({E, (int64_t)(budget / (es * per_edge)), g->max_chunk_edges}));
     *chunks = edge_chunks(h_row, N, *chunk_edges);
@@ -1333,18 +1333,31 @@ struct mlp_store {
     T *act_at(int t, const edge_chunk &ch) const { return keep ? act_of[t] + ch.e0 * cs[t] : act_of[t]; }
 };
 
-/* table_cs: the width of a chunk edge's table rows (radial_row_width) when the MLPs run from their tables, else 0;
- * the rows go to b.act, and dE/d(table variable) to b.gr. */
+/* st->keep: whether every edge's MLP outputs are kept (want_grad, and a third of the free memory holds them); decided
+ * before the chunks are planned, which then need no rows of their own for them. */
 template <class T>
-static cgq_status plan_mlp_store(cgq_gpu *g, int L, int64_t E, int64_t chunk_edges, bool want_grad, size_t free_b,
-                                 int64_t table_cs, mlp_store<T> *st) {
+static cgq_status mlp_keep(cgq_gpu *g, int L, int64_t E, bool want_grad, mlp_store<T> *st) {
+    const v2_buffers &b = g->vb;
+    size_t tot = 0, free_b = 0, total_b = 0;
+    for (int t = 0; t < L; t++) tot += (size_t)E * (st->wn[t] + st->cs[t]);
+    CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
+    free_b += b.caps[0] + b.caps[1] + b.caps[9]; /* this call's reusable chunk rows and kept outputs */
+    st->keep = want_grad && !g->recompute_mlp && sizeof(T) * tot <= free_b / 3;
+    return CGQ_STATUS_OK;
+}
+
+/* The buffers of st (mlp_keep first; if the kept outputs cannot be allocated, one chunk's rows instead). table_cs:
+ * the width of a chunk edge's table rows (radial_row_width) when the MLPs run from their tables, else 0; the rows go
+ * to b.act, and dE/d(table variable) to b.gr. */
+template <class T>
+static cgq_status plan_mlp_store(cgq_gpu *g, int L, int64_t E, int64_t chunk_edges, bool want_grad, int64_t table_cs,
+                                 mlp_store<T> *st) {
     v2_buffers &b = g->vb;
     size_t tot = 0;
     int64_t wn = 1, cs = 1;
     for (int t = 0; t < L; t++)
         tot += (size_t)E * (st->wn[t] + st->cs[t]), wn = std::max(wn, st->wn[t]), cs = std::max(cs, st->cs[t]);
-    st->keep = want_grad && !g->recompute_mlp && sizeof(T) * tot <= (free_b + b.caps[9]) / 3 &&
-               grow_t<T>(&b.kept, &b.caps[9], tot) == CGQ_STATUS_OK;
+    st->keep = st->keep && grow_t<T>(&b.kept, &b.caps[9], tot) == CGQ_STATUS_OK;
     T *q = reinterpret_cast<T *>(b.kept);
     for (int t = 0; t < L && st->keep; t++) {
         st->w_of[t] = q, q += (size_t)E * st->wn[t];
@@ -1564,22 +1577,23 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         maxw = std::max<int64_t>(maxw, mlp_hidden_width(ly->radial_mlp));
         dhu = std::max<int64_t>(dhu, ly->linear_up.out.dim);
     }
+    mlp_store<T> ms; /* the radial MLP's outputs and activations */
+    for (int t = 0; t < L; t++)
+        ms.wn[t] = hm->layers[t].conv_tp.weight_numel,
+        ms.cs[t] = table ? 0 : cgq_fcnet_cache_size(&hm->layers[t].radial_mlp);
+    CGQ_TRY(mlp_keep<T>(g, L, E, want_grad, &ms));
     const int64_t dens_per_edge = dcs ? 2 + dcs + nb : 2; /* d, activations, gd, gef of the density MLP */
-    const int64_t per_edge = wn + cs + dens_per_edge + (want_grad ? wn + 2 * maxw + nb + dhu : 0);
+    const int64_t mlp_rows = ms.keep ? (table ? cs : 0) : wn + cs; /* table rows are per chunk either way */
+    const int64_t per_edge = mlp_rows + dens_per_edge + (want_grad ? wn + 2 * maxw + nb + dhu : 0);
     std::vector<edge_chunk> chunks;
     int64_t chunk_edges = 0;
-    size_t free_b = 0;
-    CGQ_TRY(plan_chunks(g, h_row, N, E, sizeof(T), per_edge, &chunks, &chunk_edges, &free_b));
+    CGQ_TRY(plan_chunks(g, h_row, N, E, sizeof(T), per_edge, &chunks, &chunk_edges));
     v2_buffers &b = g->vb;
     CGQ_TRY(grow_t<T>(&b.dens, &b.caps[11], (size_t)chunk_edges * (2 + dcs + nb)));
     T *dens_d = reinterpret_cast<T *>(b.dens), *dens_gd = dens_d + chunk_edges;
     T *dens_gef = dens_gd + chunk_edges, *dens_act = dens_gef + chunk_edges * nb;
     if (want_grad) CGQ_TRY(grow_reverse_buffers<T>(g, chunk_edges, E, wn, maxw, nb, nY, dhu));
-    mlp_store<T> ms; /* the radial MLP's outputs and activations */
-    for (int t = 0; t < L; t++)
-        ms.wn[t] = hm->layers[t].conv_tp.weight_numel,
-        ms.cs[t] = table ? 0 : cgq_fcnet_cache_size(&hm->layers[t].radial_mlp);
-    CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, free_b, table ? cs : 0, &ms));
+    CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, table ? cs : 0, &ms));
     T *arows = reinterpret_cast<T *>(b.act);
     T *gw = reinterpret_cast<T *>(b.gw), *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef);
     T *gY = reinterpret_cast<T *>(b.gY), *gcut = reinterpret_cast<T *>(b.gcut), *gx1e = reinterpret_cast<T *>(b.gx1e);

@@ -409,17 +409,18 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
     const bool table = f32 && g->radial[0].n_int > 0; /* the edge MLPs from their tables (radial_spline.cuh) */
     if (table)
         for (int t = 0; t < L; t++) cs = std::max<int64_t>(cs, radial_row_width(g->radial[t]));
-    const int64_t per_edge = wn + cs + (want_grad ? wn + 2 * maxw + nb + din_max : 0);
-    std::vector<edge_chunk> chunks;
-    int64_t chunk_edges = 0;
-    size_t free_b = 0;
-    CGQ_TRY(plan_chunks(g, h_row, N, E, sizeof(T), per_edge, &chunks, &chunk_edges, &free_b));
-    v2_buffers &b = g->vb;
-    CGQ_TRY(grow_d(&b.edge_in, &b.caps[10], (size_t)E * (f32 ? nY + nb + 1 : 1)));
     mlp_store<T> ms; /* the edge MLP's outputs and activations */
     for (int t = 0; t < L; t++)
         ms.wn[t] = nq->layers[t].tp.weight_numel, ms.cs[t] = table ? 0 : cgq_fcnet_cache_size(&g->nq_mlp[t]);
-    CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, free_b, table ? cs : 0, &ms));
+    CGQ_TRY(mlp_keep<T>(g, L, E, want_grad, &ms));
+    const int64_t mlp_rows = ms.keep ? (table ? cs : 0) : wn + cs; /* table rows are per chunk either way */
+    const int64_t per_edge = mlp_rows + (want_grad ? wn + 2 * maxw + nb + din_max : 0);
+    std::vector<edge_chunk> chunks;
+    int64_t chunk_edges = 0;
+    CGQ_TRY(plan_chunks(g, h_row, N, E, sizeof(T), per_edge, &chunks, &chunk_edges));
+    v2_buffers &b = g->vb;
+    CGQ_TRY(grow_d(&b.edge_in, &b.caps[10], (size_t)E * (f32 ? nY + nb + 1 : 1)));
+    CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, table ? cs : 0, &ms));
     if (want_grad) CGQ_TRY(grow_reverse_buffers<T>(g, chunk_edges, E, wn, maxw, nb, nY, din_max));
     T *gw = reinterpret_cast<T *>(b.gw);
     T *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef), *gY = reinterpret_cast<T *>(b.gY);
