@@ -160,6 +160,13 @@ static cgq_status upload_vector(cgq_gpu *g, const T **dst, const std::vector<T> 
     return CGQ_STATUS_OK;
 }
 
+/* upload_vector as a function object (build_readout_plan's Upload) */
+struct device_uploader {
+    cgq_gpu *g;
+    template <class T>
+    cgq_status operator()(const T **dst, const std::vector<T> &v) const { return upload_vector(g, dst, v); }
+};
+
 static cgq_status upload_linear(cgq_gpu *g, cgq_linear *l) {
     int64_t numel = 0, nbias = 0;
     for (int k = 0; k < l->n_ins; k++) numel += (int64_t)l->in.b[l->ins_in[k]].mul * l->out.b[l->ins_out[k]].mul;
@@ -782,9 +789,8 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
         if (st == CGQ_STATUS_OK) st = build_skip_plan(g, &m->layers[t].skip_tp, &g->skips[t]);
         g->v2 = g->v2 && g->plans[t].ok && g->symcon[t].ok && g->skips[t].ok;
     }
-    auto up = [g](auto **dst, const auto &v) { return upload_vector(g, dst, v); };
     for (int r = 0; r < m->n_readouts && st == CGQ_STATUS_OK; r++) {
-        st = build_readout_plan(&m->readouts[r], up, &g->readouts[r]);
+        st = build_readout_plan(&m->readouts[r], device_uploader{g}, &g->readouts[r]);
         g->v2 = g->v2 && g->readouts[r].ok;
     }
     if (st == CGQ_STATUS_OK && g->v2 && !set_smem_limits_all(g)) g->v2 = 0;
