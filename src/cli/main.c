@@ -173,8 +173,8 @@ static int describe_radial_tables(const cgq_model *m) {
     int all = mlps.n_layers > 0;
     for (int t = 0; t < mlps.n_layers && all; t++) {
         cgq_radial_spline s;
-        const cgq_status st =
-            cgq_radial_spline_build(&mlps.rm[t], CGQ_SPLINE_TOL_VALUE, CGQ_SPLINE_TOL_SLOPE, CGQ_SPLINE_MAX_INTERVALS, &s);
+        const cgq_status st = cgq_radial_spline_build(&mlps.rm[t], CGQ_SPLINE_TOL_VALUE, CGQ_SPLINE_TOL_SLOPE,
+                                                      CGQ_SPLINE_MAX_INTERVALS, &s);
         if (st) return report("building the radial tables", st);
         if (s.n_int && pos < sizeof tables)
             pos += (size_t)snprintf(tables + pos, sizeof tables - pos,

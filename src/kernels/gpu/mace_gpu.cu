@@ -164,7 +164,9 @@ static cgq_status upload_vector(cgq_gpu *g, const T **dst, const std::vector<T> 
 struct device_uploader {
     cgq_gpu *g;
     template <class T>
-    cgq_status operator()(const T **dst, const std::vector<T> &v) const { return upload_vector(g, dst, v); }
+    cgq_status operator()(const T **dst, const std::vector<T> &v) const {
+        return upload_vector(g, dst, v);
+    }
 };
 
 static cgq_status upload_linear(cgq_gpu *g, cgq_linear *l) {
@@ -674,8 +676,8 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFree(g->pairs.step);
     cudaFree(g->edge_grad);
     v2_buffers &b = g->vb;
-    for (double *p :
-         {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in, b.dens, b.gr, b.senders})
+    for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in, b.dens,
+                      b.gr, b.senders})
         cudaFree(p);
     cudaFree(g->arena_f);
 #if !defined(__HIPCC__)
@@ -1294,7 +1296,9 @@ static std::vector<edge_chunk> edge_chunks(const int64_t *row_ptr, int64_t N, in
 static cgq_status grow_d(double **p, size_t *cap, size_t n) { return grow((void **)p, cap, sizeof(double) * (n + 1)); }
 /* n elements of T (the v2 buffers are double* fields that hold either precision) */
 template <class T>
-static cgq_status grow_t(double **p, size_t *cap, size_t n) { return grow((void **)p, cap, sizeof(T) * (n + 1)); }
+static cgq_status grow_t(double **p, size_t *cap, size_t n) {
+    return grow((void **)p, cap, sizeof(T) * (n + 1));
+}
 
 /* Receiver chunks of a v2 evaluation whose per-edge buffers (per_edge elements of es bytes) fit a third of the free
  * GPU memory (with this call's reusable chunk rows), at most 4 GiB, never fewer edges than the largest row
@@ -1426,8 +1430,8 @@ static cgq_status sender_sums(cgq_gpu *g, int64_t NA, int dhu, const int64_t *sr
     if (ne) k_flag_senders<<<blocks_for(ne), TH>>>(ch.e0, ch.e1, sender, flags);
     scan_flags(flags, NA, scan, tiles);
     k_compact_flags<<<blocks_for(NA), TH>>>(NA, flags, scan, list);
-    k_sender_sum_list<T><<<blocks_for(std::min(NA, ne) * dhu), TH>>>(scan + NA, list, dhu, srow, sedge, ch.e0, ch.e1,
-                                                                    gx1e, ghu);
+    k_sender_sum_list<T>
+        <<<blocks_for(std::min(NA, ne) * dhu), TH>>>(scan + NA, list, dhu, srow, sedge, ch.e0, ch.e1, gx1e, ghu);
     CGQ_LAUNCH_CHECK();
     return CGQ_STATUS_OK;
 }
@@ -1454,27 +1458,28 @@ static T *arena_t(cgq_gpu *g, double *q) {
  * reverse's gradients, which are never alive together; in double (g->arena) what the double steps use. */
 template <class T>
 struct v2_arrays {
-    T *Y, *ef, *cut;                                            /* per edge */
-    T *hu[CGQ_MAX_LAYERS], *A[CGQ_MAX_LAYERS];                  /* kept for the reverse pass */
-    T *rho[CGQ_MAX_LAYERS], *Mlin[CGQ_MAX_LAYERS];              /* kept with a density, else Mlin is work */
-    T *h[2], *sc, *M, *Apre, *B;                                /* forward work: layer t reads h[t % 2] */
+    T *Y, *ef, *cut;                                             /* per edge */
+    T *hu[CGQ_MAX_LAYERS], *A[CGQ_MAX_LAYERS];                   /* kept for the reverse pass */
+    T *rho[CGQ_MAX_LAYERS], *Mlin[CGQ_MAX_LAYERS];               /* kept with a density, else Mlin is work */
+    T *h[2], *sc, *M, *Apre, *B;                                 /* forward work: layer t reads h[t % 2] */
     T *gh, *gh_prev, *gM, *ghu, *gBn, *gAn, *grho, *gApre, *gMl; /* reverse work */
-    double *ro_z[CGQ_MAX_LAYERS], *e_acc, *staging;             /* readout pre-activations; energy sums; exchanges */
+    double *ro_z[CGQ_MAX_LAYERS], *e_acc, *staging;              /* readout pre-activations; energy sums; exchanges */
     size_t t_bytes, d_bytes;
 };
 
 /* Carves a's arrays from td (T) and dd (double) into c and a; null bases only count (t_bytes, d_bytes). staging: a
  * double buffer for the exchanges of float rows. */
 template <class T>
-static void v2_layout(const cgq_model *m, const readout_plan *ro, mace_ctx *c, bool grad, bool staging, char *td, char *dd,
-                      v2_arrays<T> *a) {
+static void v2_layout(const cgq_model *m, const readout_plan *ro, mace_ctx *c, bool grad, bool staging, char *td,
+                      char *dd, v2_arrays<T> *a) {
     const int64_t N = c->N, NA = c->NA, E = c->E, g = grad ? 1 : 0;
     const int L = m->n_layers;
     int hw = m->node_embedding.out.dim, dsc = 1, dM = 1, dT = 1, dB = 1, dhu = 1, dgh = 1, cd = 1;
     for (int t = 0; t < L; t++) {
         const cgq_mace_layer *ly = &m->layers[t];
         hw = std::max(hw, ly->product_linear.out.dim), dsc = std::max(dsc, ly->skip_tp.out.dim);
-        dM = std::max(dM, ly->conv_tp.out.dim), dT = std::max(dT, ly->target.dim), dB = std::max(dB, ly->product_out.dim);
+        dM = std::max(dM, ly->conv_tp.out.dim), dT = std::max(dT, ly->target.dim),
+        dB = std::max(dB, ly->product_out.dim);
         dhu = std::max(dhu, ly->linear_up.out.dim), cd = std::max(cd, ly->channels * ly->coupling_dim);
         dgh = std::max(dgh, std::max(ly->product_linear.out.dim, mace_layer_in_dim(m, t)));
     }
@@ -1495,12 +1500,14 @@ static void v2_layout(const cgq_model *m, const readout_plan *ro, mace_ctx *c, b
         if (!m->layers[t].density) a->Mlin[t] = mlin;
     const size_t fwd_end = o;
     o = work;
-    a->gh = carve<T>(td, o, g * N * dgh), a->gh_prev = carve<T>(td, o, g * N * dgh), a->gM = carve<T>(td, o, g * N * dM);
+    a->gh = carve<T>(td, o, g * N * dgh), a->gh_prev = carve<T>(td, o, g * N * dgh),
+    a->gM = carve<T>(td, o, g * N * dM);
     a->ghu = carve<T>(td, o, g * NA * dhu), a->gBn = carve<T>(td, o, g * N * dB), a->gAn = carve<T>(td, o, g * N * cd);
     a->grho = carve<T>(td, o, g * N), a->gApre = carve<T>(td, o, g * N * dT), a->gMl = carve<T>(td, o, g * N * dT);
     a->t_bytes = std::max(o, fwd_end);
     o = 0;
-    c->r = carve<double>(dd, o, E), c->edge_grad = carve<double>(dd, o, g * 3 * E), c->node_out = carve<double>(dd, o, N);
+    c->r = carve<double>(dd, o, E), c->edge_grad = carve<double>(dd, o, g * 3 * E),
+    c->node_out = carve<double>(dd, o, N);
     a->e_acc = carve<double>(dd, o, N);
     for (int r = 0; r < m->n_readouts; r++) a->ro_z[r] = carve<double>(dd, o, N * ro[r].zw);
     a->staging = carve<double>(dd, o, staging ? NA * dhu : 0);
@@ -1565,7 +1572,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     v2_layout<T>(hm, g->readouts, &c, want_grad, staging, nullptr, nullptr, &a);
     CGQ_TRY(grow(&g->arena_f, &g->arena_f_cap, a.t_bytes + 16));
     CGQ_TRY(grow((void **)&g->arena, &g->arena_cap, a.d_bytes + 16));
-    v2_layout<T>(hm, g->readouts, &c, want_grad, staging, static_cast<char *>(g->arena_f), reinterpret_cast<char *>(g->arena), &a);
+    v2_layout<T>(hm, g->readouts, &c, want_grad, staging, static_cast<char *>(g->arena_f),
+                 reinterpret_cast<char *>(g->arena), &a);
     prof.mark("setup");
     CGQ_TRY(gr ? upload_graph(g, gr, &c) : pairs_fill(g, &c));
     prof.mark("graph_upload");
@@ -1654,8 +1662,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
                 const cgq_fcnet &df = sm->layers[t].density_fn;
                 CGQ_TRY(mlp_check(mlp_forward<T>(df, reinterpret_cast<T *const *>(df.W), ch.e1 - ch.e0, ef + ch.e0 * nb, nb,
                                                  dens_act, dens_d, 1, g->blas, 0)));
-                k_density_rho<T><<<blocks_for(ch.i1 - ch.i0), TH>>>(ch.i0, ch.i1 - ch.i0, c.row_ptr, dens_d, ch.e0, cut_w,
-                                                                    a.rho[t]);
+                k_density_rho<T><<<blocks_for(ch.i1 - ch.i0), TH>>>(ch.i0, ch.i1 - ch.i0, c.row_ptr, dens_d, ch.e0,
+                                                                    cut_w, a.rho[t]);
                 CGQ_LAUNCH_CHECK();
                 prof.mark("density");
             }
@@ -1704,7 +1712,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         if (N) {
             for (int r = 0; r < hm->n_readouts; r++)
                 if (g->readouts[r].layer == t)
-                    k_readout_bwd<T><<<ro_blocks, RO_LANES * RO_GROUPS>>>(g->readouts[r], N, a.ro_z[r], hm->scale, gh, dH);
+                    k_readout_bwd<T>
+                        <<<ro_blocks, RO_LANES * RO_GROUPS>>>(g->readouts[r], N, a.ro_z[r], hm->scale, gh, dH);
             if (ly->use_sc && ly->residual)
                 skip_gemm_bwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, gh, dH, gh_prev, din);
             else CGQ_CHECK_GPU(cudaMemsetAsync(gh_prev, 0, sizeof(T) * N * din));
@@ -1717,8 +1726,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(g->symcon[t].cd_of, dTt, N, gAn, maxcd, gApre, dTt, 0);
             if (!ly->residual) skip_gemm_bwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, gApre, dTt, gMl, dTt);
             T *gsrc = ly->residual ? gApre : gMl;
-            if (ly->density)
-                k_density_scale_bwd<T><<<blocks_for(N), TH>>>(N, dTt, a.rho[t], a.Mlin[t], gsrc, a.grho);
+            if (ly->density) k_density_scale_bwd<T><<<blocks_for(N), TH>>>(N, dTt, a.rho[t], a.Mlin[t], gsrc, a.grho);
             node_linear_bwd<T>(&ly->linear, &sly->linear, &dly->linear, N, gsrc, dTt, gM, dM,
                                (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), 0);
             CGQ_LAUNCH_CHECK();
@@ -1749,7 +1757,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
                 const cgq_fcnet &df = sm->layers[t].density_fn;
                 T *const *DW = reinterpret_cast<T *const *>(df.W);
                 CGQ_TRY(mlp_check(mlp_forward<T>(df, DW, ne, ef + ch.e0 * nb, nb, dens_act, dens_d, 1, g->blas, 0)));
-                k_density_edge_bwd<T><<<blocks_for(ne), TH>>>(ch.e0, ch.e1, c.erecv, dens_d, a.grho, cut_w, dens_gd, gcut);
+                k_density_edge_bwd<T>
+                    <<<blocks_for(ne), TH>>>(ch.e0, ch.e1, c.erecv, dens_d, a.grho, cut_w, dens_gd, gcut);
                 CGQ_TRY(mlp_check(mlp_backward<T>(df, DW, ne, dens_act, dens_gd, 1, dens_gef, nb, gtmp, g->blas, 0)));
                 k_add_convert<T, T><<<blocks_for(ne * nb), TH>>>(ne * nb, dens_gef, gef);
                 CGQ_LAUNCH_CHECK();

@@ -9,9 +9,9 @@
 #ifndef CGQ_GPU_READOUT_CUH
 #define CGQ_GPU_READOUT_CUH
 
-#define RO_LANES 32    /* threads per node */
-#define RO_GROUPS 4    /* nodes per block */
-#define RO_PER_LANE 4  /* hidden units per thread: readouts up to 128 wide */
+#define RO_LANES 32   /* threads per node */
+#define RO_GROUPS 4   /* nodes per block */
+#define RO_PER_LANE 4 /* hidden units per thread: readouts up to 128 wide */
 #define RO_MAX_HIDDEN (RO_LANES * RO_PER_LANE)
 
 /* One readout of the model as dense matrices on the device. The linear kind is a hidden layer of one unit (the head's
@@ -22,9 +22,9 @@ struct readout_plan {
     int head = 0, per_head = 1, mask = 0;    /* hidden unit j is live when !mask || j / per_head == head */
     cgq_act act = CGQ_ACT_SILU;
     double act_cst = 0.0, b2 = 0.0;
-    const int32_t *rows = nullptr;                                        /* device: the h columns read (nrows) */
-    const double *w1 = nullptr, *b1 = nullptr;                           /* device: nrows x H, H */
-    const double *wm = nullptr, *bm = nullptr, *w2 = nullptr;            /* device: H x H, H, H (head column) */
+    const int32_t *rows = nullptr;                            /* device: the h columns read (nrows) */
+    const double *w1 = nullptr, *b1 = nullptr;                /* device: nrows x H, H */
+    const double *wm = nullptr, *bm = nullptr, *w2 = nullptr; /* device: H x H, H, H (head column) */
 };
 
 /* Dense form of a linear on the host: y = x D + b, D row-major din x dout (the paths' pw * W, exact products). */
@@ -44,7 +44,9 @@ static void dense_linear(const cgq_linear *lin, std::vector<double> *D, std::vec
     b->assign(y.begin(), y.end());
 }
 
-__device__ inline bool ro_live_d(const readout_plan &p, int j) { return !p.mask || j / p.per_head == p.head; }
+__device__ inline bool ro_live_d(const readout_plan &p, int j) {
+    return !p.mask || j / p.per_head == p.head;
+}
 
 /* The plan of readout ro (host model); device arrays through up(ptr, count), which copies them and keeps them. ok is
  * false where the readout is wider than RO_MAX_HIDDEN (the model then runs the v1 steps). */
@@ -115,8 +117,8 @@ __global__ void k_energy_finish(mace_ctx c, const double *e_acc) {
 
 /* The readout of the N rows h (row width dH): e_acc[i] += its output; z: the pre-activations (zw per node). */
 template <class T>
-__global__ void __launch_bounds__(RO_LANES *RO_GROUPS) k_readout_fwd(readout_plan p, int64_t N, const T *h, int dH,
-                                                                     double *z, double *e_acc) {
+__global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
+    k_readout_fwd(readout_plan p, int64_t N, const T *h, int dH, double *z, double *e_acc) {
     __shared__ double sa[RO_GROUPS][RO_MAX_HIDDEN];
     const int grp = threadIdx.x / RO_LANES, lane = threadIdx.x % RO_LANES;
     for (int64_t base = (int64_t)blockIdx.x * RO_GROUPS; base < N; base += (int64_t)gridDim.x * RO_GROUPS) {
@@ -171,8 +173,8 @@ __global__ void __launch_bounds__(RO_LANES *RO_GROUPS) k_readout_fwd(readout_pla
 
 /* gh[i] += scale * d(readout)/dh for the N rows (row width dH), from the kept pre-activations z. */
 template <class T>
-__global__ void __launch_bounds__(RO_LANES *RO_GROUPS) k_readout_bwd(readout_plan p, int64_t N, const double *z,
-                                                                     double scale, T *gh, int dH) {
+__global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
+    k_readout_bwd(readout_plan p, int64_t N, const double *z, double scale, T *gh, int dH) {
     __shared__ double sa[RO_GROUPS][RO_MAX_HIDDEN];
     const int grp = threadIdx.x / RO_LANES, lane = threadIdx.x % RO_LANES;
     for (int64_t base = (int64_t)blockIdx.x * RO_GROUPS; base < N; base += (int64_t)gridDim.x * RO_GROUPS) {
