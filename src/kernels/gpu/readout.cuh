@@ -115,16 +115,21 @@ __global__ void k_energy_finish(mace_ctx c, const double *e_acc) {
         c.node_out[i] = c.m->atomic_energies[c.species[i]] + c.m->scale * e_acc[i] + c.m->shift;
 }
 
+/* body(i, on, lane, sg) for this block's nodes, RO_GROUPS per round (on: i < N; sg: the group's shared row of
+ * RO_MAX_HIDDEN doubles). Every thread runs every round, so a body may synchronise the block. */
+template <class Body>
+__device__ void ro_rounds(int64_t N, double (*sa)[RO_MAX_HIDDEN], Body body) {
+    const int grp = threadIdx.x / RO_LANES, lane = threadIdx.x % RO_LANES;
+    for (int64_t base = (int64_t)blockIdx.x * RO_GROUPS; base < N; base += (int64_t)gridDim.x * RO_GROUPS)
+        body(base + grp, base + grp < N, lane, sa[grp]);
+}
+
 /* The readout of the N rows h (row width dH): e_acc[i] += its output; z: the pre-activations (zw per node). */
 template <class T>
 __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
     k_readout_fwd(readout_plan p, int64_t N, const T *h, int dH, double *z, double *e_acc) {
     __shared__ double sa[RO_GROUPS][RO_MAX_HIDDEN];
-    const int grp = threadIdx.x / RO_LANES, lane = threadIdx.x % RO_LANES;
-    for (int64_t base = (int64_t)blockIdx.x * RO_GROUPS; base < N; base += (int64_t)gridDim.x * RO_GROUPS) {
-        const int64_t i = base + grp;
-        const bool on = i < N;
-        double *sg = sa[grp];
+    ro_rounds(N, sa, [&](int64_t i, bool on, int lane, double *sg) {
         for (int q = 0; q < RO_PER_LANE; q++) { /* the first linear and the activation */
             const int j = lane + q * RO_LANES;
             if (!on || j >= p.H) break;
@@ -168,7 +173,7 @@ __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
             e_acc[i] += out;
         }
         __syncthreads();
-    }
+    });
 }
 
 /* gh[i] += scale * d(readout)/dh for the N rows (row width dH), from the kept pre-activations z. */
@@ -176,11 +181,7 @@ template <class T>
 __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
     k_readout_bwd(readout_plan p, int64_t N, const double *z, double scale, T *gh, int dH) {
     __shared__ double sa[RO_GROUPS][RO_MAX_HIDDEN];
-    const int grp = threadIdx.x / RO_LANES, lane = threadIdx.x % RO_LANES;
-    for (int64_t base = (int64_t)blockIdx.x * RO_GROUPS; base < N; base += (int64_t)gridDim.x * RO_GROUPS) {
-        const int64_t i = base + grp;
-        const bool on = i < N;
-        double *sg = sa[grp];
+    ro_rounds(N, sa, [&](int64_t i, bool on, int lane, double *sg) {
         double ga[RO_PER_LANE]; /* dE/d(activation output) of this thread's units */
         for (int q = 0; q < RO_PER_LANE; q++) {
             const int j = lane + q * RO_LANES;
@@ -220,7 +221,7 @@ __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
             *g = sizeof(T) == sizeof(double) ? (T)s : *g + (T)s;
         }
         __syncthreads();
-    }
+    });
 }
 
 #endif
