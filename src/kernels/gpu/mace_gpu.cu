@@ -799,8 +799,8 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
     if (getenv("CGQ_GPU_V1")) g->v2 = 0; /* the v1 steps, for comparisons */
     if (st == CGQ_STATUS_OK && fp32 && !g->v2)
         st = cgq_fail(CGQ_STATUS_UNSUPPORTED, "precision fp32 on the GPU covers MACE interaction blocks with uvu "
-                      "convolutions, l <= 3 features and a coupling width <= 16; this model runs in fp64 only (use "
-                      "precision fp64)");
+                      "convolutions, l <= 3 features, a coupling width <= 16 and readouts at most 128 wide; this "
+                      "model runs in fp64 only (use precision fp64)");
     if (st == CGQ_STATUS_OK && fp32) st = upload_model_f32(g);
     if (st == CGQ_STATUS_OK && fp32) st = build_model_radial_tables(g);
     if (st != CGQ_STATUS_OK) {
