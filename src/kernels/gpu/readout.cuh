@@ -48,8 +48,8 @@ __device__ inline bool ro_live_d(const readout_plan &p, int j) {
     return !p.mask || j / p.per_head == p.head;
 }
 
-/* The plan of readout ro (host model); device arrays through up(ptr, count), which copies them and keeps them. ok is
- * false where the readout is wider than RO_MAX_HIDDEN (the model then runs the v1 steps). */
+/* The plan of readout ro (host model); its device arrays through up(&dst, vector), which copies a vector to the
+ * device and keeps it. ok is false where the readout is wider than RO_MAX_HIDDEN (the model then runs the v1 steps). */
 template <class Upload>
 static cgq_status build_readout_plan(const cgq_readout *ro, Upload up, readout_plan *p) {
     *p = readout_plan();
