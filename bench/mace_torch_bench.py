@@ -5,12 +5,18 @@ Loads a pickled MACE (.model), tiles an extxyz structure NX x NY x NZ, builds th
 (minimum image: the box must exceed twice the cutoff), and times energy+forces (and the virial with
 --virial) like an MD step. Prints ms/step (median), peak GPU memory and the energy.
 usage: mace_torch_bench.py MODEL STRUCTURE.xyz NX NY NZ DTYPE(float32|float64) REPEATS [--virial] [--cueq]
+       [--alternate CMD [--rounds R]]
 --cueq: convert the model with mace-torch's own e3nn -> cuEquivariance conversion (mace.cli.convert_e3nn_cueq.run,
   on a GPU with conv_fusion, the fused convolution) and time that instead; before timing, the e3nn model and the
   converted one are evaluated once on the same structure and their energies and forces compared.
+--alternate CMD [--rounds R]: after the warm-up, R rounds (default 5) of: REPEATS timed steps here, then CMD in a
+  shell (cgequi's bench_eval on the same GPU), so that both are timed under the same conditions, one after the
+  other, several times; prints each round and the ratio of the medians (CMD's "ms/step median" over this one's).
 Needs mace-torch and its imports (see bench/device_run.sh for carrying them to a GPU machine), and for --cueq
 cuequivariance, cuequivariance-torch and cuequivariance-ops-torch-cu13 (bench/device_peers.sh)."""
+import re
 import statistics
+import subprocess
 import sys
 import time
 
@@ -35,6 +41,8 @@ def main():
     nx, ny, nz, reps = int(nx), int(ny), int(nz), int(reps)
     virial = "--virial" in sys.argv
     cueq = "--cueq" in sys.argv
+    alternate = sys.argv[sys.argv.index("--alternate") + 1] if "--alternate" in sys.argv else None
+    rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 5
     import mace  # noqa: F401  (first: sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD for e3nn 0.4)
     import torch
     if cueq:
@@ -138,17 +146,44 @@ def main():
     sync()
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    times = []
-    for _ in range(reps):
-        sync()
-        t0 = time.perf_counter()
-        out = step()
-        sync()
-        times.append(1e3 * (time.perf_counter() - t0))
+    def timed():
+        times = []
+        for _ in range(reps):
+            sync()
+            t0 = time.perf_counter()
+            out = step()
+            sync()
+            times.append(1e3 * (time.perf_counter() - t0))
+        return times, out
+
+    times, out = timed()
     peak = torch.cuda.max_memory_allocated() / 2**30 if dev.type == "cuda" else 0.0
     e = float(out["energy"].double().sum())
+    del out
     print(f"{label} {model_path} atoms {n} edges {edge_index.shape[1]} {dtype_name}: {statistics.median(times):.3f} "
           f"ms/step median of {reps} (min {min(times):.3f}), peak {peak:.2f} GiB, E={e:.10f}")
+    if alternate:
+        alternate_rounds(alternate, rounds, label, timed, times)
+
+
+def alternate_rounds(cmd, rounds, label, timed, first):
+    """R rounds of: CMD (its 'ms/step median' parsed), then this model's steps again; the first round's own steps
+    are those just timed. Prints each round and the medians over rounds."""
+    ours, theirs = [statistics.median(first)], []
+    for k in range(rounds):
+        res = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+        m = re.search(r"([0-9.]+) ms/step median", res.stdout)
+        if res.returncode != 0 or not m:
+            print(f"round {k + 1}: '{cmd}' failed (rc {res.returncode}): {(res.stdout + res.stderr)[-400:]}")
+            return
+        theirs.append(float(m.group(1)))
+        if k + 1 < rounds:
+            ours.append(statistics.median(timed()[0]))
+        print(f"round {k + 1}: {label} {ours[k]:.3f} ms, alternate {theirs[k]:.3f} ms, ratio {ours[k] / theirs[k]:.3f}")
+    mo, mt = statistics.median(ours), statistics.median(theirs)
+    print(f"alternated {rounds} rounds: {label} median {mo:.3f} ms (range {min(ours):.3f}-{max(ours):.3f}), "
+          f"alternate median {mt:.3f} ms (range {min(theirs):.3f}-{max(theirs):.3f}): {label} / alternate = "
+          f"{mo / mt:.3f}")
 
 
 def cueq_versions(torch):

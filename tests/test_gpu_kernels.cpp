@@ -202,10 +202,10 @@ TEST_P(GpuKernels, ConvolutionMatchesCpu) {
     });
 }
 
-// fp32 radial MLPs from their tables (k_radial_table_fwd/bwd and the last layer's GEMM: SGEMM, or split TF32 with
-// CGQ_GPU_TF32_SPLIT=1), MACE
-// and NequIP, on 301 random values of the table variable against the float64 MLP: the weights w (from the CPU steps'
-// hidden layer), and dE/dr from random dE/dw against sum_j dE/dw_j dw_j/dr (cgq_radial_hidden's exact derivative).
+// fp32 radial MLPs from their tables (the last layer on the tensor cores, radial_tc.cuh, or with
+// CGQ_GPU_RADIAL_SGEMM=1 k_radial_table_fwd/bwd and SGEMM), MACE and NequIP, on 301 random values of the table
+// variable against the float64 MLP: the weights w (from the CPU steps' hidden layer), and dE/dr from random dE/dw
+// against sum_j dE/dw_j dw_j/dr (cgq_radial_hidden's exact derivative).
 TEST_P(GpuKernels, RadialTableMatchesCpu) {
     cgq_radial_mlps mlps;
     const std::vector<RadialCase> cases = radial_cases(m, mlps);

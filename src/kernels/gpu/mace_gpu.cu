@@ -111,6 +111,7 @@ struct cgq_gpu {
     int64_t max_chunk_edges = INT64_MAX; /* CGQ_GPU_MAX_CHUNK_EDGES: tests force several edge chunks with it */
     bool recompute_mlp = false;          /* CGQ_GPU_RECOMPUTE_MLP: tests force the large-system path with it */
     size_t smem_optin;
+    int cc_major = 0; /* compute capability (radial_tc_fits) */
     v2_buffers vb;
     std::vector<void *> allocations;
     size_t model_bytes = 0;
@@ -689,8 +690,7 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
 /* fp32: every layer's radial MLP as a table of its hidden output (radial_spline.cuh), when each layer's table
  * meets 1e-8 (values) and 1e-6 (slopes) of its largest magnitude; else none, and the MLP runs per edge. rm[t]: the
  * layers' MLPs (host weights); alpha[t]: their last layers' scale. CGQ_GPU_RADIAL_MLP=1 runs the MLP per edge;
- * CGQ_GPU_TF32_SPLIT=1 keeps the last layer's weights split for the TF32 products (radial_spline.cuh: 1.2 ms faster
- * on MACE-MP-0, off by default since it misses the fp32 energy tolerance on a fixture). */
+ * the last layer runs on the tensor cores where radial_tc_fits (CGQ_GPU_RADIAL_SGEMM=1: as SGEMM). */
 static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *rm, const double *alpha) {
     if (getenv("CGQ_GPU_RADIAL_MLP")) return CGQ_STATUS_OK;
     cgq_radial_spline hs[CGQ_MAX_LAYERS];
@@ -718,17 +718,11 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
         float *kd = knots.data();
         st = upload<float>(g, &kd, knots.size());
         s.n_int = h.n_int, s.width = h.width, s.step = h.step, s.alpha = (float)alpha[t], s.knots = kd;
-        if (st != CGQ_STATUS_OK || !g->blas || !getenv("CGQ_GPU_TF32_SPLIT")) continue;
-        const int wn = fc.h[fc.n_layers];
-        const double *Wl = fc.W[fc.n_layers - 1]; /* [W][wn] */
-        std::vector<float> split((size_t)3 * W * wn);
-        for (size_t i = 0; i < (size_t)W * wn; i++) {
-            const float f = (float)Wl[i], hi = tf32_round(f);
-            split[i] = hi, split[(size_t)W * wn + i] = f - hi, split[(size_t)2 * W * wn + i] = hi;
-        }
-        float *sd = split.data();
-        st = upload<float>(g, &sd, split.size());
-        s.w_split = sd;
+        if (st != CGQ_STATUS_OK || !radial_tc_fits(W, g->cc_major)) continue;
+        std::vector<uint32_t> fwd, bwd;
+        radial_tc_layouts(fc.W[fc.n_layers - 1], W, fc.h[fc.n_layers], fwd, bwd);
+        st = upload_vector(g, &s.w_fwd, fwd);
+        if (st == CGQ_STATUS_OK) st = upload_vector(g, &s.w_bwd, bwd);
     }
     for (int t = 0; t < L; t++) cgq_radial_spline_free(&hs[t]);
     if (!all)
@@ -760,6 +754,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, gpu_id) != cudaSuccess || optin <= 0)
         optin = 48 * 1024;
     g->smem_optin = (size_t)optin;
+    if (cudaDeviceGetAttribute(&g->cc_major, cudaDevAttrComputeCapabilityMajor, gpu_id) != cudaSuccess) g->cc_major = 0;
     g->fp32 = fp32; /* the plans size their blocks for it */
     if (const char *mc = getenv("CGQ_GPU_MAX_CHUNK_EDGES")) g->max_chunk_edges = std::max(1LL, atoll(mc));
     g->recompute_mlp = getenv("CGQ_GPU_RECOMPUTE_MLP") != nullptr;

@@ -1,14 +1,10 @@
 /* radial_spline.cuh: the fp32 path's radial MLP from the table of kernels/cpu/radial_spline.h. The hidden layers'
- * output a(r) is interpolated per edge (cubic Hermite in r, one thread per edge and hidden unit) instead of three
- * GEMMs and their activation passes; the last layer w = a W / sqrt(h) stays a GEMM (SGEMM). With cuBLAS and
- * CGQ_GPU_TF32_SPLIT=1 that GEMM runs on the tensor cores as three TF32 products, a_hi W_hi + a_hi W_lo + a_lo W_hi
- * (x = x_hi + x_lo, x_hi the TF32 rounding of x), one GEMM over [a_hi a_hi a_lo] and [W_hi; W_lo; W_hi]: the
- * dropped a_lo W_lo is 2^-22 of the product, but the tensor cores' sums truncate (round toward zero) along the
- * chain of 3 x 64 products, a bias that does not average out: on the fixture nequip_l2_parity_2layer_wide (tiny
- * cell) the energy missed 1e-6 of its scale (1.8e-6, 1.9e-6) where SGEMM gave 1.5e-7, 5.3e-7 on the same
- * positions (bench/RESULTS.md, session 10). So SGEMM is the default. The reverse takes
- * dE/da = dE/dw W^T / sqrt(h) (float GEMM) and dE/dr = sum_j dE/da_j da_j/dr from the same table, so the forces are
- * the exact derivative of the interpolated energy. Included by mace_gpu.cu after gemm.cuh. */
+ * output a(r) is interpolated per edge (cubic Hermite in r) instead of three GEMMs and their activation passes; the
+ * last layer w = a W / sqrt(h) runs on the tensor cores with float-accurate sums, a interpolated inside that kernel
+ * (radial_tc.cuh), or, in HIP builds, on GPUs older than sm_80 and with CGQ_GPU_RADIAL_SGEMM=1, as k_radial_table_fwd
+ * then a float GEMM (SGEMM). The reverse takes dE/da = dE/dw W^T / sqrt(h) and dE/dr = sum_j dE/da_j da_j/dr from
+ * the same table, so the forces are the exact derivative of the interpolated energy. Included by mace_gpu.cu after
+ * gemm.cuh. */
 #ifndef CGQ_GPU_RADIAL_SPLINE_CUH
 #define CGQ_GPU_RADIAL_SPLINE_CUH
 
@@ -24,7 +20,9 @@ struct radial_table {
     /* [n_int][4][width]: per interval a(r_k), a(r_k+1) - a(r_k), and step * da/dr at both ends. The difference is
      * formed in double: the slope from a(r_k+1) and a(r_k) in float would lose 3 digits to cancellation. */
     const float *knots = nullptr;
-    const float *w_split = nullptr; /* [W_hi; W_lo; W_hi], 3 width x wn, for the TF32 split (null: float GEMM) */
+    /* the last layer on the tensor cores (null: SGEMM): W's TF32 parts in radial_tc_layouts' forward and reverse
+     * layouts (radial_tc.cuh) */
+    const uint32_t *w_fwd = nullptr, *w_bwd = nullptr;
 };
 
 /* The interval k of r and the Hermite weights b of its rows 1-3 (difference d, scaled slopes m_k, m_k+1), and db of
@@ -54,8 +52,8 @@ __host__ __device__ inline float tf32_round(float x) {
     return v.f;
 }
 
-/* a of edges e0 .. e0 + ne (distances r): rows of width W, or with split rows [a_hi a_hi a_lo] of 3 W */
-template <class T, bool SPLIT>
+/* a of edges e0 .. e0 + ne (their table variable r): rows of width W */
+template <class T>
 __global__ void k_radial_table_fwd(radial_table s, const double *r, int64_t e0, int64_t ne, T *a) {
     const int W = s.width;
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
@@ -65,14 +63,7 @@ __global__ void k_radial_table_fwd(radial_table s, const double *r, int64_t e0, 
     float b[3], db[3];
     const int k = hermite_weights(s, r[e0 + e], b, db);
     const float *p = s.knots + (size_t)k * 4 * W + j;
-    const float v = p[0] + (b[0] * p[W] + b[1] * p[2 * W] + b[2] * p[3 * W]);
-    if (SPLIT) {
-        const float hi = tf32_round(v);
-        T *row = a + e * 3 * W;
-        row[j] = hi, row[W + j] = hi, row[2 * W + j] = v - hi;
-    } else {
-        a[e * W + j] = (T)v;
-    }
+    a[e * W + j] = (T)(p[0] + (b[0] * p[W] + b[1] * p[2 * W] + b[2] * p[3 * W]));
 }
 
 /* gr[e] = sum_j ga[e, j] da_j/dr(r_e), one warp (wavefront) per edge, the lanes' sums added by a fixed shuffle tree */
@@ -91,52 +82,48 @@ __global__ void k_radial_table_bwd(radial_table s, const double *r, int64_t e0, 
     if (lane == 0) gr[e] = (double)acc / s.step;
 }
 
-#if !defined(__HIPCC__)
-/* C = alpha [a_hi a_hi a_lo] [W_hi; W_lo; W_hi] on the tensor cores (row-major, as blas_gemm) */
-static int gemm_tf32_split(cgq_blas h, int64_t M, int N, int W, float alpha, const float *A3, const float *B3, float *C,
-                           int64_t ldc) {
-    const float zero = 0;
-    return cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, (int)M, 3 * W, &alpha, B3, CUDA_R_32F, N, A3, CUDA_R_32F, 3 * W,
-                        &zero, C, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F_FAST_TF32,
-                        CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS;
-}
-#endif
+#include "kernels/gpu/radial_tc.cuh"
 
-/* Width of a chunk edge's row of a (3 W with the TF32 split) */
+/* Width of a chunk edge's row of a (none on the tensor cores: a stays in registers) */
 static int radial_row_width(const radial_table &s) {
-    return s.w_split ? 3 * s.width : s.width;
+    return s.w_fwd ? 0 : s.width;
 }
 
-/* w[ne, wn] (ld ldw) of edges e0 .. e0 + ne (their table variable in r) from the table: a into abuf, then the last
- * layer's GEMM (W_last: fc's last weights in T). Returns 0, or nonzero when the BLAS call failed. */
+/* w[ne, wn] (ld ldw) of edges e0 .. e0 + ne (their table variable in r) from the table: on the tensor cores
+ * (radial_tc.cuh), or a into abuf then the last layer's GEMM (W_last: fc's last weights in T). Returns 0, or nonzero
+ * when the BLAS call failed. */
 template <class T>
 static int radial_table_forward(const radial_table &s, const cgq_fcnet &fc, const T *W_last, const double *r,
                                 int64_t e0, int64_t ne, T *abuf, T *w, int64_t ldw, cgq_blas blas) {
     if (ne == 0) return 0;
     const int W = s.width, wn = fc.h[fc.n_layers];
     const T alpha = (T)s.alpha;
-    const unsigned blocks = (unsigned)((ne * W + 255) / 256);
 #if !defined(__HIPCC__)
-    if (s.w_split && sizeof(T) == sizeof(float)) {
-        k_radial_table_fwd<T, true><<<blocks, 256>>>(s, r, e0, ne, abuf);
-        if (ne > INT32_MAX || ldw > INT32_MAX) return 1;
-        return gemm_tf32_split(blas, ne, wn, W, (float)alpha, reinterpret_cast<const float *>(abuf), s.w_split,
-                               reinterpret_cast<float *>(w), ldw);
+    if (s.w_fwd && sizeof(T) == sizeof(float)) {
+        radial_tc_forward(s, wn, r, e0, ne, reinterpret_cast<float *>(w), ldw);
+        return 0;
     }
 #endif
-    k_radial_table_fwd<T, false><<<blocks, 256>>>(s, r, e0, ne, abuf);
+    k_radial_table_fwd<T><<<(unsigned)((ne * W + 255) / 256), 256>>>(s, r, e0, ne, abuf);
     gemm_args<T> g = {};
     g.M = ne, g.N = wn, g.K = W;
     g.A = abuf, g.lda = W, g.B = W_last, g.ldb = wn, g.C = w, g.ldc = ldw, g.alpha = alpha;
     return gemm_launch<T, GEMM_STORE, false>(g, blas, 0);
 }
 
-/* gr[ne] = dE/d(table variable) of edges e0 .. e0 + ne from gw = dE/dw (ld wn); ga: ne x width temporaries */
+/* gr[ne] = dE/d(table variable) of edges e0 .. e0 + ne from gw = dE/dw (ld wn); ga: ne x width temporaries (unused
+ * on the tensor cores) */
 template <class T>
 static int radial_table_backward(const radial_table &s, const cgq_fcnet &fc, const T *W_last, const double *r,
                                  int64_t e0, int64_t ne, const T *gw, T *ga, double *gr, cgq_blas blas) {
     if (ne == 0) return 0;
     const int W = s.width, wn = fc.h[fc.n_layers];
+#if !defined(__HIPCC__)
+    if (s.w_fwd && sizeof(T) == sizeof(float)) {
+        radial_tc_backward(s, wn, r, e0, ne, reinterpret_cast<const float *>(gw), gr);
+        return 0;
+    }
+#endif
     gemm_args<T> g = {};
     g.M = ne, g.N = W, g.K = wn;
     g.A = gw, g.lda = wn, g.B = W_last, g.ldb = wn, g.C = ga, g.ldc = W, g.alpha = (T)s.alpha;

@@ -33,6 +33,7 @@
 #define cudaDeviceSynchronize hipDeviceSynchronize
 #define cudaDeviceGetAttribute hipDeviceGetAttribute
 #define cudaDevAttrMaxSharedMemoryPerBlockOptin hipDeviceAttributeSharedMemPerBlockOptin
+#define cudaDevAttrComputeCapabilityMajor hipDeviceAttributeComputeCapabilityMajor
 #define cudaFuncSetAttribute hipFuncSetAttribute
 #define cudaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
 #define CGQ_WARP 64 /* wavefront */

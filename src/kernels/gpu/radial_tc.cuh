@@ -1,0 +1,271 @@
+/* radial_tc.cuh: the fp32 radial MLP's last layer on the tensor cores, fused with its table (radial_spline.cuh).
+ * Forward: w = alpha a(r) W, with a(r) interpolated straight into the product's operand registers (no a in memory).
+ * Reverse: dE/dr = sum_j dE/da_j da_j/dr with dE/da = alpha dE/dw W^T kept in registers (no dE/da in memory).
+ * The products are float-accurate: x = x_hi + x_lo with both parts rounded to TF32, and a b = a_hi b_hi + a_hi b_lo +
+ * a_lo b_hi (the dropped a_lo b_lo is ~2^-22 of the product). The tensor cores truncate their sums, and a chain of
+ * 192 such sums (cuBLAS over [a_hi a_hi a_lo]) missed the fp32 energy tolerance (bench/RESULTS.md, session 10), so
+ * each mma here starts from zero and covers one k-step of 8 products, and the k-steps are added in float registers,
+ * rounded to nearest, in a fixed order (deterministic). mma.sync.m16n8k8.tf32 needs sm_80; HIP builds and older GPUs
+ * keep the SGEMM path. Included by mace_gpu.cu after radial_spline.cuh. */
+#ifndef CGQ_GPU_RADIAL_TC_CUH
+#define CGQ_GPU_RADIAL_TC_CUH
+
+#define RTC_WARPS 8 /* warps per block, 16 edges each */
+#define RTC_ROWS (16 * RTC_WARPS)
+#define RTC_BN 32 /* the forward's W columns per shared-memory tile */
+#define RTC_BK 32 /* the reverse's W columns (its k) per shared-memory tile */
+
+#if !defined(__HIPCC__)
+
+/* Row stride (u32) in shared memory of rows of n u32 read as 16-byte fragments: = 16 mod 32, so that the 8 lanes of
+ * each quarter-warp phase (two rows, four 16-byte pieces each) hit 32 different banks */
+__host__ __device__ constexpr int rtc_stride(int n) { return (n + 31) / 32 * 32 + 16; }
+
+/* x as TF32 hi and lo parts (bit patterns), each rounded to nearest */
+__device__ __forceinline__ void tf32_split(float x, uint32_t &hi, uint32_t &lo) {
+    const float h = tf32_round(x);
+    hi = __float_as_uint(h);
+    lo = __float_as_uint(tf32_round(x - h));
+}
+
+/* d += a b for one k-step: a 16 x 8 (row-major fragment), b 8 x 8 (column fragment), d 16 x 8 in float */
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+/* acc += a b over one k-step from zero: the two small products (a_lo b_hi, a_hi b_lo) and the main one (a_hi b_hi)
+ * in two independent chains on the tensor cores, then added to acc rounded to nearest. b: one lane's B fragments
+ * {b0 hi, b1 hi, b0 lo, b1 lo}, as radial_tc_layouts stores them. */
+__device__ __forceinline__ void mma_split_step(float (&acc)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
+                                               uint4 b) {
+    float tc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, tm[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    mma_tf32(tc, al, b.x, b.y);
+    mma_tf32(tm, ah, b.x, b.y);
+    mma_tf32(tc, ah, b.z, b.w);
+#pragma unroll
+    for (int q = 0; q < 4; q++) acc[q] += tm[q] + tc[q];
+}
+
+/* Fragment layout of m16n8k8 (lane = 4 gq + tq): a[h + 2c] is (row gq + 8h, column tq + 4c); b0, b1 are (row tq,
+ * column gq) and (row tq + 4, column gq); d[2h + c] is (row gq + 8h, column 2 tq + c). */
+
+/* rows x n u32 from src (contiguous rows) into dst (row stride rtc_stride(n)) as cp.async copies of 16 bytes, one
+ * commit group of this thread's copies: W's tiles are double-buffered, the next one in flight while the current one
+ * is multiplied */
+template <int N>
+__device__ __forceinline__ void rtc_fill(uint32_t *dst, const uint32_t *src, int rows) {
+    constexpr int per_row = N / 4;
+    for (int i = threadIdx.x; i < rows * per_row; i += blockDim.x) {
+        const int row = i / per_row, c4 = (i % per_row) * 4;
+        __pipeline_memcpy_async(dst + row * rtc_stride(N) + c4, src + row * N + c4, 16);
+    }
+    __pipeline_commit();
+}
+
+/* w[e, :] = alpha a(r_e) W for edges e0 .. e0 + ne (rows of ld ldw); Wf: W (K = 8 KT rows, wn columns) in
+ * radial_tc_layouts' forward layout, tiles of RTC_BN columns. A warp takes 16 edges and interpolates their a exactly
+ * as k_radial_table_fwd, into its A fragments; the block's warps share W's tiles in shared memory. */
+template <int KT>
+__global__ void __launch_bounds__(32 * RTC_WARPS, 2)
+    k_radial_tc_fwd(radial_table s, const uint32_t *Wf, int wn, const double *r, int64_t e0, int64_t ne, float *w,
+                    int64_t ldw) {
+    constexpr int K = 8 * KT, N = 2 * K, RS = rtc_stride(N); /* a tile row: one column of W, its K hi and lo */
+    __shared__ __align__(16) uint32_t Bs[2][RTC_BN * RS];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+    const int64_t row0 = ((int64_t)blockIdx.x * RTC_WARPS + warp) * 16;
+    rtc_fill<N>(Bs[0], Wf, RTC_BN);
+    uint32_t ah[KT][4], al[KT][4];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int64_t row = row0 + gq + 8 * h;
+        const bool valid = row < ne;
+        float b[3] = {0.0f, 0.0f, 0.0f}, db[3];
+        const float *p = s.knots;
+        if (valid) p += (size_t)hermite_weights(s, r[e0 + row], b, db) * 4 * K;
+#pragma unroll
+        for (int ks = 0; ks < KT; ks++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                const int j = ks * 8 + tq + 4 * c;
+                const float v = valid ? p[j] + (b[0] * p[K + j] + b[1] * p[2 * K + j] + b[2] * p[3 * K + j]) : 0.0f;
+                tf32_split(v, ah[ks][h + 2 * c], al[ks][h + 2 * c]);
+            }
+    }
+    const float alpha = s.alpha;
+    const bool pairs = ldw % 2 == 0; /* float2 stores stay aligned */
+    for (int n0 = 0, buf = 0; n0 < wn; n0 += RTC_BN, buf ^= 1) {
+        if (n0 + RTC_BN < wn) rtc_fill<N>(Bs[buf ^ 1], Wf + (int64_t)(n0 + RTC_BN) * N, RTC_BN);
+        else __pipeline_commit();
+        __pipeline_wait_prior(1); /* this tile's copies (this thread's) are done */
+        __syncthreads();          /* and everyone's */
+        for (int nt = 0; nt < RTC_BN / 8 && n0 + nt * 8 < wn; nt++) {
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            const uint4 *bq = reinterpret_cast<const uint4 *>(&Bs[buf][(nt * 8 + gq) * RS + 4 * tq]);
+#pragma unroll
+            for (int ks = 0; ks < KT; ks++) mma_split_step(acc, ah[ks], al[ks], bq[4 * ks]);
+            const int col = n0 + nt * 8 + 2 * tq;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int64_t row = row0 + gq + 8 * h;
+                if (row >= ne || col >= wn) continue;
+                float *o = w + row * ldw + col;
+                const float v0 = alpha * acc[2 * h], v1 = alpha * acc[2 * h + 1];
+                if (col + 1 >= wn) o[0] = v0;
+                else if (pairs) *reinterpret_cast<float2 *>(o) = make_float2(v0, v1);
+                else o[0] = v0, o[1] = v1;
+            }
+        }
+        __syncthreads(); /* the tile is read before the next fill overwrites it */
+    }
+}
+
+/* gr[e] (e < ne, of edges e0 + e) = dE/d(table variable) from gw = dE/dw (rows of ld wn): dE/da = alpha gw W^T on the
+ * tensor cores, its k running over the wn outputs in chunks of RTC_BK (Wb: radial_tc_layouts' reverse layout, in
+ * shared memory), then sum_j dE/da_j da_j/dr from the table, as k_radial_table_bwd. A warp takes 16 edges and loads
+ * the next chunk's dE/dw while it multiplies the current one. */
+template <int KT>
+__global__ void __launch_bounds__(32 * RTC_WARPS, 2)
+    k_radial_tc_bwd(radial_table s, const uint32_t *Wb, int wn, const double *r, int64_t e0, int64_t ne,
+                    const float *gw, double *gr) {
+    constexpr int K = 8 * KT, BK = RTC_BK, N = 2 * BK, RS = rtc_stride(N); /* a chunk row: W[j][n0 .. n0 + BK) */
+    __shared__ __align__(16) uint32_t Bs[2][K * RS];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+    const int64_t row0 = ((int64_t)blockIdx.x * RTC_WARPS + warp) * 16, ra = row0 + gq, rb = ra + 8;
+    const float *ga = gw + (ra < ne ? ra : 0) * (int64_t)wn, *gb = gw + (rb < ne ? rb : 0) * (int64_t)wn;
+    const bool va = ra < ne, vb = rb < ne;
+    rtc_fill<N>(Bs[0], Wb, K);
+    /* v[ks][h + 2c]: dE/dw of row h (a or b), column n0 + 8 ks + tq + 4c */
+    auto load = [&](int n0, float (&v)[BK / 8][4]) {
+#pragma unroll
+        for (int ks = 0; ks < BK / 8; ks++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                const int n = n0 + 8 * ks + tq + 4 * c;
+                v[ks][2 * c] = va && n < wn ? ga[n] : 0.0f;
+                v[ks][2 * c + 1] = vb && n < wn ? gb[n] : 0.0f;
+            }
+    };
+    float acc[KT][4];
+#pragma unroll
+    for (int nt = 0; nt < KT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+    float cur[BK / 8][4], nxt[BK / 8][4];
+    load(0, cur);
+    for (int n0 = 0, buf = 0; n0 < wn; n0 += BK, buf ^= 1) {
+        if (n0 + BK < wn) {
+            rtc_fill<N>(Bs[buf ^ 1], Wb + (int64_t)(n0 + BK) * 2 * K, K);
+            load(n0 + BK, nxt);
+        } else {
+            __pipeline_commit();
+        }
+        __pipeline_wait_prior(1);
+        __syncthreads();
+#pragma unroll
+        for (int ks = 0; ks < BK / 8; ks++) {
+            if (n0 + 8 * ks >= wn) break;
+            uint32_t ah[4], al[4];
+#pragma unroll
+            for (int q = 0; q < 4; q++) tf32_split(cur[ks][q], ah[q], al[q]);
+#pragma unroll
+            for (int nt = 0; nt < KT; nt++)
+                mma_split_step(acc[nt], ah, al,
+                               *reinterpret_cast<const uint4 *>(&Bs[buf][(nt * 8 + gq) * RS + 16 * ks + 4 * tq]));
+        }
+#pragma unroll
+        for (int ks = 0; ks < BK / 8; ks++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) cur[ks][q] = nxt[ks][q];
+        __syncthreads();
+    }
+    const float alpha = s.alpha;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int64_t row = h ? rb : ra;
+        float sum = 0.0f;
+        if (row < ne) {
+            float b[3], db[3];
+            const float *p = s.knots + (size_t)hermite_weights(s, r[e0 + row], b, db) * 4 * K;
+#pragma unroll
+            for (int nt = 0; nt < KT; nt++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    const int j = nt * 8 + 2 * tq + c;
+                    sum += alpha * acc[nt][2 * h + c] * (db[0] * p[K + j] + db[1] * p[2 * K + j] + db[2] * p[3 * K + j]);
+                }
+        }
+        sum += CGQ_SHFL_XOR_W(sum, 1, CGQ_WARP); /* the row's four lanes, in a fixed pattern */
+        sum += CGQ_SHFL_XOR_W(sum, 2, CGQ_WARP);
+        if (tq == 0 && row < ne) gr[row] = (double)sum / s.step;
+    }
+}
+
+/* the forward for the table's width (K = 8 KT, KT <= 8: radial_tc_fits) */
+static void radial_tc_forward(const radial_table &s, int wn, const double *r, int64_t e0, int64_t ne, float *w,
+                              int64_t ldw) {
+    const unsigned blocks = (unsigned)((ne + RTC_ROWS - 1) / RTC_ROWS);
+    switch (s.width / 8) {
+#define RTC_FWD(KT) \
+    case KT: k_radial_tc_fwd<KT><<<blocks, 32 * RTC_WARPS>>>(s, s.w_fwd, wn, r, e0, ne, w, ldw); break;
+        RTC_FWD(1) RTC_FWD(2) RTC_FWD(3) RTC_FWD(4) RTC_FWD(5) RTC_FWD(6) RTC_FWD(7) RTC_FWD(8)
+#undef RTC_FWD
+    }
+}
+
+static void radial_tc_backward(const radial_table &s, int wn, const double *r, int64_t e0, int64_t ne, const float *gw,
+                               double *gr) {
+    const unsigned blocks = (unsigned)((ne + RTC_ROWS - 1) / RTC_ROWS);
+    switch (s.width / 8) {
+#define RTC_BWD(KT) \
+    case KT: k_radial_tc_bwd<KT><<<blocks, 32 * RTC_WARPS>>>(s, s.w_bwd, wn, r, e0, ne, gw, gr); break;
+        RTC_BWD(1) RTC_BWD(2) RTC_BWD(3) RTC_BWD(4) RTC_BWD(5) RTC_BWD(6) RTC_BWD(7) RTC_BWD(8)
+#undef RTC_BWD
+    }
+}
+
+#endif /* !__HIPCC__ */
+
+/* The last layer's W (K rows, wn columns, row-major, double) as the kernels read it: each lane's four B-fragment values
+ * of a k-step {b0 hi, b1 hi, b0 lo, b1 lo} adjacent (one 16-byte shared-memory load), zeros past wn.
+ * fwd: tiles of RTC_BN columns n, each column's K/8 k-steps (k = 8 ks + tq and k + 4, tq = 0..3): [tile][n][ks][tq][4].
+ * bwd (the product's k is W's column n): chunks of RTC_BK columns, per row j its four k-steps
+ * (n = 8 ks + tq and n + 4): [chunk][j][ks][tq][4]. */
+static void radial_tc_layouts(const double *W, int K, int wn, std::vector<uint32_t> &fwd, std::vector<uint32_t> &bwd) {
+    auto put = [&](uint32_t *q, int j0, int n0, int j1, int n1) { /* W[j0][n0], W[j1][n1] as hi, hi, lo, lo */
+        const int js[2] = {j0, j1}, ns[2] = {n0, n1};
+        float hi[2], lo[2];
+        for (int i = 0; i < 2; i++) {
+            const float f = ns[i] < wn ? (float)W[(size_t)js[i] * wn + ns[i]] : 0.0f;
+            hi[i] = tf32_round(f), lo[i] = tf32_round(f - hi[i]);
+        }
+        memcpy(q, hi, 8), memcpy(q + 2, lo, 8);
+    };
+    const int tiles = (wn + RTC_BN - 1) / RTC_BN, chunks = (wn + RTC_BK - 1) / RTC_BK;
+    fwd.assign((size_t)tiles * RTC_BN * 2 * K, 0u);
+    for (int n = 0; n < tiles * RTC_BN; n++)
+        for (int ks = 0; ks < K / 8; ks++)
+            for (int tq = 0; tq < 4; tq++)
+                put(&fwd[(((size_t)n * (K / 8) + ks) * 4 + tq) * 4], 8 * ks + tq, n, 8 * ks + tq + 4, n);
+    bwd.assign((size_t)chunks * K * 2 * RTC_BK, 0u);
+    for (int c = 0; c < chunks; c++)
+        for (int j = 0; j < K; j++)
+            for (int ks = 0; ks < RTC_BK / 8; ks++)
+                for (int tq = 0; tq < 4; tq++) {
+                    const int n = c * RTC_BK + 8 * ks + tq;
+                    put(&bwd[((((size_t)c * K + j) * (RTC_BK / 8) + ks) * 4 + tq) * 4], j, n, j, n + 4);
+                }
+}
+
+/* whether a table of this width runs its last layer on the tensor cores (GPU of compute capability cc_major) */
+static bool radial_tc_fits(int width, int cc_major) {
+#if defined(__HIPCC__)
+    (void)width, (void)cc_major;
+    return false;
+#else
+    return cc_major >= 8 && width % 8 == 0 && width >= 8 && width <= 64 && !getenv("CGQ_GPU_RADIAL_SGEMM");
+#endif
+}
+
+#endif
