@@ -202,9 +202,9 @@ TEST_P(GpuKernels, ConvolutionMatchesCpu) {
     });
 }
 
-// fp32 radial MLPs from their tables (the last layer on the tensor cores, radial_tc.cuh, or with
-// CGQ_GPU_RADIAL_SGEMM=1 k_radial_table_fwd/bwd and SGEMM), MACE and NequIP, on 301 random values of the table
-// variable against the float64 MLP: the weights w (from the CPU steps' hidden layer), and dE/dr from random dE/dw
+// fp32 radial MLPs from their tables (the last layer's forward on the tensor cores, radial_tc.cuh, or with
+// CGQ_GPU_RADIAL_SGEMM=1 k_radial_table_fwd and SGEMM; the reverse SGEMM), MACE and NequIP, on 301 random values of the
+// table variable against the float64 MLP: the weights w (from the CPU steps' hidden layer), and dE/dr from random dE/dw
 // against sum_j dE/dw_j dw_j/dr (cgq_radial_hidden's exact derivative).
 TEST_P(GpuKernels, RadialTableMatchesCpu) {
     cgq_radial_mlps mlps;

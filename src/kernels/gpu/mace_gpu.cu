@@ -719,10 +719,7 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
         st = upload<float>(g, &kd, knots.size());
         s.n_int = h.n_int, s.width = h.width, s.step = h.step, s.alpha = (float)alpha[t], s.knots = kd;
         if (st != CGQ_STATUS_OK || !radial_tc_fits(W, g->cc_major)) continue;
-        std::vector<uint32_t> fwd, bwd;
-        radial_tc_layouts(fc.W[fc.n_layers - 1], W, fc.h[fc.n_layers], fwd, bwd);
-        st = upload_vector(g, &s.w_fwd, fwd);
-        if (st == CGQ_STATUS_OK) st = upload_vector(g, &s.w_bwd, bwd);
+        st = upload_vector(g, &s.w_tc, radial_tc_layout(fc.W[fc.n_layers - 1], W, fc.h[fc.n_layers]));
     }
     for (int t = 0; t < L; t++) cgq_radial_spline_free(&hs[t]);
     if (!all)
@@ -1352,7 +1349,7 @@ static cgq_status mlp_keep(cgq_gpu *g, int L, int64_t E, bool want_grad, mlp_sto
 }
 
 /* The buffers of st (mlp_keep first; if the kept outputs cannot be allocated, one chunk's rows instead). table_cs:
- * the width of a chunk edge's table rows (radial_row_width) when the MLPs run from their tables, else 0; the rows go
+ * the width of a chunk edge's table rows (the hidden width) when the MLPs run from their tables, else 0; the rows go
  * to b.act, and dE/d(table variable) to b.gr. */
 template <class T>
 static cgq_status plan_mlp_store(cgq_gpu *g, int L, int64_t E, int64_t chunk_edges, bool want_grad, int64_t table_cs,
@@ -1582,7 +1579,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             maxw = std::max<int64_t>(maxw, mlp_hidden_width(ly->density_fn));
         }
         wn = std::max<int64_t>(wn, ly->conv_tp.weight_numel);
-        cs = std::max<int64_t>(cs, table ? radial_row_width(g->radial[t]) : cgq_fcnet_cache_size(&ly->radial_mlp));
+        cs = std::max<int64_t>(cs, table ? g->radial[t].width : cgq_fcnet_cache_size(&ly->radial_mlp));
         maxw = std::max<int64_t>(maxw, mlp_hidden_width(ly->radial_mlp));
         dhu = std::max<int64_t>(dhu, ly->linear_up.out.dim);
     }
@@ -2043,7 +2040,7 @@ extern "C" cgq_status cgq_gpu_radial(cgq_gpu *g, int layer, int64_t n, const dou
         bufs.push_back(dgw);
         CGQ_CHECK_GPU(cudaMalloc(&dw, sizeof(float) * n * wn));
         bufs.push_back(dw);
-        CGQ_CHECK_GPU(cudaMalloc(&da, sizeof(float) * n * radial_row_width(s)));
+        CGQ_CHECK_GPU(cudaMalloc(&da, sizeof(float) * n * s.width));
         bufs.push_back(da);
         const std::vector<float> hgw(gw, gw + n * wn);
         CGQ_CHECK_GPU(cudaMemcpy(dr, r, sizeof(double) * n, cudaMemcpyHostToDevice));

@@ -408,7 +408,7 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
     }
     const bool table = f32 && g->radial[0].n_int > 0; /* the edge MLPs from their tables (radial_spline.cuh) */
     if (table)
-        for (int t = 0; t < L; t++) cs = std::max<int64_t>(cs, radial_row_width(g->radial[t]));
+        for (int t = 0; t < L; t++) cs = std::max<int64_t>(cs, g->radial[t].width);
     mlp_store<T> ms; /* the edge MLP's outputs and activations */
     for (int t = 0; t < L; t++)
         ms.wn[t] = nq->layers[t].tp.weight_numel, ms.cs[t] = table ? 0 : cgq_fcnet_cache_size(&g->nq_mlp[t]);

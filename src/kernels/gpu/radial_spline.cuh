@@ -2,8 +2,8 @@
  * output a(r) is interpolated per edge (cubic Hermite in r) instead of three GEMMs and their activation passes; the
  * last layer w = a W / sqrt(h) runs on the tensor cores with float-accurate sums, a interpolated inside that kernel
  * (radial_tc.cuh), or, in HIP builds, on GPUs older than sm_80 and with CGQ_GPU_RADIAL_SGEMM=1, as k_radial_table_fwd
- * then a float GEMM (SGEMM). The reverse takes dE/da = dE/dw W^T / sqrt(h) and dE/dr = sum_j dE/da_j da_j/dr from
- * the same table, so the forces are the exact derivative of the interpolated energy. Included by mace_gpu.cu after
+ * then a float GEMM (SGEMM). The reverse takes dE/da = dE/dw W^T / sqrt(h) (SGEMM) and dE/dr = sum_j dE/da_j da_j/dr
+ * from the same table, so the forces are the exact derivative of the interpolated energy. Included by mace_gpu.cu after
  * gemm.cuh. */
 #ifndef CGQ_GPU_RADIAL_SPLINE_CUH
 #define CGQ_GPU_RADIAL_SPLINE_CUH
@@ -20,9 +20,7 @@ struct radial_table {
     /* [n_int][4][width]: per interval a(r_k), a(r_k+1) - a(r_k), and step * da/dr at both ends. The difference is
      * formed in double: the slope from a(r_k+1) and a(r_k) in float would lose 3 digits to cancellation. */
     const float *knots = nullptr;
-    /* the last layer on the tensor cores (null: SGEMM): W's TF32 parts in radial_tc_layouts' forward and reverse
-     * layouts (radial_tc.cuh) */
-    const uint32_t *w_fwd = nullptr, *w_bwd = nullptr;
+    const uint32_t *w_tc = nullptr; /* the last layer on the tensor cores: radial_tc_layout (null: SGEMM) */
 };
 
 /* The interval k of r and the Hermite weights b of its rows 1-3 (difference d, scaled slopes m_k, m_k+1), and db of
@@ -84,11 +82,6 @@ __global__ void k_radial_table_bwd(radial_table s, const double *r, int64_t e0, 
 
 #include "kernels/gpu/radial_tc.cuh"
 
-/* Width of a chunk edge's row of a (none on the tensor cores: a stays in registers) */
-static int radial_row_width(const radial_table &s) {
-    return s.w_fwd ? 0 : s.width;
-}
-
 /* w[ne, wn] (ld ldw) of edges e0 .. e0 + ne (their table variable in r) from the table: on the tensor cores
  * (radial_tc.cuh), or a into abuf then the last layer's GEMM (W_last: fc's last weights in T). Returns 0, or nonzero
  * when the BLAS call failed. */
@@ -99,7 +92,7 @@ static int radial_table_forward(const radial_table &s, const cgq_fcnet &fc, cons
     const int W = s.width, wn = fc.h[fc.n_layers];
     const T alpha = (T)s.alpha;
 #if !defined(__HIPCC__)
-    if (s.w_fwd && sizeof(T) == sizeof(float)) {
+    if (s.w_tc && sizeof(T) == sizeof(float)) {
         radial_tc_forward(s, wn, r, e0, ne, reinterpret_cast<float *>(w), ldw);
         return 0;
     }
@@ -111,19 +104,12 @@ static int radial_table_forward(const radial_table &s, const cgq_fcnet &fc, cons
     return gemm_launch<T, GEMM_STORE, false>(g, blas, 0);
 }
 
-/* gr[ne] = dE/d(table variable) of edges e0 .. e0 + ne from gw = dE/dw (ld wn); ga: ne x width temporaries (unused
- * on the tensor cores) */
+/* gr[ne] = dE/d(table variable) of edges e0 .. e0 + ne from gw = dE/dw (ld wn); ga: ne x width temporaries */
 template <class T>
 static int radial_table_backward(const radial_table &s, const cgq_fcnet &fc, const T *W_last, const double *r,
                                  int64_t e0, int64_t ne, const T *gw, T *ga, double *gr, cgq_blas blas) {
     if (ne == 0) return 0;
     const int W = s.width, wn = fc.h[fc.n_layers];
-#if !defined(__HIPCC__)
-    if (s.w_fwd && sizeof(T) == sizeof(float)) {
-        radial_tc_backward(s, wn, r, e0, ne, reinterpret_cast<const float *>(gw), gr);
-        return 0;
-    }
-#endif
     gemm_args<T> g = {};
     g.M = ne, g.N = W, g.K = wn;
     g.A = gw, g.lda = wn, g.B = W_last, g.ldb = wn, g.C = ga, g.ldc = W, g.alpha = (T)s.alpha;

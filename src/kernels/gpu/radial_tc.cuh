@@ -1,19 +1,19 @@
-/* radial_tc.cuh: the fp32 radial MLP's last layer on the tensor cores, fused with its table (radial_spline.cuh).
- * Forward: w = alpha a(r) W, with a(r) interpolated straight into the product's operand registers (no a in memory).
- * Reverse: dE/dr = sum_j dE/da_j da_j/dr with dE/da = alpha dE/dw W^T kept in registers (no dE/da in memory).
+/* radial_tc.cuh: the fp32 radial MLP's last layer, w = alpha a(r) W, on the tensor cores, fused with its table
+ * (radial_spline.cuh): a(r) is interpolated straight into the product's operand registers, never stored.
  * The products are float-accurate: x = x_hi + x_lo with both parts rounded to TF32, and a b = a_hi b_hi + a_hi b_lo +
  * a_lo b_hi (the dropped a_lo b_lo is ~2^-22 of the product). The tensor cores truncate their sums, and a chain of
  * 192 such sums (cuBLAS over [a_hi a_hi a_lo]) missed the fp32 energy tolerance (bench/RESULTS.md, session 10), so
  * each mma here starts from zero and covers one k-step of 8 products, and the k-steps are added in float registers,
- * rounded to nearest, in a fixed order (deterministic). mma.sync.m16n8k8.tf32 needs sm_80; HIP builds and older GPUs
- * keep the SGEMM path. Included by mace_gpu.cu after radial_spline.cuh. */
+ * rounded to nearest, in a fixed order (deterministic). MACE-MP-0 at 5,184 atoms (H100): 2.83 ms against 3.86 for
+ * the table kernel and SGEMM. The reverse (dE/da = dE/dw W^T) stays SGEMM: the same split product there took 3.1 to
+ * 3.3 ms against 2.9 (bench/RESULTS.md, session 12). mma.sync.m16n8k8.tf32 needs sm_80; HIP builds and older GPUs
+ * keep SGEMM. Included by radial_spline.cuh. */
 #ifndef CGQ_GPU_RADIAL_TC_CUH
 #define CGQ_GPU_RADIAL_TC_CUH
 
 #define RTC_WARPS 8 /* warps per block, 16 edges each */
 #define RTC_ROWS (16 * RTC_WARPS)
-#define RTC_BN 32 /* the forward's W columns per shared-memory tile */
-#define RTC_BK 32 /* the reverse's W columns (its k) per shared-memory tile */
+#define RTC_BN 32 /* W's columns per shared-memory tile */
 
 #if !defined(__HIPCC__)
 
@@ -39,7 +39,7 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
 
 /* acc += a b over one k-step from zero: the two small products (a_lo b_hi, a_hi b_lo) and the main one (a_hi b_hi)
  * in two independent chains on the tensor cores, then added to acc rounded to nearest. b: one lane's B fragments
- * {b0 hi, b1 hi, b0 lo, b1 lo}, as radial_tc_layouts stores them. */
+ * {b0 hi, b1 hi, b0 lo, b1 lo}, as radial_tc_layout stores them. */
 __device__ __forceinline__ void mma_split_step(float (&acc)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
                                                uint4 b) {
     float tc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, tm[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -67,7 +67,7 @@ __device__ __forceinline__ void rtc_fill(uint32_t *dst, const uint32_t *src, int
 }
 
 /* w[e, :] = alpha a(r_e) W for edges e0 .. e0 + ne (rows of ld ldw); Wf: W (K = 8 KT rows, wn columns) in
- * radial_tc_layouts' forward layout, tiles of RTC_BN columns. A warp takes 16 edges and interpolates their a exactly
+ * radial_tc_layout, tiles of RTC_BN columns. A warp takes 16 edges and interpolates their a exactly
  * as k_radial_table_fwd, into its A fragments; the block's warps share W's tiles in shared memory. */
 template <int KT>
 __global__ void __launch_bounds__(32 * RTC_WARPS, 2)
@@ -123,140 +123,21 @@ __global__ void __launch_bounds__(32 * RTC_WARPS, 2)
     }
 }
 
-/* gr[e] (e < ne, of edges e0 + e) = dE/d(table variable) from gw = dE/dw (rows of ld wn): dE/da = alpha gw W^T on the
- * tensor cores, its k running over the wn outputs in chunks of RTC_BK (Wb: radial_tc_layouts' reverse layout, in
- * shared memory), then sum_j dE/da_j da_j/dr from the table, as k_radial_table_bwd. A warp takes 16 edges and loads
- * the next chunk's dE/dw while it multiplies the current one. */
-template <int KT>
-__global__ void __launch_bounds__(32 * RTC_WARPS, 2)
-    k_radial_tc_bwd(radial_table s, const uint32_t *Wb, int wn, const double *r, int64_t e0, int64_t ne,
-                    const float *gw, double *gr) {
-    constexpr int K = 8 * KT, BK = RTC_BK, N = 2 * BK, RS = rtc_stride(N); /* a chunk row: W[j][n0 .. n0 + BK) */
-    __shared__ __align__(16) uint32_t Bs[2][K * RS];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
-    const int64_t row0 = ((int64_t)blockIdx.x * RTC_WARPS + warp) * 16, ra = row0 + gq, rb = ra + 8;
-    const float *ga = gw + (ra < ne ? ra : 0) * (int64_t)wn, *gb = gw + (rb < ne ? rb : 0) * (int64_t)wn;
-    const bool va = ra < ne, vb = rb < ne;
-    rtc_fill<N>(Bs[0], Wb, K);
-    /* v[ks][h + 2c]: dE/dw of row h (a or b), column n0 + 8 ks + tq + 4c */
-    auto load = [&](int n0, float (&v)[BK / 8][4]) {
-#pragma unroll
-        for (int ks = 0; ks < BK / 8; ks++)
-#pragma unroll
-            for (int c = 0; c < 2; c++) {
-                const int n = n0 + 8 * ks + tq + 4 * c;
-                v[ks][2 * c] = va && n < wn ? ga[n] : 0.0f;
-                v[ks][2 * c + 1] = vb && n < wn ? gb[n] : 0.0f;
-            }
-    };
-    float acc[KT][4];
-#pragma unroll
-    for (int nt = 0; nt < KT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
-    float cur[BK / 8][4], nxt[BK / 8][4];
-    load(0, cur);
-    for (int n0 = 0, buf = 0; n0 < wn; n0 += BK, buf ^= 1) {
-        if (n0 + BK < wn) {
-            rtc_fill<N>(Bs[buf ^ 1], Wb + (int64_t)(n0 + BK) * 2 * K, K);
-            load(n0 + BK, nxt);
-        } else {
-            __pipeline_commit();
-        }
-        __pipeline_wait_prior(1);
-        __syncthreads();
-#pragma unroll
-        for (int ks = 0; ks < BK / 8; ks++) {
-            if (n0 + 8 * ks >= wn) break;
-            uint32_t ah[4], al[4];
-#pragma unroll
-            for (int q = 0; q < 4; q++) tf32_split(cur[ks][q], ah[q], al[q]);
-#pragma unroll
-            for (int nt = 0; nt < KT; nt++)
-                mma_split_step(acc[nt], ah, al,
-                               *reinterpret_cast<const uint4 *>(&Bs[buf][(nt * 8 + gq) * RS + 16 * ks + 4 * tq]));
-        }
-#pragma unroll
-        for (int ks = 0; ks < BK / 8; ks++)
-#pragma unroll
-            for (int q = 0; q < 4; q++) cur[ks][q] = nxt[ks][q];
-        __syncthreads();
-    }
-    const float alpha = s.alpha;
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int64_t row = h ? rb : ra;
-        float sum = 0.0f;
-        if (row < ne) {
-            float b[3], db[3];
-            const float *p = s.knots + (size_t)hermite_weights(s, r[e0 + row], b, db) * 4 * K;
-#pragma unroll
-            for (int nt = 0; nt < KT; nt++)
-#pragma unroll
-                for (int c = 0; c < 2; c++) {
-                    const int j = nt * 8 + 2 * tq + c;
-                    sum += alpha * acc[nt][2 * h + c] * (db[0] * p[K + j] + db[1] * p[2 * K + j] + db[2] * p[3 * K + j]);
-                }
-        }
-        sum += CGQ_SHFL_XOR_W(sum, 1, CGQ_WARP); /* the row's four lanes, in a fixed pattern */
-        sum += CGQ_SHFL_XOR_W(sum, 2, CGQ_WARP);
-        if (tq == 0 && row < ne) gr[row] = (double)sum / s.step;
-    }
-}
-
 /* the forward for the table's width (K = 8 KT, KT <= 8: radial_tc_fits) */
 static void radial_tc_forward(const radial_table &s, int wn, const double *r, int64_t e0, int64_t ne, float *w,
                               int64_t ldw) {
     const unsigned blocks = (unsigned)((ne + RTC_ROWS - 1) / RTC_ROWS);
     switch (s.width / 8) {
-#define RTC_FWD(KT) \
-    case KT: k_radial_tc_fwd<KT><<<blocks, 32 * RTC_WARPS>>>(s, s.w_fwd, wn, r, e0, ne, w, ldw); break;
+#define RTC_FWD(KT)                                                                        \
+    case KT:                                                                               \
+        k_radial_tc_fwd<KT><<<blocks, 32 * RTC_WARPS>>>(s, s.w_tc, wn, r, e0, ne, w, ldw); \
+        break;
         RTC_FWD(1) RTC_FWD(2) RTC_FWD(3) RTC_FWD(4) RTC_FWD(5) RTC_FWD(6) RTC_FWD(7) RTC_FWD(8)
 #undef RTC_FWD
     }
 }
 
-static void radial_tc_backward(const radial_table &s, int wn, const double *r, int64_t e0, int64_t ne, const float *gw,
-                               double *gr) {
-    const unsigned blocks = (unsigned)((ne + RTC_ROWS - 1) / RTC_ROWS);
-    switch (s.width / 8) {
-#define RTC_BWD(KT) \
-    case KT: k_radial_tc_bwd<KT><<<blocks, 32 * RTC_WARPS>>>(s, s.w_bwd, wn, r, e0, ne, gw, gr); break;
-        RTC_BWD(1) RTC_BWD(2) RTC_BWD(3) RTC_BWD(4) RTC_BWD(5) RTC_BWD(6) RTC_BWD(7) RTC_BWD(8)
-#undef RTC_BWD
-    }
-}
-
 #endif /* !__HIPCC__ */
-
-/* The last layer's W (K rows, wn columns, row-major, double) as the kernels read it: each lane's four B-fragment values
- * of a k-step {b0 hi, b1 hi, b0 lo, b1 lo} adjacent (one 16-byte shared-memory load), zeros past wn.
- * fwd: tiles of RTC_BN columns n, each column's K/8 k-steps (k = 8 ks + tq and k + 4, tq = 0..3): [tile][n][ks][tq][4].
- * bwd (the product's k is W's column n): chunks of RTC_BK columns, per row j its four k-steps
- * (n = 8 ks + tq and n + 4): [chunk][j][ks][tq][4]. */
-static void radial_tc_layouts(const double *W, int K, int wn, std::vector<uint32_t> &fwd, std::vector<uint32_t> &bwd) {
-    auto put = [&](uint32_t *q, int j0, int n0, int j1, int n1) { /* W[j0][n0], W[j1][n1] as hi, hi, lo, lo */
-        const int js[2] = {j0, j1}, ns[2] = {n0, n1};
-        float hi[2], lo[2];
-        for (int i = 0; i < 2; i++) {
-            const float f = ns[i] < wn ? (float)W[(size_t)js[i] * wn + ns[i]] : 0.0f;
-            hi[i] = tf32_round(f), lo[i] = tf32_round(f - hi[i]);
-        }
-        memcpy(q, hi, 8), memcpy(q + 2, lo, 8);
-    };
-    const int tiles = (wn + RTC_BN - 1) / RTC_BN, chunks = (wn + RTC_BK - 1) / RTC_BK;
-    fwd.assign((size_t)tiles * RTC_BN * 2 * K, 0u);
-    for (int n = 0; n < tiles * RTC_BN; n++)
-        for (int ks = 0; ks < K / 8; ks++)
-            for (int tq = 0; tq < 4; tq++)
-                put(&fwd[(((size_t)n * (K / 8) + ks) * 4 + tq) * 4], 8 * ks + tq, n, 8 * ks + tq + 4, n);
-    bwd.assign((size_t)chunks * K * 2 * RTC_BK, 0u);
-    for (int c = 0; c < chunks; c++)
-        for (int j = 0; j < K; j++)
-            for (int ks = 0; ks < RTC_BK / 8; ks++)
-                for (int tq = 0; tq < 4; tq++) {
-                    const int n = c * RTC_BK + 8 * ks + tq;
-                    put(&bwd[((((size_t)c * K + j) * (RTC_BK / 8) + ks) * 4 + tq) * 4], j, n, j, n + 4);
-                }
-}
 
 /* whether a table of this width runs its last layer on the tensor cores (GPU of compute capability cc_major) */
 static bool radial_tc_fits(int width, int cc_major) {
@@ -266,6 +147,21 @@ static bool radial_tc_fits(int width, int cc_major) {
 #else
     return cc_major >= 8 && width % 8 == 0 && width >= 8 && width <= 64 && !getenv("CGQ_GPU_RADIAL_SGEMM");
 #endif
+}
+
+/* The last layer's W (K rows, wn columns, row-major, double) as k_radial_tc_fwd reads it: tiles of RTC_BN columns n,
+ * each column's K/8 k-steps, each lane's four B-fragment values of a k-step {W[k][n] hi, W[k + 4][n] hi, W[k][n] lo,
+ * W[k + 4][n] lo} (k = 8 ks + tq) adjacent (one 16-byte shared-memory load): [n][ks][tq][4], zeros past wn. */
+static std::vector<uint32_t> radial_tc_layout(const double *W, int K, int wn) {
+    const int cols = (wn + RTC_BN - 1) / RTC_BN * RTC_BN;
+    std::vector<uint32_t> out((size_t)cols * 2 * K, 0u);
+    for (int n = 0; n < wn; n++)
+        for (int k = 0; k < K; k++) {
+            const float f = (float)W[(size_t)k * wn + n], hi = tf32_round(f), lo = tf32_round(f - hi);
+            uint32_t *q = &out[(((size_t)n * (K / 8) + k / 8) * 4 + k % 4) * 4 + (k % 8) / 4];
+            memcpy(q, &hi, 4), memcpy(q + 2, &lo, 4);
+        }
+    return out;
 }
 
 #endif
