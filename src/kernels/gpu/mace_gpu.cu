@@ -152,21 +152,16 @@ static cgq_status upload(cgq_gpu *g, T **field, size_t count) {
     return CGQ_STATUS_OK;
 }
 
-/* Copies v to the device (kept with the model's arrays); *dst: its device copy. */
-template <class T>
-static cgq_status upload_vector(cgq_gpu *g, const T **dst, const std::vector<T> &v) {
-    T *p = const_cast<T *>(v.data());
-    CGQ_TRY(upload(g, &p, v.size()));
-    *dst = p;
-    return CGQ_STATUS_OK;
-}
-
-/* upload_vector as a function object (build_readout_plan's Upload) */
+/* Copies a vector to the device, kept with the model's arrays: (&dst, v) sets dst to the device copy of v (a function
+ * object: build_readout_plan's Upload) */
 struct device_uploader {
     cgq_gpu *g;
     template <class T>
     cgq_status operator()(const T **dst, const std::vector<T> &v) const {
-        return upload_vector(g, dst, v);
+        T *p = const_cast<T *>(v.data());
+        CGQ_TRY(upload(g, &p, v.size()));
+        *dst = p;
+        return CGQ_STATUS_OK;
     }
 };
 
@@ -719,7 +714,7 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
         st = upload<float>(g, &kd, knots.size());
         s.n_int = h.n_int, s.width = h.width, s.step = h.step, s.alpha = (float)alpha[t], s.knots = kd;
         if (st != CGQ_STATUS_OK || !radial_tc_fits(W, g->cc_major)) continue;
-        st = upload_vector(g, &s.w_tc, radial_tc_layout(fc.W[fc.n_layers - 1], W, fc.h[fc.n_layers]));
+        st = device_uploader{g}(&s.w_tc, radial_tc_layout(fc.W[fc.n_layers - 1], W, fc.h[fc.n_layers]));
     }
     for (int t = 0; t < L; t++) cgq_radial_spline_free(&hs[t]);
     if (!all)
@@ -783,7 +778,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
         if (st == CGQ_STATUS_OK) st = build_skip_plan(g, &m->layers[t].skip_tp, &g->skips[t]);
         g->v2 = g->v2 && g->plans[t].ok && g->symcon[t].ok && g->skips[t].ok;
     }
-    for (int r = 0; r < m->n_readouts && st == CGQ_STATUS_OK; r++) {
+    for (int r = 0; r < m->n_readouts && st == CGQ_STATUS_OK && g->v2; r++) { /* the v1 steps have their own */
         st = build_readout_plan(&m->readouts[r], device_uploader{g}, &g->readouts[r]);
         g->v2 = g->v2 && g->readouts[r].ok;
     }
@@ -1333,6 +1328,12 @@ struct mlp_store {
     int64_t wn[CGQ_MAX_LAYERS], cs[CGQ_MAX_LAYERS];
     T *w_at(int t, const edge_chunk &ch) const { return keep ? w_of[t] + ch.e0 * wn[t] : w_of[t]; }
     T *act_at(int t, const edge_chunk &ch) const { return keep ? act_of[t] + ch.e0 * cs[t] : act_of[t]; }
+    /* elements of every edge's kept outputs (w and activations) over L layers */
+    size_t kept_size(int L, int64_t E) const {
+        size_t tot = 0;
+        for (int t = 0; t < L; t++) tot += (size_t)E * (wn[t] + cs[t]);
+        return tot;
+    }
 };
 
 /* st->keep: whether every edge's MLP outputs are kept (want_grad, and a third of the free memory holds them); decided
@@ -1340,11 +1341,10 @@ struct mlp_store {
 template <class T>
 static cgq_status mlp_keep(cgq_gpu *g, int L, int64_t E, bool want_grad, mlp_store<T> *st) {
     const v2_buffers &b = g->vb;
-    size_t tot = 0, free_b = 0, total_b = 0;
-    for (int t = 0; t < L; t++) tot += (size_t)E * (st->wn[t] + st->cs[t]);
+    size_t free_b = 0, total_b = 0;
     CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
     free_b += b.caps[0] + b.caps[1] + b.caps[9]; /* this call's reusable chunk rows and kept outputs */
-    st->keep = want_grad && !g->recompute_mlp && sizeof(T) * tot <= free_b / 3;
+    st->keep = want_grad && !g->recompute_mlp && sizeof(T) * st->kept_size(L, E) <= free_b / 3;
     return CGQ_STATUS_OK;
 }
 
@@ -1355,11 +1355,9 @@ template <class T>
 static cgq_status plan_mlp_store(cgq_gpu *g, int L, int64_t E, int64_t chunk_edges, bool want_grad, int64_t table_cs,
                                  mlp_store<T> *st) {
     v2_buffers &b = g->vb;
-    size_t tot = 0;
     int64_t wn = 1, cs = 1;
-    for (int t = 0; t < L; t++)
-        tot += (size_t)E * (st->wn[t] + st->cs[t]), wn = std::max(wn, st->wn[t]), cs = std::max(cs, st->cs[t]);
-    st->keep = st->keep && grow_t<T>(&b.kept, &b.caps[9], tot) == CGQ_STATUS_OK;
+    for (int t = 0; t < L; t++) wn = std::max(wn, st->wn[t]), cs = std::max(cs, st->cs[t]);
+    st->keep = st->keep && grow_t<T>(&b.kept, &b.caps[9], st->kept_size(L, E)) == CGQ_STATUS_OK;
     T *q = reinterpret_cast<T *>(b.kept);
     for (int t = 0; t < L && st->keep; t++) {
         st->w_of[t] = q, q += (size_t)E * st->wn[t];

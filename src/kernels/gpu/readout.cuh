@@ -44,7 +44,8 @@ static void dense_linear(const cgq_linear *lin, std::vector<double> *D, std::vec
     b->assign(y.begin(), y.end());
 }
 
-__device__ inline bool ro_live_d(const readout_plan &p, int j) {
+/* whether hidden unit j of the readout feeds the selected head (masked multi-head readouts) */
+__device__ inline bool ro_live(const readout_plan &p, int j) {
     return !p.mask || j / p.per_head == p.head;
 }
 
@@ -141,7 +142,7 @@ __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
                 continue;
             }
             z[i * p.zw + j] = s;
-            sg[j] = ro_live_d(p, j) ? cgq_act_eval(p.act, p.act_cst, s, NULL) : 0.0;
+            sg[j] = ro_live(p, j) ? cgq_act_eval(p.act, p.act_cst, s, NULL) : 0.0;
         }
         __syncthreads();
         if (p.bias_mid) { /* the middle linear and the activation again */
@@ -153,7 +154,7 @@ __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
                 for (int k = 0; k < p.H; k++) s += p.wm[(int64_t)k * p.H + j] * sg[k];
                 s += p.bm[j];
                 z[i * p.zw + p.H + j] = s;
-                a2[q] = ro_live_d(p, j) ? cgq_act_eval(p.act, p.act_cst, s, NULL) : 0.0;
+                a2[q] = ro_live(p, j) ? cgq_act_eval(p.act, p.act_cst, s, NULL) : 0.0;
             }
             __syncthreads();
             for (int q = 0; q < RO_PER_LANE; q++) {
@@ -193,7 +194,7 @@ __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
                 if (!on || j >= p.H) break;
                 double d = 0.0;
                 cgq_act_eval(p.act, p.act_cst, z[i * p.zw + p.H + j], &d);
-                sg[j] = ro_live_d(p, j) ? ga[q] * d : 0.0;
+                sg[j] = ro_live(p, j) ? ga[q] * d : 0.0;
             }
             __syncthreads();
             for (int q = 0; q < RO_PER_LANE; q++) {
@@ -210,7 +211,7 @@ __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
             if (!on || j >= p.H) break;
             double d = 1.0;
             if (!p.linear) cgq_act_eval(p.act, p.act_cst, z[i * p.zw + j], &d);
-            sg[j] = (p.linear || ro_live_d(p, j)) ? ga[q] * d : 0.0;
+            sg[j] = (p.linear || ro_live(p, j)) ? ga[q] * d : 0.0;
         }
         __syncthreads();
         for (int r = lane; on && r < p.nrows; r += RO_LANES) { /* the first linear, transposed */
