@@ -8,6 +8,8 @@
 #include "pair_cgequi.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <unordered_map>
 
@@ -51,9 +53,20 @@ PairCGEqui::PairCGEqui(LAMMPS *lmp) : Pair(lmp) {
     comm_forward = comm_reverse = COMM_CHUNK;
     params = cgq_evaluator_default_params();
     nl = static_cast<::cgq_neighbor_list *>(calloc(1, sizeof(::cgq_neighbor_list)));
+    times.on = getenv("CGQ_PAIR_TIMING") != nullptr;
+    times.rank = comm->me;
 }
 
 PairCGEqui::~PairCGEqui() {
+    if (times.on && times.steps) {
+        const timing &t = times;
+        fprintf(stderr,
+                "pair cgequi timing, rank %d, %ld steps, %ld candidate rebuilds (ms per step): positions and checks "
+                "%.3f, rebuild: neighbor list %.3f, set pairs %.3f; evaluate %.3f; forces to LAMMPS and ghost rows to "
+                "their owners %.3f\n",
+                t.rank, t.steps, t.rebuilds, 1e3 * t.update / t.steps, 1e3 * t.neighbors / t.steps,
+                1e3 * t.set_pairs / t.steps, 1e3 * t.evaluate / t.steps, 1e3 * t.fold / t.steps);
+    }
     free_model();
     if (nl) cgq_neighbor_list_free(nl);
     free(nl);
@@ -222,9 +235,11 @@ void PairCGEqui::build_candidates(bool fold) {
     const int32_t nopbc[3] = {0, 0, 0};
     const double nocell[9] = {0};
     nl->ids = point_id.data();
+    const double t0 = MPI_Wtime();
     if (cgq_neighbor_list_build_receivers(nl, np, cand_local, cand_pos.data(), nocell, nopbc, cutoff + cand_skin) !=
         CGQ_STATUS_OK)
         fail_one("building the neighbor graph");
+    const double t1 = MPI_Wtime();
     point_node.resize(np + 1);
     if (fold) { /* one rank: every ghost is an image of a local atom, the graph node of its owner */
         std::unordered_map<tagint, int32_t> node_of_tag;
@@ -242,6 +257,7 @@ void PairCGEqui::build_candidates(bool fold) {
     for (int64_t k = 0; k < n_nodes; k++) species[k] = type_species[type[node_atom[k]]];
     cgq_pair_list pl{np, cand_local, n_nodes, species.data(), nl->row_ptr, nl->sender, point_node.data(), point_id.data()};
     if (cgq_evaluator_set_pairs(evaluator, &pl) != CGQ_STATUS_OK) fail_one("setting the candidate pairs");
+    times.rebuilds++, times.neighbors += t1 - t0, times.set_pairs += MPI_Wtime() - t1;
     cand_ncalls = neighbor->ncalls, cand_nlocal = nlocal, cand_nall = nall, cand_fold = fold;
 }
 
@@ -276,7 +292,9 @@ void PairCGEqui::update_points(bool fold) {
 void PairCGEqui::compute(int eflag, int vflag) {
     ev_init(eflag, vflag);
     const bool fold = comm->nprocs == 1;
+    const double t0 = MPI_Wtime(), rebuilt0 = times.neighbors + times.set_pairs;
     update_points(fold);
+    const double t1 = MPI_Wtime();
     const int64_t n_local = cand_local, n_nodes = fold ? cand_local : (int64_t)node_atom.size();
     const bool peratom_virial = vflag_atom || cvflag_atom;
     node_force.resize(3 * n_nodes + 3);
@@ -289,6 +307,7 @@ void PairCGEqui::compute(int eflag, int vflag) {
     cgq_exchange xc{this, forward_cb, reverse_cb};
     if (cgq_evaluate_pairs(evaluator, points.data(), fold ? nullptr : &xc, &r) != CGQ_STATUS_OK)
         fail_one("evaluating the model");
+    const double t2 = MPI_Wtime();
     if (!fold) { /* ghost rows (forces, per-atom virials) -> their owners on other ranks */
         exchange(node_force.data(), 3, true);
         if (peratom_virial) exchange(node_virial.data(), 9, true);
@@ -326,6 +345,10 @@ void PairCGEqui::compute(int eflag, int vflag) {
         virial[4] += 0.5 * (vir[2] + vir[6]);
         virial[5] += 0.5 * (vir[5] + vir[7]);
     }
+    times.steps++;
+    times.update += t1 - t0 - (times.neighbors + times.set_pairs - rebuilt0); /* the rebuild is counted apart */
+    times.evaluate += t2 - t1;
+    times.fold += MPI_Wtime() - t2;
 }
 
 void PairCGEqui::exchange(double *data, int width, bool reverse) {

@@ -60,6 +60,14 @@ class PairCGEqui : public Pair {
     int cand_nlocal = -1, cand_nall = -1;
     bool cand_fold = false;
 
+    /* CGQ_PAIR_TIMING=1: wall seconds of the parts of compute() on this rank, printed to stderr at the end */
+    struct timing {
+        bool on = false;
+        int rank = 0;
+        long steps = 0, rebuilds = 0;
+        double update = 0, neighbors = 0, set_pairs = 0, evaluate = 0, fold = 0;
+    } times;
+
     /* communication state for pack/unpack */
     static constexpr int COMM_CHUNK = 32;
     double *comm_data = nullptr;
