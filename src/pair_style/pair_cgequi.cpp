@@ -273,8 +273,8 @@ void PairCGEqui::update_points(bool fold) {
         const double half_skin2 = 0.25 * cand_skin * cand_skin;
         points.resize(3 * np + 3);
         int moved = 0;
-        /* threads only for large domains: between steps they sleep through the GPU's evaluation, and waking 16 of
-         * them took 0.4-0.6 ms per step at 12,662 points (LAMMPS, CGQ_PAIR_TIMING), more than the loop itself */
+        /* threads only for large domains: between steps they sleep through the GPU's evaluation; with 16 threads
+         * this loop took 0.4-0.6 ms per step at 12,662 points (CGQ_PAIR_TIMING, GPU machine), serially ~0.1 ms */
 #if defined(_OPENMP)
 #pragma omp parallel for reduction(| : moved) if (np > (1 << 17))
 #endif
