@@ -96,7 +96,9 @@ __global__ void __launch_bounds__(32 * RTC_WARPS, 2)
             }
     }
     const float alpha = s.alpha;
-    const bool pairs = ldw % 2 == 0; /* float2 stores stay aligned */
+    /* float2 stores where they stay aligned (w: a layer's rows inside the kept outputs of all layers, whose offset
+     * need not be even) */
+    const bool pairs = ldw % 2 == 0 && reinterpret_cast<uintptr_t>(w) % sizeof(float2) == 0;
     for (int n0 = 0, buf = 0; n0 < wn; n0 += RTC_BN, buf ^= 1) {
         if (n0 + RTC_BN < wn) rtc_fill<N>(Bs[buf ^ 1], Wf + (int64_t)(n0 + RTC_BN) * N, RTC_BN);
         else __pipeline_commit();
