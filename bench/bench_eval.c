@@ -3,7 +3,8 @@
  * usage: bench_eval MODEL.h5 STRUCTURE.xyz NX NY NZ DEVICE(cpu|cuda) REPEATS [--check] [--fp32] [--pairs]
  * (--check: against the CPU once, energy and forces; --fp32: precision fp32, else fp64; --pairs: as in MD, the
  * candidate pairs (cutoff + 1 A skin, periodic images as points) set once and each step only positions passed
- * (cgq_evaluate_pairs), else cgq_evaluate_system, which builds the neighbor list every call) */
+ * (cgq_evaluate_pairs), else cgq_evaluate_system, which builds the neighbor list every call; with --pairs it also
+ * times what an MD code's candidate rebuild costs: the candidate list of the points, and cgq_evaluator_set_pairs) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,31 @@ static int build_pairs(const cgq_model *m, const cgq_system *s, double skin, ben
     return 1;
 }
 
+/* The two parts of a candidate rebuild in MD (as pair_cgequi does it: the points without periodicity, the
+ * atoms as receivers), each the median of reps runs, in ms. */
+static int time_rebuild(cgq_evaluator *ev, const cgq_model *m, const bench_pairs *bp, int reps) {
+    cgq_neighbor_list nl = {0};
+    const int32_t nopbc[3] = {0, 0, 0};
+    const double nocell[9] = {0};
+    double t_nl[16], t_set[16];
+    reps = reps < 1 ? 1 : reps > 16 ? 16 : reps;
+    for (int r = 0; r < reps; r++) {
+        const double t0 = now();
+        if (cgq_neighbor_list_build_receivers(&nl, bp->list.n_points, bp->list.n_local, bp->x, nocell, nopbc,
+                                              cgq_model_cutoff(m) + 1.0))
+            return fprintf(stderr, "%s\n", cgq_last_error()), 0;
+        const double t1 = now();
+        if (cgq_evaluator_set_pairs(ev, &bp->list)) return fprintf(stderr, "%s\n", cgq_last_error()), 0;
+        t_nl[r] = t1 - t0, t_set[r] = now() - t1;
+    }
+    qsort(t_nl, reps, sizeof(double), cmp), qsort(t_set, reps, sizeof(double), cmp);
+    printf(
+        "rebuild as in MD (%lld points, %lld receivers): candidate list %.3f ms, set pairs %.3f ms (medians of %d)\n",
+        (long long)bp->list.n_points, (long long)bp->list.n_local, 1e3 * t_nl[reps / 2], 1e3 * t_set[reps / 2], reps);
+    cgq_neighbor_list_free(&nl);
+    return 1;
+}
+
 static int run_pairs(cgq_evaluator *ev, const bench_pairs *bp, double *f, double *energy) {
     cgq_node_result r = {0};
     r.forces = f;
@@ -137,6 +163,7 @@ int main(int argc, char **argv) {
         return fprintf(stderr, "%s\n", cgq_last_error()), 1;
 #define RUN(fo, eo) (pairs ? run_pairs(ev, &bp, fo, eo) : run(ev, &s, fo, eo))
     if (!RUN(f, &e) || !RUN(f, &e)) return 1; /* warm-up */
+    if (pairs && !time_rebuild(ev, m, &bp, 5)) return 1;
     if (check) {
         cgq_evaluator_params pc = p;
         pc.device = CGQ_DEVICE_CPU;

@@ -1348,12 +1348,12 @@ static cgq_status mlp_keep(cgq_gpu *g, int L, int64_t E, bool want_grad, mlp_sto
     return CGQ_STATUS_OK;
 }
 
-/* The buffers of st (mlp_keep first; if the kept outputs cannot be allocated, one chunk's rows instead). table_cs:
- * the width of a chunk edge's table rows (the hidden width) when the MLPs run from their tables, else 0; the rows go
- * to b.act, and dE/d(table variable) to b.gr. */
+/* The buffers of st (mlp_keep first; if the kept outputs cannot be allocated, one chunk's rows instead). table: the
+ * MLPs run from their tables, whose dE/d(table variable) goes to b.gr, and whose a rows (radial_table_rows wide per
+ * chunk edge) to b.act. */
 template <class T>
-static cgq_status plan_mlp_store(cgq_gpu *g, int L, int64_t E, int64_t chunk_edges, bool want_grad, int64_t table_cs,
-                                 mlp_store<T> *st) {
+static cgq_status plan_mlp_store(cgq_gpu *g, int L, int64_t E, int64_t chunk_edges, bool want_grad, bool table,
+                                 int64_t table_rows, mlp_store<T> *st) {
     v2_buffers &b = g->vb;
     int64_t wn = 1, cs = 1;
     for (int t = 0; t < L; t++) wn = std::max(wn, st->wn[t]), cs = std::max(cs, st->cs[t]);
@@ -1369,10 +1369,8 @@ static cgq_status plan_mlp_store(cgq_gpu *g, int L, int64_t E, int64_t chunk_edg
         for (int t = 0; t < L; t++)
             st->w_of[t] = reinterpret_cast<T *>(b.w), st->act_of[t] = reinterpret_cast<T *>(b.act);
     }
-    if (table_cs) {
-        CGQ_TRY(grow_t<T>(&b.act, &b.caps[1], (size_t)chunk_edges * table_cs));
-        if (want_grad) CGQ_TRY(grow_d(&b.gr, &b.caps[12], (size_t)chunk_edges));
-    }
+    if (table_rows) CGQ_TRY(grow_t<T>(&b.act, &b.caps[1], (size_t)chunk_edges * table_rows));
+    if (table && want_grad) CGQ_TRY(grow_d(&b.gr, &b.caps[12], (size_t)chunk_edges));
     return CGQ_STATUS_OK;
 }
 
@@ -1577,7 +1575,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             maxw = std::max<int64_t>(maxw, mlp_hidden_width(ly->density_fn));
         }
         wn = std::max<int64_t>(wn, ly->conv_tp.weight_numel);
-        cs = std::max<int64_t>(cs, table ? g->radial[t].width : cgq_fcnet_cache_size(&ly->radial_mlp));
+        if (!table) cs = std::max<int64_t>(cs, cgq_fcnet_cache_size(&ly->radial_mlp));
         maxw = std::max<int64_t>(maxw, mlp_hidden_width(ly->radial_mlp));
         dhu = std::max<int64_t>(dhu, ly->linear_up.out.dim);
     }
@@ -1587,7 +1585,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         ms.cs[t] = table ? 0 : cgq_fcnet_cache_size(&hm->layers[t].radial_mlp);
     CGQ_TRY(mlp_keep<T>(g, L, E, want_grad, &ms));
     const int64_t dens_per_edge = dcs ? 2 + dcs + nb : 2; /* d, activations, gd, gef of the density MLP */
-    const int64_t mlp_rows = ms.keep ? (table ? cs : 0) : wn + cs; /* table rows are per chunk either way */
+    const int64_t trows = table ? radial_table_rows<T>(g->radial, L) : 0; /* per chunk, kept outputs or not */
+    const int64_t mlp_rows = (ms.keep ? 0 : table ? wn : wn + cs) + trows;
     const int64_t per_edge = mlp_rows + dens_per_edge + (want_grad ? wn + 2 * maxw + nb + dhu : 0);
     std::vector<edge_chunk> chunks;
     int64_t chunk_edges = 0;
@@ -1597,7 +1596,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     T *dens_d = reinterpret_cast<T *>(b.dens), *dens_gd = dens_d + chunk_edges;
     T *dens_gef = dens_gd + chunk_edges, *dens_act = dens_gef + chunk_edges * nb;
     if (want_grad) CGQ_TRY(grow_reverse_buffers<T>(g, chunk_edges, E, wn, maxw, nb, nY, dhu));
-    CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, table ? cs : 0, &ms));
+    CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, table, trows, &ms));
     T *arows = reinterpret_cast<T *>(b.act);
     T *gw = reinterpret_cast<T *>(b.gw), *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef);
     T *gY = reinterpret_cast<T *>(b.gY), *gcut = reinterpret_cast<T *>(b.gcut), *gx1e = reinterpret_cast<T *>(b.gx1e);

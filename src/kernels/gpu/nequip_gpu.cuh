@@ -407,20 +407,19 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
         din_max = std::max<int64_t>(din_max, nq_layer_in_dim(nq, t));
     }
     const bool table = f32 && g->radial[0].n_int > 0; /* the edge MLPs from their tables (radial_spline.cuh) */
-    if (table)
-        for (int t = 0; t < L; t++) cs = std::max<int64_t>(cs, g->radial[t].width);
+    const int64_t trows = table ? radial_table_rows<T>(g->radial, L) : 0; /* per chunk, kept outputs or not */
     mlp_store<T> ms; /* the edge MLP's outputs and activations */
     for (int t = 0; t < L; t++)
         ms.wn[t] = nq->layers[t].tp.weight_numel, ms.cs[t] = table ? 0 : cgq_fcnet_cache_size(&g->nq_mlp[t]);
     CGQ_TRY(mlp_keep<T>(g, L, E, want_grad, &ms));
-    const int64_t mlp_rows = ms.keep ? (table ? cs : 0) : wn + cs; /* table rows are per chunk either way */
+    const int64_t mlp_rows = (ms.keep ? 0 : table ? wn : wn + cs) + trows;
     const int64_t per_edge = mlp_rows + (want_grad ? wn + 2 * maxw + nb + din_max : 0);
     std::vector<edge_chunk> chunks;
     int64_t chunk_edges = 0;
     CGQ_TRY(plan_chunks(g, h_row, N, E, sizeof(T), per_edge, &chunks, &chunk_edges));
     v2_buffers &b = g->vb;
     CGQ_TRY(grow_d(&b.edge_in, &b.caps[10], (size_t)E * (f32 ? nY + nb + 1 : 1)));
-    CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, table ? cs : 0, &ms));
+    CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, table, trows, &ms));
     if (want_grad) CGQ_TRY(grow_reverse_buffers<T>(g, chunk_edges, E, wn, maxw, nb, nY, din_max));
     T *gw = reinterpret_cast<T *>(b.gw);
     T *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef), *gY = reinterpret_cast<T *>(b.gY);

@@ -39,6 +39,15 @@ __device__ __forceinline__ int hermite_weights(const radial_table &s, double r, 
     return k;
 }
 
+/* a_j, and step * da_j/dr, of the interval whose rows start at p (width W), from hermite_weights' b and db: the one
+ * expression every kernel evaluates, so the tensor-core and SGEMM paths interpolate the same bits */
+__device__ __forceinline__ float hermite_value(const float *p, int W, int j, const float b[3]) {
+    return p[j] + (b[0] * p[W + j] + b[1] * p[2 * W + j] + b[2] * p[3 * W + j]);
+}
+__device__ __forceinline__ float hermite_slope(const float *p, int W, int j, const float db[3]) {
+    return db[0] * p[W + j] + db[1] * p[2 * W + j] + db[2] * p[3 * W + j];
+}
+
 /* x rounded to TF32 (10 mantissa bits, to nearest): exactly what the tensor cores read (host: the split weights) */
 __host__ __device__ inline float tf32_round(float x) {
     union {
@@ -60,8 +69,7 @@ __global__ void k_radial_table_fwd(radial_table s, const double *r, int64_t e0, 
     const int j = (int)(i % W);
     float b[3], db[3];
     const int k = hermite_weights(s, r[e0 + e], b, db);
-    const float *p = s.knots + (size_t)k * 4 * W + j;
-    a[e * W + j] = (T)(p[0] + (b[0] * p[W] + b[1] * p[2 * W] + b[2] * p[3 * W]));
+    a[e * W + j] = (T)hermite_value(s.knots + (size_t)k * 4 * W, W, j, b);
 }
 
 /* gr[e] = sum_j ga[e, j] da_j/dr(r_e), one warp (wavefront) per edge, the lanes' sums added by a fixed shuffle tree */
@@ -74,13 +82,22 @@ __global__ void k_radial_table_bwd(radial_table s, const double *r, int64_t e0, 
     const int k = hermite_weights(s, r[e0 + e], b, db);
     const float *p = s.knots + (size_t)k * 4 * W;
     float acc = 0.0f;
-    for (int j = lane; j < W; j += CGQ_WARP)
-        acc += (float)ga[e * W + j] * (db[0] * p[W + j] + db[1] * p[2 * W + j] + db[2] * p[3 * W + j]);
+    for (int j = lane; j < W; j += CGQ_WARP) acc += (float)ga[e * W + j] * hermite_slope(p, W, j, db);
     for (int o = CGQ_WARP / 2; o > 0; o /= 2) acc += CGQ_SHFL_XOR_W(acc, o, CGQ_WARP);
     if (lane == 0) gr[e] = (double)acc / s.step;
 }
 
 #include "kernels/gpu/radial_tc.cuh"
+
+/* The width of the rows of a (hidden width) that radial_table_forward needs per chunk edge for L layers' tables:
+ * 0 when every layer's last layer runs on the tensor cores, which never store a. */
+template <class T>
+static int64_t radial_table_rows(const radial_table *s, int L) {
+    int64_t w = 0;
+    for (int t = 0; t < L; t++)
+        if (!(s[t].w_tc && sizeof(T) == sizeof(float))) w = std::max<int64_t>(w, s[t].width);
+    return w;
+}
 
 /* w[ne, wn] (ld ldw) of edges e0 .. e0 + ne (their table variable in r) from the table: on the tensor cores
  * (radial_tc.cuh), or a into abuf then the last layer's GEMM (W_last: fc's last weights in T). Returns 0, or nonzero

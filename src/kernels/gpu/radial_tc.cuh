@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(32 * RTC_WARPS, 2)
 #pragma unroll
             for (int c = 0; c < 2; c++) {
                 const int j = ks * 8 + tq + 4 * c;
-                const float v = valid ? p[j] + (b[0] * p[K + j] + b[1] * p[2 * K + j] + b[2] * p[3 * K + j]) : 0.0f;
+                const float v = valid ? hermite_value(p, K, j, b) : 0.0f;
                 tf32_split(v, ah[ks][h + 2 * c], al[ks][h + 2 * c]);
             }
     }
