@@ -60,12 +60,17 @@ PairCGEqui::PairCGEqui(LAMMPS *lmp) : Pair(lmp) {
 PairCGEqui::~PairCGEqui() {
     if (times.on && times.steps) {
         const timing &t = times;
+        const long later = t.rebuilds > 1 ? t.rebuilds - 1 : 1;
         fprintf(stderr,
                 "pair cgequi timing, rank %d, %ld steps, %ld candidate rebuilds (ms per step): positions and checks "
                 "%.3f, rebuild: neighbor list %.3f, set pairs %.3f; evaluate %.3f; forces to LAMMPS and ghost rows to "
-                "their owners %.3f\n",
+                "their owners %.3f\n"
+                "pair cgequi timing, rank %d, ms per rebuild (neighbor list, node map, evaluator's set pairs): the "
+                "first %.3f, %.3f, %.3f; the later ones %.3f, %.3f, %.3f\n",
                 t.rank, t.steps, t.rebuilds, 1e3 * t.update / t.steps, 1e3 * t.neighbors / t.steps,
-                1e3 * t.set_pairs / t.steps, 1e3 * t.evaluate / t.steps, 1e3 * t.fold / t.steps);
+                1e3 * t.set_pairs / t.steps, 1e3 * t.evaluate / t.steps, 1e3 * t.fold / t.steps, t.rank,
+                1e3 * t.first[0], 1e3 * t.first[1], 1e3 * t.first[2], 1e3 * (t.neighbors - t.first[0]) / later,
+                1e3 * (t.node_map - t.first[1]) / later, 1e3 * (t.set_pairs - t.node_map - t.first[2]) / later);
     }
     free_model();
     if (nl) cgq_neighbor_list_free(nl);
@@ -256,8 +261,11 @@ void PairCGEqui::build_candidates(bool fold) {
     species.resize(n_nodes + 1);
     for (int64_t k = 0; k < n_nodes; k++) species[k] = type_species[type[node_atom[k]]];
     cgq_pair_list pl{np, cand_local, n_nodes, species.data(), nl->row_ptr, nl->sender, point_node.data(), point_id.data()};
+    const double t2 = MPI_Wtime();
     if (cgq_evaluator_set_pairs(evaluator, &pl) != CGQ_STATUS_OK) fail_one("setting the candidate pairs");
-    times.rebuilds++, times.neighbors += t1 - t0, times.set_pairs += MPI_Wtime() - t1;
+    const double t3 = MPI_Wtime();
+    if (!times.rebuilds) times.first[0] = t1 - t0, times.first[1] = t2 - t1, times.first[2] = t3 - t2;
+    times.rebuilds++, times.neighbors += t1 - t0, times.node_map += t2 - t1, times.set_pairs += t3 - t1;
     cand_ncalls = neighbor->ncalls, cand_nlocal = nlocal, cand_nall = nall, cand_fold = fold;
 }
 

@@ -66,6 +66,8 @@ class PairCGEqui : public Pair {
         int rank = 0;
         long steps = 0, rebuilds = 0;
         double update = 0, neighbors = 0, set_pairs = 0, evaluate = 0, fold = 0;
+        double first[3] = {0, 0, 0}; /* the first rebuild (in the run's setup): neighbor list, node map, set pairs */
+        double node_map = 0;         /* of set_pairs: the pair style's node map and species before the evaluator's */
     } times;
 
     /* communication state for pack/unpack */

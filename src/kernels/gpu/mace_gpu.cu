@@ -80,6 +80,7 @@ struct pair_state {
     int32_t *keep = nullptr, *skeep = nullptr, *bad = nullptr;
     int64_t *escan = nullptr, *sscan = nullptr, *tiles = nullptr, *row_ptr = nullptr, *srow = nullptr;
     std::vector<int64_t> h_row, point_id; /* this step's rows (host copy, for the edge chunks); ids for messages */
+    std::vector<int32_t> snode;           /* set_pairs: each candidate's sender node (kept: no per-call allocation) */
 };
 
 /* The node side of a NequIP layer on the GEMM kernels (nequip_gpu.cuh): linear_1 and linear_2 weights, and the
@@ -931,6 +932,24 @@ __global__ void k_edge_receivers(int64_t n, const int64_t *row_ptr, int32_t *ere
         for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++) erecv[e] = (int32_t)i;
 }
 
+/* g's pinned host staging, at least bytes: uploads through it are one transfer at full speed, and it persists, so
+ * no per-call allocation or page faults */
+static cgq_status grow_stage(cgq_gpu *g, size_t bytes) {
+    if (bytes <= g->stage_cap) return CGQ_STATUS_OK;
+    cudaFreeHost(g->graph_stage);
+    g->graph_stage = nullptr, g->stage_cap = 0;
+    const size_t want = bytes + bytes / 16 + 256;
+    if (cudaHostAlloc(&g->graph_stage, want, cudaHostAllocDefault) != cudaSuccess) {
+        cudaGetLastError();
+        return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY,
+                        "out of pinned host memory for the graph (%.1f MB); use fewer atoms "
+                        "per GPU (more MPI ranks / GPUs)",
+                        1e-6 * (double)want);
+    }
+    g->stage_cap = want;
+    return CGQ_STATUS_OK;
+}
+
 /* Uploads the graph and the sender-sorted edge index (for the reverse pass) and points c at it: the host
  * arrays are packed into a pinned buffer laid out like the device one and sent in one transfer. */
 static cgq_status upload_graph(cgq_gpu *g, const cgq_graph *gr, mace_ctx *c) {
@@ -941,17 +960,7 @@ static cgq_status upload_graph(cgq_gpu *g, const cgq_graph *gr, mace_ctx *c) {
     const size_t o_sedge = o_srow + up8(sizeof(int64_t) * (NA + 1)), o_erecv = o_sedge + up8(sizeof(int32_t) * (E + 1));
     const size_t graph_bytes = o_erecv + up8(sizeof(int32_t) * (E + 1));
     CGQ_TRY(grow(&g->graph_buf, &g->graph_cap, graph_bytes));
-    if (o_erecv > g->stage_cap) {
-        cudaFreeHost(g->graph_stage);
-        g->graph_stage = nullptr, g->stage_cap = 0;
-        const size_t want = o_erecv + o_erecv / 16 + 256;
-        if (cudaHostAlloc(&g->graph_stage, want, cudaHostAllocDefault) != cudaSuccess) {
-            cudaGetLastError();
-            return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of pinned host memory for the graph (%.1f MB); use fewer "
-                            "atoms per GPU (more MPI ranks / GPUs)", 1e-6 * (double)want);
-        }
-        g->stage_cap = want;
-    }
+    CGQ_TRY(grow_stage(g, o_erecv));
     char *h = static_cast<char *>(g->graph_stage), *d = static_cast<char *>(g->graph_buf);
     /* an empty domain (no atoms or no edges) may come with NULL arrays: copy only what exists */
     if (NA) memcpy(h, gr->species, sizeof(int32_t) * NA);
@@ -997,37 +1006,37 @@ extern "C" cgq_status cgq_gpu_set_pairs(cgq_gpu *g, const cgq_pair_list *pl) {
     if (C > INT32_MAX || NP > INT32_MAX)
         return cgq_fail(CGQ_STATUS_UNSUPPORTED, "%lld candidate pairs of %lld atoms on one GPU: more than 2^31-1; use "
                         "more MPI ranks (GPUs)", (long long)C, (long long)NP);
-    /* on the host, once: the receiver of each candidate, and the candidates grouped by sender node (stable) */
-    std::vector<int32_t> recv(C + 1), snode(C + 1), order(C + 1);
-    std::vector<int64_t> srow(NA + 2, 0);
-    for (int64_t i = 0; i < N; i++)
-        for (int64_t c = pl->row_ptr[i]; c < pl->row_ptr[i + 1]; c++) recv[c] = (int32_t)i;
-    for (int64_t c = 0; c < C; c++) { /* copies without a node (-1) go last, to a bucket of their own */
-        const int32_t node = pl->point_node[pl->candidate[c]];
-        snode[c] = node >= 0 ? node : (int32_t)NA;
-    }
-    CGQ_TRY(cgq_sender_index(snode.data(), C, NA + 1, srow.data(), order.data()));
-    const int64_t ns = srow[NA];
-    /* the fixed part, laid out alike on host and device and sent in one copy */
+    /* the fixed part, laid out alike in the pinned staging and on the device and sent in one copy; the receiver of
+     * each candidate (last) is filled on the device from the rows */
     auto lay_fixed = [&](char *q) {
         size_t o = 0;
-        ps.cand_row = carve<int64_t>(q, o, N + 1), ps.cand_srow = carve<int64_t>(q, o, NA + 1);
-        ps.cand_recv = carve<int32_t>(q, o, C), ps.cand = carve<int32_t>(q, o, C), ps.order = carve<int32_t>(q, o, ns);
+        ps.cand_row = carve<int64_t>(q, o, N + 1), ps.cand_srow = carve<int64_t>(q, o, NA + 2);
+        ps.cand = carve<int32_t>(q, o, C), ps.order = carve<int32_t>(q, o, C);
         ps.point_node = carve<int32_t>(q, o, NP), ps.species = carve<int32_t>(q, o, NA);
-        return o;
+        const size_t sent = o;
+        ps.cand_recv = carve<int32_t>(q, o, C);
+        return std::make_pair(sent, o);
     };
-    const size_t bytes = lay_fixed(nullptr);
-    std::vector<char> h(bytes + 16);
-    lay_fixed(h.data());
+    const auto bytes = lay_fixed(nullptr);
+    CGQ_TRY(grow_stage(g, bytes.first));
+    lay_fixed(static_cast<char *>(g->graph_stage));
     memcpy(ps.cand_row, pl->row_ptr, sizeof(int64_t) * (N + 1));
-    memcpy(ps.cand_srow, srow.data(), sizeof(int64_t) * (NA + 1));
-    if (C) memcpy(ps.cand_recv, recv.data(), sizeof(int32_t) * C), memcpy(ps.cand, pl->candidate, sizeof(int32_t) * C);
-    if (ns) memcpy(ps.order, order.data(), sizeof(int32_t) * ns);
+    if (C) memcpy(ps.cand, pl->candidate, sizeof(int32_t) * C);
     if (NP) memcpy(ps.point_node, pl->point_node, sizeof(int32_t) * NP);
     if (NA) memcpy(ps.species, pl->species, sizeof(int32_t) * NA);
-    CGQ_TRY(grow(&ps.buf, &ps.cap, bytes));
-    CGQ_CHECK_GPU(cudaMemcpy(ps.buf, h.data(), bytes, cudaMemcpyHostToDevice));
+    /* the candidates grouped by sender node (stable); copies without a node (-1) go last, to a bucket of their own */
+    ps.snode.resize(C + 1);
+    for (int64_t c = 0; c < C; c++) {
+        const int32_t node = pl->point_node[pl->candidate[c]];
+        ps.snode[c] = node >= 0 ? node : (int32_t)NA;
+    }
+    CGQ_TRY(cgq_sender_index(ps.snode.data(), C, NA + 1, ps.cand_srow, ps.order));
+    const int64_t ns = ps.cand_srow[NA];
+    CGQ_TRY(grow(&ps.buf, &ps.cap, bytes.second));
+    CGQ_CHECK_GPU(cudaMemcpy(ps.buf, g->graph_stage, bytes.first, cudaMemcpyHostToDevice));
     lay_fixed(static_cast<char *>(ps.buf));
+    if (N) k_edge_receivers<<<blocks_for(N), CGQ_GPU_THREADS>>>(N, ps.cand_row, ps.cand_recv);
+    CGQ_LAUNCH_CHECK();
     /* the per-step buffers */
     const int64_t tiles = std::max(C, ns) / CGQ_SCAN_TILE + 2;
     auto lay_step = [&](char *q) {
