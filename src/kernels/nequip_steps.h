@@ -174,6 +174,7 @@ typedef struct nq_ctx {
     double *gx, *gx_prev, *gM, *gh, *edge_grad;
     int64_t *srow;
     int32_t *sedge, *erecv;
+    int zbl_rows; /* GPU: node_out[i] already holds receiver i's ZBL energy (nq_zbl_row, one warp per row) */
     int maxdim;
     size_t esz, nsz;
 } nq_ctx;
@@ -315,6 +316,15 @@ CGQ_INTERNAL void nq_step_conv(const nq_ctx *c, int t, int64_t i, double *scratc
     nq_step_node(c, t, i, scratch + c->esz);
 }
 
+/* ZBL energy of edge e (receiver i) and its derivative in r (de, may be NULL): 0 beyond the type pair's cutoff */
+CGQ_INTERNAL double nq_zbl_one(const nq_ctx *c, int64_t i, int64_t e, double *de) {
+    const cgq_nequip *nq = c->nq;
+    if (de) *de = 0.0;
+    if (!c->active[e]) return 0.0;
+    const int tc = c->species[i], tn = c->species[c->sender[e]];
+    return nq_zbl_edge(nq, tc, tn, c->r[e], c->xn[e], nq->rmax_recip[tc * nq->n_types + tn], de);
+}
+
 CGQ_INTERNAL void nq_step_energy(const nq_ctx *c, int64_t i, double *tmp) {
     const cgq_nequip *nq = c->nq;
     const int L = nq->n_layers, dO = nq->layers[L - 1].gate.dim_out, ts = c->species[i];
@@ -323,11 +333,10 @@ CGQ_INTERNAL void nq_step_energy(const nq_ctx *c, int64_t i, double *tmp) {
     double e = nq->shifts[ts] + nq->scales[ts] * out;
     if (nq->zbl) {
         double z = 0.0;
-        for (int64_t k = c->row_ptr[i]; k < c->row_ptr[i + 1]; k++)
-            if (c->active[k]) {
-                const int tn = c->species[c->sender[k]];
-                z += nq_zbl_edge(nq, ts, tn, c->r[k], c->xn[k], nq->rmax_recip[ts * nq->n_types + tn], NULL);
-            }
+        if (c->zbl_rows)
+            z = c->node_out[i];
+        else
+            for (int64_t k = c->row_ptr[i]; k < c->row_ptr[i + 1]; k++) z += nq_zbl_one(c, i, k, NULL);
         e = z + e;
     }
     c->node_out[i] = e;
@@ -432,17 +441,17 @@ CGQ_INTERNAL void nq_step_up_backward(const nq_ctx *c, int t, int64_t j, double 
     cgq_linear_backward(&ly->linear_1, tmp, c->gx_prev + j * c->maxdim);
 }
 
+/* dE/du of edge e (receiver i) from its ZBL energy, into edge_grad; edges are independent (one GPU thread each) */
+CGQ_INTERNAL void nq_step_zbl_backward_edge(const nq_ctx *c, int64_t i, int64_t e) {
+    if (!c->active[e]) return;
+    double de;
+    nq_zbl_one(c, i, e, &de);
+    const double *u = c->u + 3 * e, r = c->r[e];
+    for (int q = 0; q < 3; q++) c->edge_grad[3 * e + q] -= de * u[q] / r;
+}
+
 CGQ_INTERNAL void nq_step_zbl_backward(const nq_ctx *c, int64_t i) {
-    const cgq_nequip *nq = c->nq;
-    const int tc = c->species[i];
-    for (int64_t e = c->row_ptr[i]; e < c->row_ptr[i + 1]; e++) {
-        if (!c->active[e]) continue;
-        const int tn = c->species[c->sender[e]];
-        double de;
-        nq_zbl_edge(nq, tc, tn, c->r[e], c->xn[e], nq->rmax_recip[tc * nq->n_types + tn], &de);
-        const double *u = c->u + 3 * e, r = c->r[e];
-        for (int q = 0; q < 3; q++) c->edge_grad[3 * e + q] -= de * u[q] / r;
-    }
+    for (int64_t e = c->row_ptr[i]; e < c->row_ptr[i + 1]; e++) nq_step_zbl_backward_edge(c, i, e);
 }
 
 

@@ -1614,7 +1614,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     prof.mark("buffers");
     if (E) k_edge_geometry_t<T><<<blocks_for(E), TH>>>(c, a.Y, a.ef, a.cut);
     if (NA) k_embed<T><<<blocks_for(NA * hm->node_embedding.out.dim), TH>>>(c, a.h[0]);
-    if (N) k_energy_start<<<blocks_for(N), TH>>>(c, a.e_acc);
+    if (N) k_energy_start<<<blocks_for(N * CGQ_WARP), TH>>>(c, a.e_acc);
     CGQ_LAUNCH_CHECK();
     const T *Y = a.Y, *ef = a.ef, *cut = a.cut;
     const unsigned ro_blocks = (unsigned)std::min<int64_t>((N + RO_GROUPS - 1) / RO_GROUPS, 65535);

@@ -66,9 +66,20 @@ __global__ void k_nq_up(nq_ctx c, int t, int64_t n) {
         nq_step_up(&c, t, i);
 }
 
+/* node_out[i] = receiver i's ZBL energy, one warp per receiver (CGQ_WARP threads per node), for nq_step_energy */
+__global__ void k_nq_zbl_rows(nq_ctx c) {
+    const int64_t warps = (int64_t)gridDim.x * blockDim.x / CGQ_WARP;
+    for (int64_t i = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / CGQ_WARP; i < c.N; i += warps) {
+        const double z =
+            warp_ordered_sum(c.row_ptr[i], c.row_ptr[i + 1], [&](int64_t e) { return nq_zbl_one(&c, i, e, NULL); });
+        if (threadIdx.x % CGQ_WARP == 0) c.node_out[i] = z;
+    }
+}
+
+/* the ZBL part of dE/du, one thread per edge */
 __global__ void k_nq_zbl_bwd(nq_ctx c) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < c.N; i += (int64_t)gridDim.x * blockDim.x)
-        nq_step_zbl_backward(&c, i);
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < c.E; e += (int64_t)gridDim.x * blockDim.x)
+        nq_step_zbl_backward_edge(&c, c.erecv[e], e);
 }
 
 /* steps that need per-item scratch: thread tid owns pool + tid * per_thread */
@@ -134,6 +145,8 @@ static cgq_status evaluate_nequip(cgq_gpu *g, const cgq_graph *gr, const cgq_exc
         if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_CONV, t, N, g->scratch, per_thread);
         CGQ_LAUNCH_CHECK();
     }
+    if (nq->zbl && N) k_nq_zbl_rows<<<blocks_for(N * CGQ_WARP), TH>>>(c);
+    c.zbl_rows = nq->zbl != 0;
     if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_ENERGY, 0, N, g->scratch, per_thread);
     CGQ_LAUNCH_CHECK();
     CGQ_TRY(collect_energy(g, c.node_out, N, energy, node_energy));
@@ -142,7 +155,7 @@ static cgq_status evaluate_nequip(cgq_gpu *g, const cgq_graph *gr, const cgq_exc
     if (E) CGQ_CHECK_GPU(cudaMemset(c.edge_grad, 0, sizeof(double) * 3 * E));
     if (N) CGQ_CHECK_GPU(cudaMemset(c.gx, 0, sizeof(double) * N * c.maxdim));
     if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_RO_BWD, 0, N, g->scratch, per_thread);
-    if (nq->zbl && N) k_nq_zbl_bwd<<<blocks_for(N), TH>>>(c);
+    if (nq->zbl && E) k_nq_zbl_bwd<<<blocks_for(E), TH>>>(c);
     CGQ_LAUNCH_CHECK();
     for (int t = L - 1; t >= 0; t--) {
         if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_NODE_BWD, t, N, g->scratch, per_thread);
@@ -493,6 +506,8 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
     }
     const int dO_last = nq->layers[L - 1].gate.dim_out;
     if (f32 && N) k_convert<T, double><<<blocks_for(N * dO_last), TH>>>(N * dO_last, R(c.xo[L - 1]), c.xo[L - 1]);
+    if (nq->zbl && N) k_nq_zbl_rows<<<blocks_for(N * CGQ_WARP), TH>>>(c);
+    c.zbl_rows = nq->zbl != 0;
     if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_ENERGY, 0, N, g->scratch, per_thread); /* readout, in double */
     CGQ_LAUNCH_CHECK();
     CGQ_TRY(collect_energy(g, c.node_out, N, energy, node_energy));
@@ -503,7 +518,7 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
     if (E) CGQ_CHECK_GPU(cudaMemset(c.edge_grad, 0, sizeof(double) * 3 * E));
     if (N) CGQ_CHECK_GPU(cudaMemset(c.gx, 0, sizeof(double) * N * ld));
     if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_RO_BWD, 0, N, g->scratch, per_thread);
-    if (nq->zbl && N) k_nq_zbl_bwd<<<blocks_for(N), TH>>>(c);
+    if (nq->zbl && E) k_nq_zbl_bwd<<<blocks_for(E), TH>>>(c);
     T *gx = R(c.gx), *gx_prev = R(c.gx_prev), *gpre = node_tmp, *gM = R(c.gM), *gh = R(c.gh);
     if (f32 && N) k_convert<double, T><<<blocks_for(N * ld), TH>>>(N * ld, c.gx, gx);
     CGQ_LAUNCH_CHECK();

@@ -100,13 +100,30 @@ static cgq_status build_readout_plan(const cgq_readout *ro, Upload up, readout_p
 
 /* e_acc[i] = the ZBL pair energies of node i's edges (0 without ZBL), in row order: the interaction energy's first
  * terms, as on the CPU. */
+/* sum over e in [r0, r1) of f(e), added in the order of e (the bits of the serial loop), the warp's lanes evaluating
+ * CGQ_WARP terms at a time; every lane gets the sum. The whole warp calls it with the same r0, r1. */
+template <class F>
+__device__ double warp_ordered_sum(int64_t r0, int64_t r1, F f) {
+    const int lane = threadIdx.x % CGQ_WARP;
+    double s = 0.0;
+    for (int64_t b = r0; b < r1; b += CGQ_WARP) {
+        const double v = b + lane < r1 ? f(b + lane) : 0.0;
+        const int n = r1 - b < CGQ_WARP ? (int)(r1 - b) : CGQ_WARP;
+        for (int j = 0; j < n; j++) s += CGQ_SHFL_W(v, j, CGQ_WARP);
+    }
+    return s;
+}
+
+/* e_acc[i] = receiver i's ZBL energy (0 without ZBL), one warp per receiver (launch CGQ_WARP threads per node) */
 __global__ void k_energy_start(mace_ctx c, double *e_acc) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < c.N; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t warps = (int64_t)gridDim.x * blockDim.x / CGQ_WARP;
+    for (int64_t i = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / CGQ_WARP; i < c.N; i += warps) {
         double s = 0.0;
         if (c.m->zbl)
-            for (int64_t e = c.row_ptr[i]; e < c.row_ptr[i + 1]; e++)
-                s += cgq_zbl_edge(c.m, c.species[c.sender[e]], c.species[i], c.r[e], NULL);
-        e_acc[i] = s;
+            s = warp_ordered_sum(c.row_ptr[i], c.row_ptr[i + 1], [&](int64_t e) {
+                return cgq_zbl_edge(c.m, c.species[c.sender[e]], c.species[i], c.r[e], NULL);
+            });
+        if (threadIdx.x % CGQ_WARP == 0) e_acc[i] = s;
     }
 }
 
