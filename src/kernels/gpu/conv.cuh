@@ -264,21 +264,18 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
         }
     }
     __syncthreads();
-    /* the thread's edge operands: its sender features, SH and cutoff in registers, the next edge's (xn, yn, csn)
-     * loaded before the current edge's products so that their latency overlaps them (ncu: the loads' waits were the
-     * first stall); its weights (ws, one slot in shared memory) as soon as the current one's products are done */
-    T xv[CONV_MAX_XDIM], yv[CONV_MAX_Y], cs = 1, xn[CONV_MAX_XDIM], yn[CONV_MAX_Y], csn = 1;
-    auto load_w = [&](int64_t e) {
+    /* the thread's edge operands: its weights (ws), sender features, SH and cutoff, loaded for the next edge as soon
+     * as the current one's products are done, so that their latency overlaps the channel sums below */
+    T xv[CONV_MAX_XDIM], yv[CONV_MAX_Y], cs = 1;
+    auto load_edge = [&](int64_t e) {
         const T *we = w + (e - e0) * p.wn + u;
         for (int q = 0; q < p.n_ins; q++) cgq_copy_async(ws + q * blockDim.x, we + p.ins[q].w_off);
-    };
-    auto load_xy = [&](int64_t e, T(&x)[CONV_MAX_XDIM], T(&y)[CONV_MAX_Y], T &c) {
-        conv_load_x<T, NL1>(p, hu + (int64_t)sender[e] * p.dhu, u, x);
+        conv_load_x<T, NL1>(p, hu + (int64_t)sender[e] * p.dhu, u, xv);
 #pragma unroll
-        for (int b = 0; b < NY; b++) y[b] = Y[e * NY + b];
-        c = cut ? cut[e] : (T)1;
+        for (int b = 0; b < NY; b++) yv[b] = Y[e * NY + b];
+        cs = cut ? cut[e] : (T)1;
     };
-    if (active && r0 + slot < r1) load_w(r0 + slot), load_xy(r0 + slot, xv, yv, cs);
+    if (active && r0 + slot < r1) load_edge(r0 + slot);
     int step = 0;
     for (int64_t base = r0; base < r1; base += S, step++) {
         const int64_t e = base + slot;
@@ -290,8 +287,6 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
 #pragma unroll
             for (int a = 0; a < CONV_MAX_XDIM; a++) gx[a] = 0;
             T *gwe = gw + (e - e0) * p.wn;
-            const bool more = e + S < r1;
-            if (more) load_xy(e + S, xn, yn, csn);
             cgq_copy_wait();
             for (int q = 0; q < p.n_ins; q++) {
                 const conv_ins &k = p.ins[q];
@@ -321,14 +316,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
 #pragma unroll
                 for (int a = 0; a < 2 * l + 1; a++)
                     if (l < NL1 && p.in1b[l].d) gxe[p.in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
-            if (more) {
-                load_w(e + S);
-#pragma unroll
-                for (int a = 0; a < CONV_MAX_XDIM; a++) xv[a] = xn[a];
-#pragma unroll
-                for (int b = 0; b < NY; b++) yv[b] = yn[b];
-                cs = csn;
-            }
+            if (e + S < r1) load_edge(e + S);
         }
         /* sums over each slot's channels: shuffles within groups of lanes into the step's buffer, then, every
          * CONV_BWD_STEPS steps, the groups in order (the batches double-buffered: one barrier per batch) */
