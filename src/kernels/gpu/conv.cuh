@@ -61,12 +61,12 @@ __device__ inline const T *conv_cg(const conv_plan &p) {
 /* The sender's features of channel u as xv[l^2 + a] (in1b[l] is the plan's block of degree l < NL1; d = 0 where the
  * plan has none, see build_conv_group), in registers: every index below is a compile-time constant after unrolling. */
 template <class T, int NL1>
-__device__ __forceinline__ void conv_load_x(const conv_plan &p, const T *x, int u, T (&xv)[CONV_MAX_XDIM]) {
+__device__ __forceinline__ void conv_load_x(const conv_block *in1b, const T *x, int u, T (&xv)[CONV_MAX_XDIM]) {
 #pragma unroll
     for (int l = 0; l < NL1; l++)
-        if (p.in1b[l].d)
+        if (in1b[l].d)
 #pragma unroll
-            for (int a = 0; a < 2 * l + 1; a++) xv[l * l + a] = x[p.in1b[l].off + u * (2 * l + 1) + a];
+            for (int a = 0; a < 2 * l + 1; a++) xv[l * l + a] = x[in1b[l].off + u * (2 * l + 1) + a];
 }
 
 #define CONV_L12_CASES(F) \
@@ -235,6 +235,14 @@ __device__ __forceinline__ T conv_bwd_ins(int C, const T (&xv)[CONV_MAX_XDIM], c
 template <class T>
 constexpr int conv_bwd_max_threads() { return sizeof(T) == sizeof(float) ? 512 : 256; }
 
+/* Bytes of k_conv_bwd's shared arrays before its tables (reduction buffers, G, the weights), rounded up to 16 */
+__host__ __device__ inline size_t conv_bwd_table_offset(const conv_plan &p, size_t es) {
+    const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP;
+    const size_t n = (size_t)p.g_dim * p.C + 2 * (size_t)CONV_BWD_STEPS * (p.threads_bwd / width) * (CONV_MAX_Y + 1) +
+                     (size_t)p.n_ins * p.threads_bwd;
+    return (es * n + 15) / 16 * 16;
+}
+
 template <class T, int NL1, int NY>
 __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
@@ -246,6 +254,12 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     /* this thread's weights of its current edge, [n_ins] with stride blockDim.x: fetched all at once, since the
      * instruction loop's loads one after the other each waited a memory latency */
     T *ws = G + (size_t)p.g_dim * p.C + threadIdx.x;
+    /* the plan's instructions and input blocks, read per edge: from shared memory, as global loads they waited on L1
+     * or L2 in every instruction of every edge */
+    conv_ins *ins = reinterpret_cast<conv_ins *>(smem_raw + conv_bwd_table_offset(p, sizeof(T)));
+    conv_block *in1b = reinterpret_cast<conv_block *>(ins + p.n_ins);
+    for (int q = threadIdx.x; q < p.n_ins; q += blockDim.x) ins[q] = p.ins[q];
+    for (int l = threadIdx.x; l < p.n_in1; l += blockDim.x) in1b[l] = p.in1b[l];
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
     const bool active = u < p.C;
     if (active) { /* the slots share G; slot s folds instructions s, s + S, ... */
@@ -269,12 +283,13 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     T xv[CONV_MAX_XDIM], yv[CONV_MAX_Y], cs = 1;
     auto load_edge = [&](int64_t e) {
         const T *we = w + (e - e0) * p.wn + u;
-        for (int q = 0; q < p.n_ins; q++) cgq_copy_async(ws + q * blockDim.x, we + p.ins[q].w_off);
-        conv_load_x<T, NL1>(p, hu + (int64_t)sender[e] * p.dhu, u, xv);
+        for (int q = 0; q < p.n_ins; q++) cgq_copy_async(ws + q * blockDim.x, we + ins[q].w_off);
+        conv_load_x<T, NL1>(in1b, hu + (int64_t)sender[e] * p.dhu, u, xv);
 #pragma unroll
         for (int b = 0; b < NY; b++) yv[b] = Y[e * NY + b];
         cs = cut ? cut[e] : (T)1;
     };
+    __syncthreads(); /* the tables */
     if (active && r0 + slot < r1) load_edge(r0 + slot);
     int step = 0;
     for (int64_t base = r0; base < r1; base += S, step++) {
@@ -289,7 +304,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
             T *gwe = gw + (e - e0) * p.wn;
             cgq_copy_wait();
             for (int q = 0; q < p.n_ins; q++) {
-                const conv_ins &k = p.ins[q];
+                const conv_ins &k = ins[q];
                 const T wraw = ws[q * blockDim.x], wk = cut ? wraw * cs : wraw, pww = (T)k.pw * wk;
                 const T *Gk = G + (size_t)k.g_off * p.C + u;
                 T s = 0;
@@ -315,7 +330,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
             for (int l = 0; l < 4; l++)
 #pragma unroll
                 for (int a = 0; a < 2 * l + 1; a++)
-                    if (l < NL1 && p.in1b[l].d) gxe[p.in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
+                    if (l < NL1 && in1b[l].d) gxe[in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
             if (e + S < r1) load_edge(e + S);
         }
         /* sums over each slot's channels: shuffles within groups of lanes into the step's buffer, then, every
@@ -493,9 +508,7 @@ static conv_fwd_fn<T> conv_fwd_kernel(const conv_plan &p) {
     return p.double_sums ? k_conv_fwd<T, double> : k_conv_fwd<T, T>;
 }
 static size_t conv_bwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
-    const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP;
-    return es * ((size_t)p.g_dim * p.C + 2 * (size_t)CONV_BWD_STEPS * (p.threads_bwd / width) * (CONV_MAX_Y + 1) +
-                 (size_t)p.n_ins * p.threads_bwd);
+    return conv_bwd_table_offset(p, es) + sizeof(conv_ins) * p.n_ins + sizeof(conv_block) * p.n_in1;
 }
 
 #endif
