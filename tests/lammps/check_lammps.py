@@ -52,7 +52,10 @@ run 0
     cmd = lmp + ["-in", "in.check", "-log", "log.check", "-screen", "none"]
     if args.ranks > 1:
         cmd = args.mpirun.split() + ["-np", str(args.ranks)] + cmd
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+    # Open MPI's session directory under this test's own folder: two mpiruns starting at once (ctest -j) under one
+    # /tmp can race on creating /tmp/ompi.<host>.<uid> ("mkdir ... File exists", orte_init fails)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1",
+               OMPI_MCA_orte_tmpdir_base=work, TMPDIR=work)
     p = subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env)
     log = open(os.path.join(work, "log.check")).read() if os.path.exists(os.path.join(work, "log.check")) else ""
     if p.returncode != 0:
