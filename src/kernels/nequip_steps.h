@@ -174,7 +174,7 @@ typedef struct nq_ctx {
     double *gx, *gx_prev, *gM, *gh, *edge_grad;
     int64_t *srow;
     int32_t *sedge, *erecv;
-    int zbl_rows; /* GPU: node_out[i] already holds receiver i's ZBL energy (nq_zbl_row, one warp per row) */
+    int zbl_rows; /* GPU: node_out[i] already holds receiver i's ZBL energy (k_nq_zbl_rows, one warp per row) */
     int maxdim;
     size_t esz, nsz;
 } nq_ctx;

@@ -98,8 +98,6 @@ static cgq_status build_readout_plan(const cgq_readout *ro, Upload up, readout_p
     return CGQ_STATUS_OK;
 }
 
-/* e_acc[i] = the ZBL pair energies of node i's edges (0 without ZBL), in row order: the interaction energy's first
- * terms, as on the CPU. */
 /* sum over e in [r0, r1) of f(e), added in the order of e (the bits of the serial loop), the warp's lanes evaluating
  * CGQ_WARP terms at a time; every lane gets the sum. The whole warp calls it with the same r0, r1. */
 template <class F>
@@ -114,7 +112,8 @@ __device__ double warp_ordered_sum(int64_t r0, int64_t r1, F f) {
     return s;
 }
 
-/* e_acc[i] = receiver i's ZBL energy (0 without ZBL), one warp per receiver (launch CGQ_WARP threads per node) */
+/* e_acc[i] = receiver i's ZBL pair energies (0 without ZBL) in row order, the interaction energy's first terms as on
+ * the CPU; one warp per receiver (launch CGQ_WARP threads per node) */
 __global__ void k_energy_start(mace_ctx c, double *e_acc) {
     const int64_t warps = (int64_t)gridDim.x * blockDim.x / CGQ_WARP;
     for (int64_t i = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / CGQ_WARP; i < c.N; i += warps) {
