@@ -110,15 +110,6 @@ __device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins 
 /* Receivers [i0, i0 + gridDim.x); w holds the raw MLP outputs of edges from e0 (row stride wn); cut is
  * non-NULL when the model multiplies the weights by the cutoff (apply_cutoff off). A: the type of the message sums
  * (T; double for NequIP in fp32, whose dense cells sum many edges: conv_fwd_kernel). */
-/* Bytes of k_conv_fwd's shared arrays before its tables (message sums, P and Y of a batch, senders), rounded up to
- * 16; then the plan's instructions [n_ins] and, per P entry, {C offset of (a, c), d2, d3, y_off} [p_dim] */
-__host__ __device__ inline size_t conv_fwd_table_offset(const conv_plan &p, size_t es) {
-    const size_t acc_es = p.double_sums ? sizeof(double) : es;
-    const size_t n = acc_es * (size_t)p.acc_dim * p.C * p.slots + es * (size_t)p.fwd_eb * (p.p_dim + p.nY) +
-                     sizeof(int32_t) * (size_t)p.fwd_eb;
-    return (n + 15) / 16 * 16;
-}
-
 template <class T, class A = T>
 __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y,
                            const T *hu, const T *w, int64_t e0, const T *cut, T *M) {
@@ -129,15 +120,6 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
     T *Ys = Pb + (size_t)EB * p.p_dim;                       /* [EB][nY] */
     int32_t *sid = reinterpret_cast<int32_t *>(Ys + (size_t)EB * p.nY);
     A *my = acc + (size_t)slot * stride + u;
-    /* the plan's tables, read per batch and per P entry of every edge: from shared memory (global loads, one
-     * depending on the other, each waited on L1 or L2) */
-    conv_ins *ins = reinterpret_cast<conv_ins *>(smem_raw + conv_fwd_table_offset(p, sizeof(T)));
-    int4 *pent = reinterpret_cast<int4 *>(ins + p.n_ins);
-    for (int q = threadIdx.x; q < p.n_ins; q += blockDim.x) ins[q] = p.ins[q];
-    for (int q = threadIdx.x; q < p.p_dim; q += blockDim.x) {
-        const conv_ins &k = p.ins[p.p_ins[q]];
-        pent[q] = make_int4(k.c_off + p.p_a[q] * k.d2 * k.d3 + p.p_c[q], k.d2, k.d3, k.y_off);
-    }
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
     for (int j = threadIdx.x; j < stride * S; j += blockDim.x) acc[j] = 0;
     for (int64_t eb = r0; eb < r1; eb += EB) {
@@ -147,18 +129,18 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
         for (int j = threadIdx.x; j < nb; j += blockDim.x) sid[j] = sender[eb + j];
         __syncthreads();
         for (int j = threadIdx.x; j < nb * p.p_dim; j += blockDim.x) {
-            const int el = j / p.p_dim;
-            const int4 pe = pent[j - el * p.p_dim]; /* {C offset, d2, d3, y_off} */
-            const T *C = conv_cg<T>(p) + pe.x;
-            const T *Ye = Ys + el * p.nY + pe.w;
+            const int el = j / p.p_dim, q = j % p.p_dim;
+            const conv_ins &k = p.ins[p.p_ins[q]];
+            const T *C = conv_cg<T>(p) + k.c_off + p.p_a[q] * k.d2 * k.d3 + p.p_c[q];
+            const T *Ye = Ys + el * p.nY + k.y_off;
             T s = 0;
-            for (int b = 0; b < pe.y; b++) s += C[b * pe.z] * Ye[b];
+            for (int b = 0; b < k.d2; b++) s += C[b * k.d3] * Ye[b];
             Pb[j] = s;
         }
         __syncthreads();
         if (u >= p.C) continue;
         for (int q = 0; q < p.n_ins; q++) {
-            const conv_ins &k = ins[q];
+            const conv_ins &k = p.ins[q];
             switch ((k.l12 >> 2) * 8 + k.d3) {
 #define CONV_FWD_CASE(L1, D3)                                                           \
     case L1 * 8 + D3:                                                                   \
@@ -510,7 +492,9 @@ __global__ void k_density_edge_bwd(int64_t e0, int64_t e1, const int32_t *erecv,
 
 /* shared memory of the kernels for element size `es` (the double size is the larger, used to plan) */
 static size_t conv_fwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
-    return conv_fwd_table_offset(p, es) + sizeof(conv_ins) * p.n_ins + sizeof(int4) * p.p_dim;
+    const size_t acc_es = p.double_sums ? sizeof(double) : es;
+    return acc_es * (size_t)p.acc_dim * p.C * p.slots + es * (size_t)p.fwd_eb * (p.p_dim + p.nY) +
+           sizeof(int32_t) * (size_t)p.fwd_eb;
 }
 
 template <class T>
