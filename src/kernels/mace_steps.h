@@ -31,7 +31,6 @@ typedef struct mace_ctx {
     /* graph */
     int64_t N, NA, E;
     const int32_t *species, *sender;
-    const int32_t *species_order; /* GPU: the N local nodes stably sorted by species (the symmetric contraction) */
     const int64_t *row_ptr;
     const double *vec;
     /* edge geometry and cache */

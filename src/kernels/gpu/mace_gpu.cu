@@ -74,8 +74,7 @@ struct pair_state {
     size_t cap = 0, step_cap = 0;
     /* buf: candidate rows and their sender-node grouping (order: candidate ids grouped by sender node) */
     int64_t *cand_row = nullptr, *cand_srow = nullptr;
-    int32_t *cand_recv = nullptr, *cand = nullptr, *order = nullptr, *point_node = nullptr, *species = nullptr,
-            *species_order = nullptr;
+    int32_t *cand_recv = nullptr, *cand = nullptr, *order = nullptr, *point_node = nullptr, *species = nullptr;
     /* step: positions, flags and scans, the graph's row pointers, error flags, outputs */
     double *x = nullptr, *force = nullptr, *node_virial = nullptr, *vpart = nullptr, *virial = nullptr;
     int32_t *keep = nullptr, *skeep = nullptr, *bad = nullptr;
@@ -402,9 +401,7 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     int *dcd = cd.data();
     CGQ_TRY(upload(g, &dcd, cd.size()));
     sp->cd_of = dcd;
-    a.nodes = SYMCON_NODES; /* checked for double operands, the larger */
-    while (a.nodes > 1 && symcon_bwd_smem(a.nodes, D, sp->threads, sizeof(double)) > g->smem_optin) a.nodes--;
-    sp->ok = a.n_mono > 0 && sp->threads <= 1024 && symcon_bwd_smem(a.nodes, D, sp->threads, sizeof(double)) <= g->smem_optin;
+    sp->ok = a.n_mono > 0 && sp->threads <= 1024 && symcon_bwd_smem(D, sp->threads, sizeof(double)) <= g->smem_optin;
     return CGQ_STATUS_OK;
 }
 
@@ -412,40 +409,31 @@ template <class T> static const T *symcon_coef(const symcon_plan &sp);
 template <> const double *symcon_coef<double>(const symcon_plan &sp) { return sp.coef; }
 template <> const float *symcon_coef<float>(const symcon_plan &sp) { return sp.coef_f; }
 
-/* B = the product basis of A for N nodes; order: the nodes sorted by species (species_order) */
+/* B = the product basis of A for N nodes (one block per node) */
 template <class T>
-static void symcon_forward(const symcon_plan &sp, int64_t N, const int32_t *species, const int32_t *order, const T *A,
-                           int64_t lda, T *B, int64_t ldb) {
-    const symcon_args &a = sp.args;
-    const size_t smem = symcon_fwd_smem(a.nodes, a.D, sp.threads, sizeof(T));
-    const unsigned blocks = (unsigned)((N + a.nodes - 1) / a.nodes);
+static void symcon_forward(const symcon_plan &sp, int64_t N, const int32_t *species, const T *A, int64_t lda, T *B,
+                           int64_t ldb) {
+    const size_t smem = symcon_fwd_smem(sp.args.D, sp.threads, sizeof(T));
     const T *cf = symcon_coef<T>(sp);
     switch (sp.nf) {
-#define SYMCON_FWD(NF) k_symcon_fwd<T, NF><<<blocks, sp.threads, smem>>>(a, cf, species, order, N, A, lda, B, ldb)
-    case 1: SYMCON_FWD(1); break;
-    case 2: SYMCON_FWD(2); break;
-    case 3: SYMCON_FWD(3); break;
-    default: SYMCON_FWD(4); break;
-#undef SYMCON_FWD
+    case 1: k_symcon_fwd<T, 1><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, B, ldb); break;
+    case 2: k_symcon_fwd<T, 2><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, B, ldb); break;
+    case 3: k_symcon_fwd<T, 3><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, B, ldb); break;
+    default: k_symcon_fwd<T, 4><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, B, ldb); break;
     }
 }
 
 /* gA = dE/dA from gB (overwrites) */
 template <class T>
-static void symcon_backward(const symcon_plan &sp, int64_t N, const int32_t *species, const int32_t *order, const T *A,
-                            int64_t lda, const T *gB, int64_t ldgb, T *gA, int64_t ldga) {
-    const symcon_args &a = sp.args;
-    const size_t smem = symcon_bwd_smem(a.nodes, a.D, sp.threads, sizeof(T));
-    const unsigned blocks = (unsigned)((N + a.nodes - 1) / a.nodes);
+static void symcon_backward(const symcon_plan &sp, int64_t N, const int32_t *species, const T *A, int64_t lda,
+                            const T *gB, int64_t ldgb, T *gA, int64_t ldga) {
+    const size_t smem = symcon_bwd_smem(sp.args.D, sp.threads, sizeof(T));
     const T *cf = symcon_coef<T>(sp);
     switch (sp.nf) {
-#define SYMCON_BWD(NF) \
-    k_symcon_bwd<T, NF><<<blocks, sp.threads, smem>>>(a, cf, species, order, N, A, lda, gB, ldgb, gA, ldga)
-    case 1: SYMCON_BWD(1); break;
-    case 2: SYMCON_BWD(2); break;
-    case 3: SYMCON_BWD(3); break;
-    default: SYMCON_BWD(4); break;
-#undef SYMCON_BWD
+    case 1: k_symcon_bwd<T, 1><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, gB, ldgb, gA, ldga); break;
+    case 2: k_symcon_bwd<T, 2><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, gB, ldgb, gA, ldga); break;
+    case 3: k_symcon_bwd<T, 3><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, gB, ldgb, gA, ldga); break;
+    default: k_symcon_bwd<T, 4><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, gB, ldgb, gA, ldga); break;
     }
 }
 
@@ -962,17 +950,6 @@ static cgq_status grow_stage(cgq_gpu *g, size_t bytes) {
     return CGQ_STATUS_OK;
 }
 
-/* order[0, N): the nodes 0..N-1 stably sorted by species (a counting sort; a negative species counts as 0), so that
- * the symmetric contraction's blocks take nodes of one species and share its coefficient reads */
-static void species_order(const int32_t *species, int64_t N, int32_t *order) {
-    int32_t n_species = 1;
-    for (int64_t i = 0; i < N; i++) n_species = std::max(n_species, species[i] + 1);
-    std::vector<int64_t> start((size_t)n_species + 1, 0);
-    for (int64_t i = 0; i < N; i++) start[(size_t)std::max(species[i], 0) + 1]++;
-    for (int32_t s = 0; s < n_species; s++) start[(size_t)s + 1] += start[(size_t)s];
-    for (int64_t i = 0; i < N; i++) order[start[(size_t)std::max(species[i], 0)]++] = (int32_t)i;
-}
-
 /* Uploads the graph and the sender-sorted edge index (for the reverse pass) and points c at it: the host
  * arrays are packed into a pinned buffer laid out like the device one and sent in one transfer. */
 static cgq_status upload_graph(cgq_gpu *g, const cgq_graph *gr, mace_ctx *c) {
@@ -980,8 +957,8 @@ static cgq_status upload_graph(cgq_gpu *g, const cgq_graph *gr, mace_ctx *c) {
     auto up8 = [](size_t b) { return (b + 7) / 8 * 8; };
     const size_t o_row = up8(sizeof(int32_t) * (NA + 1)), o_sender = o_row + up8(sizeof(int64_t) * (N + 1));
     const size_t o_vec = o_sender + up8(sizeof(int32_t) * (E + 1)), o_srow = o_vec + up8(sizeof(double) * (3 * E + 1));
-    const size_t o_sedge = o_srow + up8(sizeof(int64_t) * (NA + 1)), o_order = o_sedge + up8(sizeof(int32_t) * (E + 1));
-    const size_t o_erecv = o_order + up8(sizeof(int32_t) * (N + 1)), graph_bytes = o_erecv + up8(sizeof(int32_t) * (E + 1));
+    const size_t o_sedge = o_srow + up8(sizeof(int64_t) * (NA + 1)), o_erecv = o_sedge + up8(sizeof(int32_t) * (E + 1));
+    const size_t graph_bytes = o_erecv + up8(sizeof(int32_t) * (E + 1));
     CGQ_TRY(grow(&g->graph_buf, &g->graph_cap, graph_bytes));
     CGQ_TRY(grow_stage(g, o_erecv));
     char *h = static_cast<char *>(g->graph_stage), *d = static_cast<char *>(g->graph_buf);
@@ -992,11 +969,10 @@ static cgq_status upload_graph(cgq_gpu *g, const cgq_graph *gr, mace_ctx *c) {
     if (E) memcpy(h + o_vec, gr->vec, sizeof(double) * 3 * E);
     CGQ_TRY(cgq_sender_index(gr->sender, E, NA, reinterpret_cast<int64_t *>(h + o_srow),
                              reinterpret_cast<int32_t *>(h + o_sedge)));
-    species_order(gr->species, N, reinterpret_cast<int32_t *>(h + o_order));
     CGQ_CHECK_GPU(cudaMemcpyAsync(d, h, o_erecv, cudaMemcpyHostToDevice));
     c->species = (int32_t *)d, c->row_ptr = (int64_t *)(d + o_row), c->sender = (int32_t *)(d + o_sender);
     c->vec = (double *)(d + o_vec), c->srow = (int64_t *)(d + o_srow), c->sedge = (int32_t *)(d + o_sedge);
-    c->erecv = (int32_t *)(d + o_erecv), c->species_order = (int32_t *)(d + o_order);
+    c->erecv = (int32_t *)(d + o_erecv);
     if (N) k_edge_receivers<<<blocks_for(N), CGQ_GPU_THREADS>>>(N, c->row_ptr, c->erecv);
     CGQ_CHECK_GPU(cudaGetLastError());
     return CGQ_STATUS_OK;
@@ -1037,7 +1013,6 @@ extern "C" cgq_status cgq_gpu_set_pairs(cgq_gpu *g, const cgq_pair_list *pl) {
         ps.cand_row = carve<int64_t>(q, o, N + 1), ps.cand_srow = carve<int64_t>(q, o, NA + 2);
         ps.cand = carve<int32_t>(q, o, C), ps.order = carve<int32_t>(q, o, C);
         ps.point_node = carve<int32_t>(q, o, NP), ps.species = carve<int32_t>(q, o, NA);
-        ps.species_order = carve<int32_t>(q, o, N);
         const size_t sent = o;
         ps.cand_recv = carve<int32_t>(q, o, C);
         return std::make_pair(sent, o);
@@ -1049,7 +1024,6 @@ extern "C" cgq_status cgq_gpu_set_pairs(cgq_gpu *g, const cgq_pair_list *pl) {
     if (C) memcpy(ps.cand, pl->candidate, sizeof(int32_t) * C);
     if (NP) memcpy(ps.point_node, pl->point_node, sizeof(int32_t) * NP);
     if (NA) memcpy(ps.species, pl->species, sizeof(int32_t) * NA);
-    species_order(pl->species, N, ps.species_order);
     /* the candidates grouped by sender node (stable); copies without a node (-1) go last, to a bucket of their own */
     ps.snode.resize(C + 1);
     for (int64_t c = 0; c < C; c++) {
@@ -1128,7 +1102,7 @@ static cgq_status pairs_fill(cgq_gpu *g, mace_ctx *c) {
     };
     CGQ_TRY(grow(&g->graph_buf, &g->graph_cap, lay(nullptr)));
     lay(static_cast<char *>(g->graph_buf));
-    c->species = ps.species, c->species_order = ps.species_order, c->row_ptr = ps.row_ptr, c->srow = ps.srow;
+    c->species = ps.species, c->row_ptr = ps.row_ptr, c->srow = ps.srow;
     if (C) k_pair_edges<<<blocks_for(C), CGQ_GPU_THREADS>>>(C, ps.cand_recv, ps.cand, ps.point_node, ps.x, ps.keep, ps.escan,
                                                           const_cast<int32_t *>(c->sender), const_cast<double *>(c->vec), c->erecv);
     if (ns) k_pair_sender_edges<<<blocks_for(ns), CGQ_GPU_THREADS>>>(ns, ps.order, ps.skeep, ps.sscan, ps.escan, c->sedge);
@@ -1702,7 +1676,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(g->symcon[t].cd_of, dTt, N, Apre, dTt, A, CD, 1);
         prof.mark("node_fwd");
         const symcon_plan &sp = g->symcon[t];
-        symcon_forward<T>(sp, N, c.species, c.species_order, A, CD, B, dB);
+        symcon_forward<T>(sp, N, c.species, A, CD, B, dB);
         prof.mark("symcon");
         node_linear_fwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, B, dB, h, dH, (T)1,
                            (ly->use_sc && ly->residual) ? sc : nullptr, dsc);
@@ -1744,8 +1718,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             node_linear_bwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, gh, dH, gBn, maxb, (T)1, 0);
             prof.mark("node_bwd");
             const symcon_plan &sp = g->symcon[t];
-            symcon_backward<T>(sp, N, c.species, c.species_order, A, ly->channels * ly->coupling_dim, gBn, maxb, gAn,
-                               maxcd);
+            symcon_backward<T>(sp, N, c.species, A, ly->channels * ly->coupling_dim, gBn, maxb, gAn, maxcd);
             prof.mark("symcon_bwd");
             T *gApre = a.gApre, *gMl = a.gMl;
             k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(g->symcon[t].cd_of, dTt, N, gAn, maxcd, gApre, dTt, 0);
@@ -1835,8 +1808,7 @@ extern "C" cgq_status cgq_gpu_evaluate_pairs(cgq_gpu *g, const double *positions
 }
 
 /* ---- kernel test entries: one map alone on caller-given inputs ----------------------------------------- */
-/* Copies the host arrays `in` (double) to the device in T, runs launch(species, inputs, outputs) (species
- * followed by the nodes sorted by species, species_order), and copies the
+/* Copies the host arrays `in` (double) to the device in T, runs launch(species, inputs, outputs), and copies the
  * outputs back into `out` (double). */
 template <class T, class F>
 static cgq_status run_on_device(const std::vector<std::pair<const double *, int64_t>> &in,
@@ -1845,13 +1817,10 @@ static cgq_status run_on_device(const std::vector<std::pair<const double *, int6
     std::vector<void *> bufs;
     std::vector<T *> din, dout;
     auto run = [&]() -> cgq_status {
-        std::vector<int32_t> sp(species, species + n); /* then the nodes sorted by species (launch's dsp + n) */
-        sp.resize((size_t)(2 * n));
-        species_order(species, n, sp.data() + n);
         int32_t *dsp = nullptr;
-        CGQ_CHECK_GPU(cudaMalloc(&dsp, sizeof(int32_t) * 2 * n));
+        CGQ_CHECK_GPU(cudaMalloc(&dsp, sizeof(int32_t) * n));
         bufs.push_back(dsp);
-        CGQ_CHECK_GPU(cudaMemcpy(dsp, sp.data(), sizeof(int32_t) * 2 * n, cudaMemcpyHostToDevice));
+        CGQ_CHECK_GPU(cudaMemcpy(dsp, species, sizeof(int32_t) * n, cudaMemcpyHostToDevice));
         for (const auto &a : in) {
             const std::vector<T> h(a.first, a.first + a.second);
             T *d = nullptr;
@@ -1886,8 +1855,8 @@ static cgq_status product_basis_t(cgq_gpu *g, int layer, int64_t n, const int32_
     const int64_t CD = (int64_t)ly->channels * ly->coupling_dim, dB = ly->product_out.dim;
     return run_on_device<T>({{A, n * CD}, {gB, n * dB}}, {{B, n * dB}, {gA, n * CD}}, species, n,
                             [&](const int32_t *dsp, T *const *i, T *const *o) {
-                                symcon_forward<T>(sp, n, dsp, dsp + n, i[0], CD, o[0], dB);
-                                symcon_backward<T>(sp, n, dsp, dsp + n, i[0], CD, i[1], dB, o[1], CD);
+                                symcon_forward<T>(sp, n, dsp, i[0], CD, o[0], dB);
+                                symcon_backward<T>(sp, n, dsp, i[0], CD, i[1], dB, o[1], CD);
                             });
 }
 

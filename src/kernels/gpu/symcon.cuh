@@ -7,9 +7,7 @@
  * U nonzeros, and the kernels read one coefficient per monomial instead of a value, an index and a weight per
  * nonzero. Monomials are padded to NF factors (the layer's largest correlation) with index D, whose A column
  * holds 1, so the factor loop has a compile-time length and the indices stay in registers.
- * One thread per channel (coefficients read coalesced over channels); a block takes up to SYMCON_NODES nodes of one
- * species (the caller's node order sorted by species) and reads each coefficient once for all of them: the
- * coefficient reads (n_mono x C per species, from L2) bound the kernel, not its arithmetic. Monomials are sorted
+ * One node per block, one thread per channel (coefficients read coalesced over channels); monomials are sorted
  * by output component m, so each B[c,m] is summed in one register, in double. */
 #ifndef CGQ_GPU_SYMCON_CUH
 #define CGQ_GPU_SYMCON_CUH
@@ -17,7 +15,7 @@
 #define SYMCON_MAX_D 16     /* coupling width: sum of 2l+1 of the target irreps (l <= 3) */
 #define SYMCON_MAX_BLOCKS 8 /* output irreps of the product */
 #define SYMCON_IDX_BITS 5   /* one factor's A index (0..D, D = the constant 1) */
-#define SYMCON_NODES 4      /* the most nodes of one block (they share its coefficient loads) */
+#define SYMCON_UNROLL 4     /* monomials whose loads are issued together */
 
 struct symcon_block {
     int dm, out_off;
@@ -26,7 +24,6 @@ struct symcon_block {
 
 struct symcon_args {
     int n_blocks, n_mono, C, D, agnostic;
-    int nodes; /* nodes per block, 1..SYMCON_NODES (as shared memory allows) */
     symcon_block blk[SYMCON_MAX_BLOCKS];
     const int32_t *code; /* [n_mono]: factor p's A index at bits SYMCON_IDX_BITS * p */
 };
@@ -37,141 +34,103 @@ __device__ inline void symcon_factors(int32_t code, int *idx) {
     for (int p = 0; p < NF; p++) idx[p] = (code >> (SYMCON_IDX_BITS * p)) & ((1 << SYMCON_IDX_BITS) - 1);
 }
 
-/* A block's nodes: entries [g0, g0 + nb) of `order` (the local nodes sorted by species), their A rows copied to
- * shared memory as[j][i][ch] (row D: the constant 1). Runs of one species within the block are taken together. */
-struct symcon_group {
-    int64_t node[SYMCON_NODES];
-    int elem[SYMCON_NODES]; /* their species (0 where the layer is species-agnostic) */
-    int nb;
-};
-
-template <class T>
-__device__ inline symcon_group symcon_load(const symcon_args &a, const int32_t *species, const int32_t *order, int64_t N,
-                                           const T *A, int64_t lda, T *as) {
-    const int nt = blockDim.x, ch = threadIdx.x, stride = (a.D + 1) * nt;
-    symcon_group grp;
-    const int64_t g0 = (int64_t)blockIdx.x * a.nodes;
-    grp.nb = (int)(N - g0 < a.nodes ? N - g0 : a.nodes);
-#pragma unroll
-    for (int j = 0; j < SYMCON_NODES; j++) {
-        grp.node[j] = j < grp.nb ? order[g0 + j] : 0;
-        grp.elem[j] = j < grp.nb && !a.agnostic ? species[grp.node[j]] : 0;
-        if (j >= grp.nb) continue;
-        for (int i = 0; i < a.D; i++) as[j * stride + i * nt + ch] = A[grp.node[j] * lda + ch * a.D + i];
-        as[j * stride + a.D * nt + ch] = (T)1;
-    }
-    return grp;
-}
-
-/* the run of one species that starts at entry lo of the block: its end, and the species in *elem */
-__device__ inline int symcon_run(const symcon_group &grp, int lo, int *elem) {
-    int hi = lo + 1;
-#pragma unroll
-    for (int j = 0; j < SYMCON_NODES; j++) {
-        if (j == lo) *elem = grp.elem[j];
-        if (j > 0 && j == hi && j < grp.nb && grp.elem[j] == grp.elem[j - 1]) hi++;
-    }
-    return hi;
-}
-
-/* B[n] = the polynomial of A[n]; coef: [elements][n_mono][C]. Each block takes a.nodes nodes of `order` and reads each
- * coefficient once for all of its nodes of that species (the coefficients, not the arithmetic, bound this kernel). */
+/* B[n] = the polynomial of A[n]; coef: [elements][n_mono][C] */
 template <class T, int NF>
-__global__ void k_symcon_fwd(symcon_args a, const T *coef, const int32_t *species, const int32_t *order, int64_t N,
-                             const T *A, int64_t lda, T *B, int64_t ldb) {
+__global__ void k_symcon_fwd(symcon_args a, const T *coef, const int32_t *species, const T *A, int64_t lda, T *B,
+                             int64_t ldb) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *as = reinterpret_cast<T *>(smem_raw); /* [node][i][ch]: the channel's A rows, then 1 */
-    const int nt = blockDim.x, ch = threadIdx.x, stride = (a.D + 1) * nt;
+    T *as = reinterpret_cast<T *>(smem_raw); /* column ch: the channel's A row, then 1 */
+    const int nt = blockDim.x, ch = threadIdx.x;
+    const int64_t n = blockIdx.x;
     if (ch >= a.C) return; /* no block-wide sync below: each thread uses its own column */
-    const symcon_group grp = symcon_load(a, species, order, N, A, lda, as);
-    for (int lo = 0, hi; lo < grp.nb; lo = hi) {
-        int elem;
-        hi = symcon_run(grp, lo, &elem);
-        const T *tc = coef + ((size_t)elem * a.n_mono) * a.C + ch;
-        for (int j = 0; j < a.n_blocks; j++) {
-            const symcon_block &bk = a.blk[j];
-            for (int m = 0; m < bk.dm; m++) {
-                double acc[SYMCON_NODES];
+    for (int i = 0; i < a.D; i++) as[i * nt + ch] = A[n * lda + ch * a.D + i];
+    as[a.D * nt + ch] = (T)1;
+    const int elem = a.agnostic ? 0 : species[n];
+    const T *tc = coef + ((size_t)elem * a.n_mono) * a.C + ch;
+    for (int j = 0; j < a.n_blocks; j++) {
+        const symcon_block &bk = a.blk[j];
+        T *Bj = B + n * ldb + bk.out_off + ch * bk.dm;
+        for (int m = 0; m < bk.dm; m++) {
+            double acc = 0;
+            const int q1 = bk.mstart[m + 1];
+            /* SYMCON_UNROLL monomials' codes and coefficients loaded together: one at a time, each waited an L2
+             * latency (the coefficients do not fit L1) */
+            for (int q = bk.mstart[m]; q < q1; q += SYMCON_UNROLL) {
+                int32_t code[SYMCON_UNROLL];
+                T cq[SYMCON_UNROLL];
 #pragma unroll
-                for (int k = 0; k < SYMCON_NODES; k++) acc[k] = 0;
-                for (int q = bk.mstart[m]; q < bk.mstart[m + 1]; q++) {
-                    int idx[NF];
-                    symcon_factors<NF>(__ldg(a.code + q), idx);
-                    const T cq = tc[(size_t)q * a.C];
-#pragma unroll
-                    for (int k = 0; k < SYMCON_NODES; k++) {
-                        if (k < lo || k >= hi) continue;
-                        T prod = cq;
-#pragma unroll
-                        for (int p = 0; p < NF; p++) prod *= as[k * stride + idx[p] * nt + ch];
-                        acc[k] += (double)prod;
-                    }
+                for (int v = 0; v < SYMCON_UNROLL; v++) {
+                    const bool in = q + v < q1;
+                    code[v] = in ? __ldg(a.code + q + v) : 0;
+                    cq[v] = in ? tc[(size_t)(q + v) * a.C] : (T)0;
                 }
 #pragma unroll
-                for (int k = 0; k < SYMCON_NODES; k++)
-                    if (k >= lo && k < hi) B[grp.node[k] * ldb + bk.out_off + ch * bk.dm + m] = (T)acc[k];
+                for (int v = 0; v < SYMCON_UNROLL; v++) {
+                    if (q + v >= q1) break;
+                    int idx[NF];
+                    symcon_factors<NF>(code[v], idx);
+                    T prod = cq[v];
+#pragma unroll
+                    for (int p = 0; p < NF; p++) prod *= as[idx[p] * nt + ch];
+                    acc += (double)prod;
+                }
             }
+            Bj[m] = (T)acc;
         }
     }
 }
 
-/* gA[n] = dE/dA from gB = dE/dB (overwrites): each monomial adds g T prod_{r != p} A[i_r] to gA[i_p]; nodes taken as
- * in k_symcon_fwd */
+/* gA[n] = dE/dA from gB = dE/dB (overwrites): each monomial adds g T prod_{r != p} A[i_r] to gA[i_p] */
 template <class T, int NF>
-__global__ void k_symcon_bwd(symcon_args a, const T *coef, const int32_t *species, const int32_t *order, int64_t N,
-                             const T *A, int64_t lda, const T *gB, int64_t ldgb, T *gA, int64_t ldga) {
+__global__ void k_symcon_bwd(symcon_args a, const T *coef, const int32_t *species, const T *A, int64_t lda, const T *gB,
+                             int64_t ldgb, T *gA, int64_t ldga) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int nt = blockDim.x, ch = threadIdx.x, stride = (a.D + 1) * nt;
+    const int nt = blockDim.x, ch = threadIdx.x;
+    const int64_t n = blockIdx.x;
     T *as = reinterpret_cast<T *>(smem_raw);
-    double *gas = reinterpret_cast<double *>(smem_raw) +
-                  ((size_t)a.nodes * stride * sizeof(T) + 7) / 8; /* [node][i][ch], double sums */
+    double *gas = reinterpret_cast<double *>(smem_raw) + ((size_t)(a.D + 1) * nt * sizeof(T) + 7) / 8; /* double sums */
     if (ch >= a.C) return;
-    const symcon_group grp = symcon_load(a, species, order, N, A, lda, as);
-    for (int k = 0; k < grp.nb; k++)
-        for (int i = 0; i <= a.D; i++) gas[k * stride + i * nt + ch] = 0; /* i = D: the constant's, never read */
-    for (int lo = 0, hi; lo < grp.nb; lo = hi) {
-        int elem;
-        hi = symcon_run(grp, lo, &elem);
-        const T *tc = coef + ((size_t)elem * a.n_mono) * a.C + ch;
-        for (int j = 0; j < a.n_blocks; j++) {
-            const symcon_block &bk = a.blk[j];
-            for (int m = 0; m < bk.dm; m++) {
-                T g[SYMCON_NODES];
-                bool any = false;
+    for (int i = 0; i < a.D; i++) as[i * nt + ch] = A[n * lda + ch * a.D + i], gas[i * nt + ch] = 0;
+    as[a.D * nt + ch] = (T)1;
+    gas[a.D * nt + ch] = 0; /* the constant's gradient: written, never read */
+    const int elem = a.agnostic ? 0 : species[n];
+    const T *tc = coef + ((size_t)elem * a.n_mono) * a.C + ch;
+    for (int j = 0; j < a.n_blocks; j++) {
+        const symcon_block &bk = a.blk[j];
+        const T *gBj = gB + n * ldgb + bk.out_off + ch * bk.dm;
+        for (int m = 0; m < bk.dm; m++) {
+            const T g = gBj[m];
+            if (g == (T)0) continue;
+            const int q1 = bk.mstart[m + 1];
+            for (int q = bk.mstart[m]; q < q1; q += SYMCON_UNROLL) { /* loads first, as in k_symcon_fwd */
+                int idx[SYMCON_UNROLL][NF];
+                T f[SYMCON_UNROLL][NF], s[SYMCON_UNROLL];
 #pragma unroll
-                for (int k = 0; k < SYMCON_NODES; k++) {
-                    g[k] = k >= lo && k < hi ? gB[grp.node[k] * ldgb + bk.out_off + ch * bk.dm + m] : (T)0;
-                    any = any || g[k] != (T)0;
+                for (int v = 0; v < SYMCON_UNROLL; v++) {
+                    const bool in = q + v < q1;
+                    symcon_factors<NF>(in ? __ldg(a.code + q + v) : 0, idx[v]);
+                    s[v] = in ? g * tc[(size_t)(q + v) * a.C] : (T)0;
                 }
-                if (!any) continue;
-                for (int q = bk.mstart[m]; q < bk.mstart[m + 1]; q++) {
-                    int idx[NF];
-                    symcon_factors<NF>(__ldg(a.code + q), idx);
-                    const T cq = tc[(size_t)q * a.C];
 #pragma unroll
-                    for (int k = 0; k < SYMCON_NODES; k++) {
-                        if (g[k] == (T)0) continue;
-                        T f[NF];
+                for (int v = 0; v < SYMCON_UNROLL; v++)
 #pragma unroll
-                        for (int p = 0; p < NF; p++) f[p] = as[k * stride + idx[p] * nt + ch];
-                        const T s = g[k] * cq;
+                    for (int p = 0; p < NF; p++) f[v][p] = as[idx[v][p] * nt + ch]; /* as is read-only here */
 #pragma unroll
-                        for (int p = 0; p < NF; p++) {
-                            T prod = s;
+                for (int v = 0; v < SYMCON_UNROLL; v++) {
+                    if (q + v >= q1) break;
 #pragma unroll
-                            for (int r = 0; r < NF; r++)
-                                if (r != p) prod *= f[r];
-                            gas[k * stride + idx[p] * nt + ch] += (double)prod;
-                        }
+                    for (int p = 0; p < NF; p++) {
+                        T prod = s[v];
+#pragma unroll
+                        for (int r = 0; r < NF; r++)
+                            if (r != p) prod *= f[v][r];
+                        gas[idx[v][p] * nt + ch] += (double)prod;
                     }
                 }
             }
         }
     }
-#pragma unroll
-    for (int k = 0; k < SYMCON_NODES; k++)
-        if (k < grp.nb)
-            for (int i = 0; i < a.D; i++) gA[grp.node[k] * ldga + ch * a.D + i] = (T)gas[k * stride + i * nt + ch];
+    for (int i = 0; i < a.D; i++) gA[n * ldga + ch * a.D + i] = (T)gas[i * nt + ch];
 }
 
 struct symcon_plan {
@@ -182,11 +141,10 @@ struct symcon_plan {
     int *cd_of;    /* device: the reshape of the target irreps into its [C][D] input (k_reshape_cd) */
 };
 
-/* shared memory of the kernels for `nodes` nodes per block, coupling width D, nt threads and operands of `es` bytes
- * (sums in double) */
-static inline size_t symcon_fwd_smem(int nodes, int D, int nt, size_t es) { return (size_t)nodes * (D + 1) * nt * es; }
-static inline size_t symcon_bwd_smem(int nodes, int D, int nt, size_t es) {
-    return ((size_t)nodes * (D + 1) * nt * es + 7) / 8 * 8 + sizeof(double) * (size_t)nodes * (D + 1) * nt;
+/* shared memory of the kernels for coupling width D, nt threads and operands of `es` bytes (sums in double) */
+static inline size_t symcon_fwd_smem(int D, int nt, size_t es) { return (size_t)(D + 1) * nt * es; }
+static inline size_t symcon_bwd_smem(int D, int nt, size_t es) {
+    return ((size_t)(D + 1) * nt * es + 7) / 8 * 8 + sizeof(double) * (size_t)(D + 1) * nt;
 }
 
 #endif
