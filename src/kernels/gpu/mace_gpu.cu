@@ -345,7 +345,7 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     std::vector<std::map<std::pair<int, int32_t>, int>> index((size_t)ly->n_contractions);
     std::vector<const int *> mono_of;
     symcon_args &a = sp->args;
-    std::vector<int32_t> codes;
+    std::vector<int32_t> codes, first, gq, rest;
     for (int j = 0; j < ly->n_contractions; j++) {
         const cgq_contraction *ct = &ly->contractions[j];
         auto &ix = index[(size_t)j];
@@ -356,13 +356,22 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
                          .first->second);
         symcon_block &bk = a.blk[j];
         bk.dm = 2 * ct->l_out + 1, bk.out_off = ly->product_out.b[j].offset;
-        for (int m = 0; m <= bk.dm; m++) bk.mstart[m] = (int)codes.size(); /* components without monomials stay empty */
+        /* groups: the monomials of one component that differ only in their first factor (adjacent in this order) */
+        for (int m = 0; m <= bk.dm; m++) bk.gstart[m] = (int)gq.size(); /* components without monomials stay empty */
+        int m_prev = -1;
         for (auto &kv : ix) {
+            const int m = kv.first.first;
+            const int32_t code = kv.first.second, r = code >> SYMCON_IDX_BITS;
+            if (m != m_prev || r != rest.back()) gq.push_back((int32_t)codes.size()), rest.push_back(r);
+            m_prev = m;
             kv.second = (int)codes.size();
-            codes.push_back(kv.first.second);
-            for (int m = kv.first.first + 1; m <= bk.dm; m++) bk.mstart[m] = (int)codes.size();
+            codes.push_back(code);
+            first.push_back(code & ((1 << SYMCON_IDX_BITS) - 1));
+            for (int mm = m + 1; mm <= bk.dm; mm++) bk.gstart[mm] = (int)gq.size();
         }
     }
+    a.n_groups = (int)gq.size();
+    gq.push_back((int32_t)codes.size());
     a.n_blocks = ly->n_contractions, a.n_mono = (int)codes.size(), a.C = C, a.D = D, a.agnostic = ly->agnostic;
     /* pass 2: coefficients [E][n_mono][C] */
     std::vector<double> coef((size_t)E * a.n_mono * C, 0.0);
@@ -380,9 +389,11 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
                 }
             }
     }
-    int32_t *dcode = codes.data();
-    CGQ_TRY(upload(g, &dcode, codes.size()));
-    a.code = dcode;
+    int32_t *dfirst = first.data(), *dgq = gq.data(), *drest = rest.data();
+    CGQ_TRY(upload(g, &dfirst, first.size()));
+    CGQ_TRY(upload(g, &dgq, gq.size()));
+    CGQ_TRY(upload(g, &drest, rest.size()));
+    a.first = dfirst, a.gq = dgq, a.rest = drest;
     if (g->fp32) {
         std::vector<float> cf(coef.begin(), coef.end());
         float *d = cf.data();

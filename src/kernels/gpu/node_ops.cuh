@@ -120,40 +120,60 @@ struct lin_gemm {
 };
 
 /* One 64 x 64 output tile over every segment; with per-species weights, those of species sp, and only the rows of
- * species sp are written. */
+ * species sp are written. Each thread loads the same 4 rows of A (columns k0 + tid % GEMM_BK) and the same 4 (k, n)
+ * places of B at every k step, so their offsets (a division by d) are computed once, and the next step's values are
+ * loaded into registers while the current step's products run. */
 template <class T, bool BT>
 __device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, T (&As)[GEMM_BK][GEMM_BM + 1],
                                               T (&Bs)[GEMM_BK][GEMM_BN + 1], int tx, int ty, int64_t r0, int64_t rows,
                                               int n0, int sp) {
     T acc[4][4] = {{0}};
-    for (int s = 0; s < g.n_segs; s++) {
+    const int akk = threadIdx.x % GEMM_BK, amm = threadIdx.x / GEMM_BK; /* A: rows amm + 16 i */
+    const int bkk = BT ? threadIdx.x % GEMM_BK : threadIdx.x / GEMM_BN; /* B: (bkk, bnn + 16 i) or (bkk + 4 i, bnn) */
+    const int bnn = BT ? threadIdx.x / GEMM_BK : threadIdx.x % GEMM_BN;
+    int64_t aoff[4];
+    int am[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int64_t r = r0 + amm + 16 * i;
+        aoff[i] = r < rows ? (r / g.d) * g.lda + r % g.d : -1;
+        am[i] = (int)(r % g.d);
+    }
+    T ra[4], rb[4];
+    auto fetch = [&](int s, int k0) {
         const T pw = (T)g.pw[s];
         const T *W = g.W + g.w_off[s] + (g.species ? sp * g.w_species[s] : 0);
-        for (int k0 = 0; k0 < g.K[s]; k0 += GEMM_BK) {
-            for (int q = threadIdx.x; q < GEMM_BM * GEMM_BK; q += 256) {
-                const int mm = q / GEMM_BK, kk = q % GEMM_BK;
-                const int64_t r = r0 + mm;
-                const int k = k0 + kk;
-                T v = 0;
-                if (r < rows && k < g.K[s]) {
-                    v = g.A[(r / g.d) * g.lda + g.a_off[s] + (int64_t)k * g.d + r % g.d];
-                    if (g.diag[s]) v *= g.diag[s][r % g.d];
-                }
-                As[kk][mm] = v;
+        const int k = k0 + akk;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            T v = 0;
+            if (aoff[i] >= 0 && k < g.K[s]) {
+                v = g.A[aoff[i] + g.a_off[s] + (int64_t)k * g.d];
+                if (g.diag[s]) v *= g.diag[s][am[i]];
             }
-            for (int q = threadIdx.x; q < GEMM_BK * GEMM_BN; q += 256) {
-                int kk, nn;
-                if (BT) nn = q / GEMM_BK, kk = q % GEMM_BK;
-                else kk = q / GEMM_BN, nn = q % GEMM_BN;
-                const int k = k0 + kk, n = n0 + nn;
-                T v = 0;
-                if (k < g.K[s] && n < g.N) v = pw * (BT ? W[(int64_t)n * g.ld[s] + k] : W[(int64_t)k * g.ld[s] + n]);
-                Bs[kk][nn] = v;
-            }
-            __syncthreads();
-            gemm_tile_fma(As, Bs, acc, tx, ty);
-            __syncthreads();
+            ra[i] = v;
         }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int kq = k0 + bkk + (BT ? 0 : 4 * i), n = n0 + bnn + (BT ? 16 * i : 0);
+            rb[i] = kq < g.K[s] && n < g.N ? pw * (BT ? W[(int64_t)n * g.ld[s] + kq] : W[(int64_t)kq * g.ld[s] + n])
+                                           : (T)0;
+        }
+    };
+    if (g.n_segs > 0) fetch(0, 0);
+    for (int s = 0, k0 = 0; s < g.n_segs;) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            As[akk][amm + 16 * i] = ra[i];
+            if (BT) Bs[bkk][bnn + 16 * i] = rb[i];
+            else Bs[bkk + 4 * i][bnn] = rb[i];
+        }
+        __syncthreads();
+        k0 += GEMM_BK;
+        if (k0 >= g.K[s]) s++, k0 = 0;
+        if (s < g.n_segs) fetch(s, k0);
+        gemm_tile_fma(As, Bs, acc, tx, ty);
+        __syncthreads();
     }
     for (int i = 0; i < 4; i++) {
         const int64_t r = r0 + ty + 16 * i;

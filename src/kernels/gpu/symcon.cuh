@@ -7,8 +7,13 @@
  * U nonzeros, and the kernels read one coefficient per monomial instead of a value, an index and a weight per
  * nonzero. Monomials are padded to NF factors (the layer's largest correlation) with index D, whose A column
  * holds 1, so the factor loop has a compile-time length and the indices stay in registers.
- * One node per block, one thread per channel (coefficients read coalesced over channels); monomials are sorted
- * by output component m, so each B[c,m] is summed in one register, in double. */
+ * One node per block, one thread per channel (coefficients read coalesced over channels). The monomials are sorted
+ * by output component m and then by their factors from the last to the first, so the monomials that differ only
+ * in their first factor i form a group with a common rest R = prod_{p >= 1} A[i_p], and
+ *   B[c,m] = sum_groups R sum_{q in group} T_q A[i_q]
+ * (Horner's form): per monomial one A value, one coefficient and one multiply-add in T; R, and the conversion to
+ * the double sum of B[c,m], once per group. The reverse takes the same groups: dE/dA[i_q] += g R T_q per monomial
+ * and, per group, dE/dA[i_p] += g (sum_q T_q A[i_q]) prod_{r != p, r >= 1} A[i_r] for each rest factor p. */
 #ifndef CGQ_GPU_SYMCON_CUH
 #define CGQ_GPU_SYMCON_CUH
 
@@ -19,19 +24,48 @@
 
 struct symcon_block {
     int dm, out_off;
-    int mstart[8]; /* monomials of component m: [mstart[m], mstart[m + 1]) of the layer's list */
+    int gstart[8]; /* groups of component m: [gstart[m], gstart[m + 1]) of the layer's list */
 };
 
 struct symcon_args {
-    int n_blocks, n_mono, C, D, agnostic;
+    int n_blocks, n_mono, n_groups, C, D, agnostic;
     symcon_block blk[SYMCON_MAX_BLOCKS];
-    const int32_t *code; /* [n_mono]: factor p's A index at bits SYMCON_IDX_BITS * p */
+    const int32_t *first; /* [n_mono]: the monomial's first factor (its A index) */
+    const int32_t *gq;    /* [n_groups + 1]: the group's first monomial */
+    const int32_t *rest;  /* [n_groups]: the rest's factor p at bits SYMCON_IDX_BITS * (p - 1) */
 };
 
+/* the A indices of a group's rest (NF - 1 factors) */
 template <int NF>
-__device__ inline void symcon_factors(int32_t code, int *idx) {
+__device__ inline void symcon_rest(int32_t code, int *idx) {
 #pragma unroll
-    for (int p = 0; p < NF; p++) idx[p] = (code >> (SYMCON_IDX_BITS * p)) & ((1 << SYMCON_IDX_BITS) - 1);
+    for (int p = 0; p < NF - 1; p++) idx[p] = (code >> (SYMCON_IDX_BITS * p)) & ((1 << SYMCON_IDX_BITS) - 1);
+}
+
+/* sum_{q in [q0, q1)} T_q A[first_q] of one group, SYMCON_UNROLL monomials' loads issued together (one at a time, each
+ * waited an L2 latency: the coefficients do not fit L1); with G, also gas[first_q] += G T_q (the reverse) */
+template <class T, bool REVERSE>
+__device__ __forceinline__ T symcon_group_sum(const symcon_args &a, const T *tc, const T *as, int q0, int q1, T G,
+                                              double *gas) {
+    const int nt = blockDim.x, ch = threadIdx.x;
+    T part = 0;
+    for (int q = q0; q < q1; q += SYMCON_UNROLL) {
+        int32_t i[SYMCON_UNROLL];
+        T cq[SYMCON_UNROLL];
+#pragma unroll
+        for (int v = 0; v < SYMCON_UNROLL; v++) {
+            const bool in = q + v < q1;
+            i[v] = in ? __ldg(a.first + q + v) : 0;
+            cq[v] = in ? tc[(size_t)(q + v) * a.C] : (T)0;
+        }
+#pragma unroll
+        for (int v = 0; v < SYMCON_UNROLL; v++) {
+            if (q + v >= q1) break;
+            part += cq[v] * as[i[v] * nt + ch];
+            if (REVERSE) gas[i[v] * nt + ch] += (double)(G * cq[v]);
+        }
+    }
+    return part;
 }
 
 /* B[n] = the polynomial of A[n]; coef: [elements][n_mono][C] */
@@ -52,35 +86,20 @@ __global__ void k_symcon_fwd(symcon_args a, const T *coef, const int32_t *specie
         T *Bj = B + n * ldb + bk.out_off + ch * bk.dm;
         for (int m = 0; m < bk.dm; m++) {
             double acc = 0;
-            const int q1 = bk.mstart[m + 1];
-            /* SYMCON_UNROLL monomials' codes and coefficients loaded together: one at a time, each waited an L2
-             * latency (the coefficients do not fit L1) */
-            for (int q = bk.mstart[m]; q < q1; q += SYMCON_UNROLL) {
-                int32_t code[SYMCON_UNROLL];
-                T cq[SYMCON_UNROLL];
+            for (int gi = bk.gstart[m]; gi < bk.gstart[m + 1]; gi++) {
+                int idx[NF > 1 ? NF - 1 : 1];
+                symcon_rest<NF>(__ldg(a.rest + gi), idx);
+                T r = symcon_group_sum<T, false>(a, tc, as, __ldg(a.gq + gi), __ldg(a.gq + gi + 1), (T)0, nullptr);
 #pragma unroll
-                for (int v = 0; v < SYMCON_UNROLL; v++) {
-                    const bool in = q + v < q1;
-                    code[v] = in ? __ldg(a.code + q + v) : 0;
-                    cq[v] = in ? tc[(size_t)(q + v) * a.C] : (T)0;
-                }
-#pragma unroll
-                for (int v = 0; v < SYMCON_UNROLL; v++) {
-                    if (q + v >= q1) break;
-                    int idx[NF];
-                    symcon_factors<NF>(code[v], idx);
-                    T prod = cq[v];
-#pragma unroll
-                    for (int p = 0; p < NF; p++) prod *= as[idx[p] * nt + ch];
-                    acc += (double)prod;
-                }
+                for (int p = 0; p < NF - 1; p++) r *= as[idx[p] * nt + ch];
+                acc += (double)r;
             }
             Bj[m] = (T)acc;
         }
     }
 }
 
-/* gA[n] = dE/dA from gB = dE/dB (overwrites): each monomial adds g T prod_{r != p} A[i_r] to gA[i_p] */
+/* gA[n] = dE/dA from gB = dE/dB (overwrites), over the groups of k_symcon_fwd */
 template <class T, int NF>
 __global__ void k_symcon_bwd(symcon_args a, const T *coef, const int32_t *species, const T *A, int64_t lda, const T *gB,
                              int64_t ldgb, T *gA, int64_t ldga) {
@@ -101,31 +120,22 @@ __global__ void k_symcon_bwd(symcon_args a, const T *coef, const int32_t *specie
         for (int m = 0; m < bk.dm; m++) {
             const T g = gBj[m];
             if (g == (T)0) continue;
-            const int q1 = bk.mstart[m + 1];
-            for (int q = bk.mstart[m]; q < q1; q += SYMCON_UNROLL) { /* loads first, as in k_symcon_fwd */
-                int idx[SYMCON_UNROLL][NF];
-                T f[SYMCON_UNROLL][NF], s[SYMCON_UNROLL];
+            for (int gi = bk.gstart[m]; gi < bk.gstart[m + 1]; gi++) {
+                constexpr int NR = NF > 1 ? NF - 1 : 1;
+                int idx[NR];
+                T f[NR];
+                symcon_rest<NF>(__ldg(a.rest + gi), idx);
+                T R = g;
 #pragma unroll
-                for (int v = 0; v < SYMCON_UNROLL; v++) {
-                    const bool in = q + v < q1;
-                    symcon_factors<NF>(in ? __ldg(a.code + q + v) : 0, idx[v]);
-                    s[v] = in ? g * tc[(size_t)(q + v) * a.C] : (T)0;
-                }
+                for (int p = 0; p < NF - 1; p++) f[p] = as[idx[p] * nt + ch], R *= f[p];
+                const T part = symcon_group_sum<T, true>(a, tc, as, __ldg(a.gq + gi), __ldg(a.gq + gi + 1), R, gas);
 #pragma unroll
-                for (int v = 0; v < SYMCON_UNROLL; v++)
+                for (int p = 0; p < NF - 1; p++) {
+                    T v = g * part;
 #pragma unroll
-                    for (int p = 0; p < NF; p++) f[v][p] = as[idx[v][p] * nt + ch]; /* as is read-only here */
-#pragma unroll
-                for (int v = 0; v < SYMCON_UNROLL; v++) {
-                    if (q + v >= q1) break;
-#pragma unroll
-                    for (int p = 0; p < NF; p++) {
-                        T prod = s[v];
-#pragma unroll
-                        for (int r = 0; r < NF; r++)
-                            if (r != p) prod *= f[v][r];
-                        gas[idx[v][p] * nt + ch] += (double)prod;
-                    }
+                    for (int r = 0; r < NF - 1; r++)
+                        if (r != p) v *= f[r];
+                    gas[idx[p] * nt + ch] += (double)v;
                 }
             }
         }
