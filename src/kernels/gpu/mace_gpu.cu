@@ -345,7 +345,7 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     std::vector<std::map<std::pair<int, int32_t>, int>> index((size_t)ly->n_contractions);
     std::vector<const int *> mono_of;
     symcon_args &a = sp->args;
-    std::vector<int32_t> codes, first, gq, rest;
+    std::vector<int32_t> codes;
     for (int j = 0; j < ly->n_contractions; j++) {
         const cgq_contraction *ct = &ly->contractions[j];
         auto &ix = index[(size_t)j];
@@ -356,22 +356,13 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
                          .first->second);
         symcon_block &bk = a.blk[j];
         bk.dm = 2 * ct->l_out + 1, bk.out_off = ly->product_out.b[j].offset;
-        /* groups: the monomials of one component that differ only in their first factor (adjacent in this order) */
-        for (int m = 0; m <= bk.dm; m++) bk.gstart[m] = (int)gq.size(); /* components without monomials stay empty */
-        int m_prev = -1;
+        for (int m = 0; m <= bk.dm; m++) bk.mstart[m] = (int)codes.size(); /* components without monomials stay empty */
         for (auto &kv : ix) {
-            const int m = kv.first.first;
-            const int32_t code = kv.first.second, r = code >> SYMCON_IDX_BITS;
-            if (m != m_prev || r != rest.back()) gq.push_back((int32_t)codes.size()), rest.push_back(r);
-            m_prev = m;
             kv.second = (int)codes.size();
-            codes.push_back(code);
-            first.push_back(code & ((1 << SYMCON_IDX_BITS) - 1));
-            for (int mm = m + 1; mm <= bk.dm; mm++) bk.gstart[mm] = (int)gq.size();
+            codes.push_back(kv.first.second);
+            for (int m = kv.first.first + 1; m <= bk.dm; m++) bk.mstart[m] = (int)codes.size();
         }
     }
-    a.n_groups = (int)gq.size();
-    gq.push_back((int32_t)codes.size());
     a.n_blocks = ly->n_contractions, a.n_mono = (int)codes.size(), a.C = C, a.D = D, a.agnostic = ly->agnostic;
     /* pass 2: coefficients [E][n_mono][C] */
     std::vector<double> coef((size_t)E * a.n_mono * C, 0.0);
@@ -389,11 +380,9 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
                 }
             }
     }
-    int32_t *dfirst = first.data(), *dgq = gq.data(), *drest = rest.data();
-    CGQ_TRY(upload(g, &dfirst, first.size()));
-    CGQ_TRY(upload(g, &dgq, gq.size()));
-    CGQ_TRY(upload(g, &drest, rest.size()));
-    a.first = dfirst, a.gq = dgq, a.rest = drest;
+    int32_t *dcode = codes.data();
+    CGQ_TRY(upload(g, &dcode, codes.size()));
+    a.code = dcode;
     if (g->fp32) {
         std::vector<float> cf(coef.begin(), coef.end());
         float *d = cf.data();
@@ -407,11 +396,12 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     sp->nf = nf;
     sp->threads = CGQ_WARP;
     while (sp->threads < C) sp->threads *= 2;
+    for (int b = 0, i = 0; b < ly->target.n; b++) { /* A(ch, i) in the target irreps' own layout */
+        const cgq_irrep_block &tb = ly->target.b[b];
+        if (tb.mul != C) return CGQ_STATUS_OK;
+        for (int mm = 0; mm < 2 * tb.l + 1 && i < D; mm++, i++) a.a_off[i] = tb.offset + mm, a.a_stride[i] = 2 * tb.l + 1;
+    }
     /* checked for double operands, the larger */
-    std::vector<int> cd = cd_map(ly);
-    int *dcd = cd.data();
-    CGQ_TRY(upload(g, &dcd, cd.size()));
-    sp->cd_of = dcd;
     sp->ok = a.n_mono > 0 && sp->threads <= 1024 && symcon_bwd_smem(D, sp->threads, sizeof(double)) <= g->smem_optin;
     return CGQ_STATUS_OK;
 }
@@ -1469,8 +1459,8 @@ struct v2_arrays {
     T *Y, *ef, *cut;                                             /* per edge */
     T *hu[CGQ_MAX_LAYERS], *A[CGQ_MAX_LAYERS];                   /* kept for the reverse pass */
     T *rho[CGQ_MAX_LAYERS], *Mlin[CGQ_MAX_LAYERS];               /* kept with a density, else Mlin is work */
-    T *h[2], *sc, *M, *Apre, *B;                                 /* forward work: layer t reads h[t % 2] */
-    T *gh, *gh_prev, *gM, *ghu, *gBn, *gAn, *grho, *gApre, *gMl; /* reverse work */
+    T *h[2], *sc, *M, *B;                                  /* forward work: layer t reads h[t % 2] */
+    T *gh, *gh_prev, *gM, *ghu, *gBn, *grho, *gApre, *gMl; /* reverse work */
     double *ro_z[CGQ_MAX_LAYERS], *e_acc, *staging;              /* readout pre-activations; energy sums; exchanges */
     size_t t_bytes, d_bytes;
 };
@@ -1482,13 +1472,13 @@ static void v2_layout(const cgq_model *m, const readout_plan *ro, mace_ctx *c, b
                       char *dd, v2_arrays<T> *a) {
     const int64_t N = c->N, NA = c->NA, E = c->E, g = grad ? 1 : 0;
     const int L = m->n_layers;
-    int hw = m->node_embedding.out.dim, dsc = 1, dM = 1, dT = 1, dB = 1, dhu = 1, dgh = 1, cd = 1;
+    int hw = m->node_embedding.out.dim, dsc = 1, dM = 1, dT = 1, dB = 1, dhu = 1, dgh = 1;
     for (int t = 0; t < L; t++) {
         const cgq_mace_layer *ly = &m->layers[t];
         hw = std::max(hw, ly->product_linear.out.dim), dsc = std::max(dsc, ly->skip_tp.out.dim);
         dM = std::max(dM, ly->conv_tp.out.dim), dT = std::max(dT, ly->target.dim),
         dB = std::max(dB, ly->product_out.dim);
-        dhu = std::max(dhu, ly->linear_up.out.dim), cd = std::max(cd, ly->channels * ly->coupling_dim);
+        dhu = std::max(dhu, ly->linear_up.out.dim);
         dgh = std::max(dgh, std::max(ly->product_linear.out.dim, mace_layer_in_dim(m, t)));
     }
     size_t o = 0;
@@ -1496,13 +1486,13 @@ static void v2_layout(const cgq_model *m, const readout_plan *ro, mace_ctx *c, b
     for (int t = 0; t < L; t++) {
         const cgq_mace_layer *ly = &m->layers[t];
         a->hu[t] = carve<T>(td, o, NA * ly->linear_up.out.dim);
-        a->A[t] = carve<T>(td, o, N * ly->channels * ly->coupling_dim);
+        a->A[t] = carve<T>(td, o, N * ly->target.dim); /* the product basis' input (a residual layer's Mlin) */
         a->rho[t] = ly->density ? carve<T>(td, o, N) : nullptr;
         a->Mlin[t] = ly->density ? carve<T>(td, o, N * ly->target.dim) : nullptr;
     }
     const size_t work = o;
     a->h[0] = carve<T>(td, o, NA * hw), a->h[1] = carve<T>(td, o, NA * hw), a->sc = carve<T>(td, o, N * dsc);
-    a->M = carve<T>(td, o, N * dM), a->Apre = carve<T>(td, o, N * dT), a->B = carve<T>(td, o, N * dB);
+    a->M = carve<T>(td, o, N * dM), a->B = carve<T>(td, o, N * dB);
     T *mlin = carve<T>(td, o, N * dT);
     for (int t = 0; t < L; t++)
         if (!m->layers[t].density) a->Mlin[t] = mlin;
@@ -1510,7 +1500,7 @@ static void v2_layout(const cgq_model *m, const readout_plan *ro, mace_ctx *c, b
     o = work;
     a->gh = carve<T>(td, o, g * N * dgh), a->gh_prev = carve<T>(td, o, g * N * dgh),
     a->gM = carve<T>(td, o, g * N * dM);
-    a->ghu = carve<T>(td, o, g * NA * dhu), a->gBn = carve<T>(td, o, g * N * dB), a->gAn = carve<T>(td, o, g * N * cd);
+    a->ghu = carve<T>(td, o, g * NA * dhu), a->gBn = carve<T>(td, o, g * N * dB);
     a->grho = carve<T>(td, o, g * N), a->gApre = carve<T>(td, o, g * N * dT), a->gMl = carve<T>(td, o, g * N * dT);
     a->t_bytes = std::max(o, fwd_end);
     o = 0;
@@ -1647,10 +1637,11 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         cgq_mace_layer *dly = &dm->layers[t];
         const cgq_mace_layer *sly = &sm->layers[t]; /* device weights in T */
         const conv_plan &p = g->plans[t];
-        T *hu = a.hu[t], *M = a.M, *Mlin = a.Mlin[t], *Apre = a.Apre, *A = a.A[t], *B = a.B, *sc = a.sc;
+        T *hu = a.hu[t], *M = a.M, *A = a.A[t], *B = a.B, *sc = a.sc;
+        T *Mlin = ly->residual && !ly->density ? A : a.Mlin[t]; /* a residual layer's product input is Mlin itself */
         T *h = a.h[(t + 1) % 2];
         const int din = mace_layer_in_dim(hm, t), dhu_t = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim;
-        const int dTt = ly->target.dim, CD = ly->channels * ly->coupling_dim, dB = ly->product_out.dim;
+        const int dTt = ly->target.dim, dB = ly->product_out.dim;
         const int dH = ly->product_linear.out.dim, dsc = ly->skip_tp.out.dim;
         const T *hin = a.h[t % 2]; /* the embedding or layer t - 1's h */
         const T *wskip = reinterpret_cast<const T *>(sly->skip_tp.weight);
@@ -1681,13 +1672,10 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         node_linear_fwd<T>(&ly->linear, &sly->linear, &dly->linear, N, M, dM, Mlin, dTt,
                            (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), nullptr, 0);
         if (ly->density) k_density_scale<T><<<blocks_for(N * dTt), TH>>>(N, dTt, a.rho[t], Mlin);
-        if (!ly->residual)
-            skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, Mlin, dTt, Apre, dTt);
-        else CGQ_CHECK_GPU(cudaMemcpyAsync(Apre, Mlin, sizeof(T) * N * dTt, cudaMemcpyDeviceToDevice));
-        k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(g->symcon[t].cd_of, dTt, N, Apre, dTt, A, CD, 1);
+        if (!ly->residual) skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, Mlin, dTt, A, dTt);
         prof.mark("node_fwd");
         const symcon_plan &sp = g->symcon[t];
-        symcon_forward<T>(sp, N, c.species, A, CD, B, dB);
+        symcon_forward<T>(sp, N, c.species, ly->residual ? Mlin : A, dTt, B, dB);
         prof.mark("symcon");
         node_linear_fwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, B, dB, h, dH, (T)1,
                            (ly->use_sc && ly->residual) ? sc : nullptr, dsc);
@@ -1705,8 +1693,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     prof.mark("energy");
     if (!want_grad) return CGQ_STATUS_OK;
 
-    const int maxb = mace_max_product_dim(hm), maxcd = mace_max_coupling_dim(hm);
-    T *gh = a.gh, *gh_prev = a.gh_prev, *gM = a.gM, *ghu = a.ghu, *gBn = a.gBn, *gAn = a.gAn;
+    const int maxb = mace_max_product_dim(hm);
+    T *gh = a.gh, *gh_prev = a.gh_prev, *gM = a.gM, *ghu = a.ghu, *gBn = a.gBn;
     if (E) CGQ_CHECK_GPU(cudaMemset(c.edge_grad, 0, sizeof(double) * 3 * E));
     if (N) CGQ_CHECK_GPU(cudaMemset(gh, 0, sizeof(T) * N * hm->layers[L - 1].product_linear.out.dim));
     for (int t = L - 1; t >= 0; t--) {
@@ -1729,10 +1717,10 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             node_linear_bwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, gh, dH, gBn, maxb, (T)1, 0);
             prof.mark("node_bwd");
             const symcon_plan &sp = g->symcon[t];
-            symcon_backward<T>(sp, N, c.species, A, ly->channels * ly->coupling_dim, gBn, maxb, gAn, maxcd);
-            prof.mark("symcon_bwd");
             T *gApre = a.gApre, *gMl = a.gMl;
-            k_reshape_cd<T><<<blocks_for(N * dTt), TH>>>(g->symcon[t].cd_of, dTt, N, gAn, maxcd, gApre, dTt, 0);
+            symcon_backward<T>(sp, N, c.species, ly->residual && ly->density ? a.Mlin[t] : A, dTt, gBn, maxb, gApre,
+                               dTt);
+            prof.mark("symcon_bwd");
             if (!ly->residual) skip_gemm_bwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, gApre, dTt, gMl, dTt);
             T *gsrc = ly->residual ? gApre : gMl;
             if (ly->density) k_density_scale_bwd<T><<<blocks_for(N), TH>>>(N, dTt, a.rho[t], a.Mlin[t], gsrc, a.grho);
@@ -1863,12 +1851,20 @@ static cgq_status product_basis_t(cgq_gpu *g, int layer, int64_t n, const int32_
                                   const double *gB, double *B, double *gA) {
     const cgq_mace_layer *ly = &g->host_model->layers[layer];
     const symcon_plan &sp = g->symcon[layer];
-    const int64_t CD = (int64_t)ly->channels * ly->coupling_dim, dB = ly->product_out.dim;
-    return run_on_device<T>({{A, n * CD}, {gB, n * dB}}, {{B, n * dB}, {gA, n * CD}}, species, n,
-                            [&](const int32_t *dsp, T *const *i, T *const *o) {
-                                symcon_forward<T>(sp, n, dsp, i[0], CD, o[0], dB);
-                                symcon_backward<T>(sp, n, dsp, i[0], CD, i[1], dB, o[1], CD);
-                            });
+    const int64_t CD = (int64_t)ly->channels * ly->coupling_dim, dB = ly->product_out.dim, dT = ly->target.dim;
+    /* A and dE/dA come as [n][C][D] (the CPU reference's); the kernels take the target irreps' layout */
+    const std::vector<int> cd = cd_map(ly);
+    std::vector<double> At((size_t)(n * dT)), gAt((size_t)(n * dT));
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < dT; j++) At[(size_t)(i * dT + j)] = A[i * CD + cd[(size_t)j]];
+    const cgq_status st = run_on_device<T>({{At.data(), n * dT}, {gB, n * dB}}, {{B, n * dB}, {gAt.data(), n * dT}},
+                                           species, n, [&](const int32_t *dsp, T *const *i, T *const *o) {
+                                               symcon_forward<T>(sp, n, dsp, i[0], dT, o[0], dB);
+                                               symcon_backward<T>(sp, n, dsp, i[0], dT, i[1], dB, o[1], dT);
+                                           });
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < dT; j++) gA[i * CD + cd[(size_t)j]] = gAt[(size_t)(i * dT + j)];
+    return st;
 }
 
 template <class T>

@@ -363,22 +363,9 @@ static void skip_gemm_bwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int
     }
 }
 
-/* MACE's reshape of the target irreps [blocks][C][2l+1] <-> [C][sum (2l+1)] for the product basis: column j of the
- * first is column cd_of[j] of the second (cd_map), a gather, not a search of the blocks per element */
-template <class T>
-__global__ void k_reshape_cd(const int *cd_of, int dT, int64_t n_nodes, const T *src, int64_t lds, T *dst, int64_t ldd,
-                             int to_cd) {
-    const int64_t total = n_nodes * dT;
-    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t n = q / dT;
-        const int j = (int)(q - n * dT), jc = cd_of[j];
-        if (to_cd) dst[n * ldd + jc] = src[n * lds + j];
-        else dst[n * ldd + j] = src[n * lds + jc];
-    }
-}
-
-/* cd_of of k_reshape_cd for a layer's target irreps: column offset_b + ch (2l+1) + mm of block b goes to
- * ch D + (the 2l+1 of the blocks before b) + mm */
+/* The [C][D] place of each column of a layer's target irreps (the CPU's layout of the product basis' input; the
+ * kernel tests convert with it): column offset_b + ch (2l+1) + mm of block b goes to ch D + (the 2l+1 of the blocks
+ * before b) + mm */
 static std::vector<int> cd_map(const cgq_mace_layer *ly) {
     std::vector<int> cd((size_t)ly->target.dim);
     int doff = 0;

@@ -7,13 +7,8 @@
  * U nonzeros, and the kernels read one coefficient per monomial instead of a value, an index and a weight per
  * nonzero. Monomials are padded to NF factors (the layer's largest correlation) with index D, whose A column
  * holds 1, so the factor loop has a compile-time length and the indices stay in registers.
- * One node per block, one thread per channel (coefficients read coalesced over channels). The monomials are sorted
- * by output component m and then by their factors from the last to the first, so the monomials that differ only
- * in their first factor i form a group with a common rest R = prod_{p >= 1} A[i_p], and
- *   B[c,m] = sum_groups R sum_{q in group} T_q A[i_q]
- * (Horner's form): per monomial one A value, one coefficient and one multiply-add in T; R, and the conversion to
- * the double sum of B[c,m], once per group. The reverse takes the same groups: dE/dA[i_q] += g R T_q per monomial
- * and, per group, dE/dA[i_p] += g (sum_q T_q A[i_q]) prod_{r != p, r >= 1} A[i_r] for each rest factor p. */
+ * One node per block, one thread per channel (coefficients read coalesced over channels); monomials are sorted
+ * by output component m, so each B[c,m] is summed in one register, in double. */
 #ifndef CGQ_GPU_SYMCON_CUH
 #define CGQ_GPU_SYMCON_CUH
 
@@ -24,48 +19,22 @@
 
 struct symcon_block {
     int dm, out_off;
-    int gstart[8]; /* groups of component m: [gstart[m], gstart[m + 1]) of the layer's list */
+    int mstart[8]; /* monomials of component m: [mstart[m], mstart[m + 1]) of the layer's list */
 };
 
 struct symcon_args {
-    int n_blocks, n_mono, n_groups, C, D, agnostic;
+    int n_blocks, n_mono, C, D, agnostic;
+    /* A(ch, i) is element a_off[i] + ch a_stride[i] of the node's row: the target irreps in e3nn's layout, read and
+     * written in place (no reshape to [C][D] and back) */
+    int a_off[SYMCON_MAX_D], a_stride[SYMCON_MAX_D];
     symcon_block blk[SYMCON_MAX_BLOCKS];
-    const int32_t *first; /* [n_mono]: the monomial's first factor (its A index) */
-    const int32_t *gq;    /* [n_groups + 1]: the group's first monomial */
-    const int32_t *rest;  /* [n_groups]: the rest's factor p at bits SYMCON_IDX_BITS * (p - 1) */
+    const int32_t *code; /* [n_mono]: factor p's A index at bits SYMCON_IDX_BITS * p */
 };
 
-/* the A indices of a group's rest (NF - 1 factors) */
 template <int NF>
-__device__ inline void symcon_rest(int32_t code, int *idx) {
+__device__ inline void symcon_factors(int32_t code, int *idx) {
 #pragma unroll
-    for (int p = 0; p < NF - 1; p++) idx[p] = (code >> (SYMCON_IDX_BITS * p)) & ((1 << SYMCON_IDX_BITS) - 1);
-}
-
-/* sum_{q in [q0, q1)} T_q A[first_q] of one group, SYMCON_UNROLL monomials' loads issued together (one at a time, each
- * waited an L2 latency: the coefficients do not fit L1); with G, also gas[first_q] += G T_q (the reverse) */
-template <class T, bool REVERSE>
-__device__ __forceinline__ T symcon_group_sum(const symcon_args &a, const T *tc, const T *as, int q0, int q1, T G,
-                                              double *gas) {
-    const int nt = blockDim.x, ch = threadIdx.x;
-    T part = 0;
-    for (int q = q0; q < q1; q += SYMCON_UNROLL) {
-        int32_t i[SYMCON_UNROLL];
-        T cq[SYMCON_UNROLL];
-#pragma unroll
-        for (int v = 0; v < SYMCON_UNROLL; v++) {
-            const bool in = q + v < q1;
-            i[v] = in ? __ldg(a.first + q + v) : 0;
-            cq[v] = in ? tc[(size_t)(q + v) * a.C] : (T)0;
-        }
-#pragma unroll
-        for (int v = 0; v < SYMCON_UNROLL; v++) {
-            if (q + v >= q1) break;
-            part += cq[v] * as[i[v] * nt + ch];
-            if (REVERSE) gas[i[v] * nt + ch] += (double)(G * cq[v]);
-        }
-    }
-    return part;
+    for (int p = 0; p < NF; p++) idx[p] = (code >> (SYMCON_IDX_BITS * p)) & ((1 << SYMCON_IDX_BITS) - 1);
 }
 
 /* B[n] = the polynomial of A[n]; coef: [elements][n_mono][C] */
@@ -77,7 +46,7 @@ __global__ void k_symcon_fwd(symcon_args a, const T *coef, const int32_t *specie
     const int nt = blockDim.x, ch = threadIdx.x;
     const int64_t n = blockIdx.x;
     if (ch >= a.C) return; /* no block-wide sync below: each thread uses its own column */
-    for (int i = 0; i < a.D; i++) as[i * nt + ch] = A[n * lda + ch * a.D + i];
+    for (int i = 0; i < a.D; i++) as[i * nt + ch] = A[n * lda + a.a_off[i] + ch * a.a_stride[i]];
     as[a.D * nt + ch] = (T)1;
     const int elem = a.agnostic ? 0 : species[n];
     const T *tc = coef + ((size_t)elem * a.n_mono) * a.C + ch;
@@ -86,20 +55,35 @@ __global__ void k_symcon_fwd(symcon_args a, const T *coef, const int32_t *specie
         T *Bj = B + n * ldb + bk.out_off + ch * bk.dm;
         for (int m = 0; m < bk.dm; m++) {
             double acc = 0;
-            for (int gi = bk.gstart[m]; gi < bk.gstart[m + 1]; gi++) {
-                int idx[NF > 1 ? NF - 1 : 1];
-                symcon_rest<NF>(__ldg(a.rest + gi), idx);
-                T r = symcon_group_sum<T, false>(a, tc, as, __ldg(a.gq + gi), __ldg(a.gq + gi + 1), (T)0, nullptr);
+            const int q1 = bk.mstart[m + 1];
+            /* SYMCON_UNROLL monomials' codes and coefficients loaded together: one at a time, each waited an L2
+             * latency (the coefficients do not fit L1) */
+            for (int q = bk.mstart[m]; q < q1; q += SYMCON_UNROLL) {
+                int32_t code[SYMCON_UNROLL];
+                T cq[SYMCON_UNROLL];
 #pragma unroll
-                for (int p = 0; p < NF - 1; p++) r *= as[idx[p] * nt + ch];
-                acc += (double)r;
+                for (int v = 0; v < SYMCON_UNROLL; v++) {
+                    const bool in = q + v < q1;
+                    code[v] = in ? __ldg(a.code + q + v) : 0;
+                    cq[v] = in ? tc[(size_t)(q + v) * a.C] : (T)0;
+                }
+#pragma unroll
+                for (int v = 0; v < SYMCON_UNROLL; v++) {
+                    if (q + v >= q1) break;
+                    int idx[NF];
+                    symcon_factors<NF>(code[v], idx);
+                    T prod = cq[v];
+#pragma unroll
+                    for (int p = 0; p < NF; p++) prod *= as[idx[p] * nt + ch];
+                    acc += (double)prod;
+                }
             }
             Bj[m] = (T)acc;
         }
     }
 }
 
-/* gA[n] = dE/dA from gB = dE/dB (overwrites), over the groups of k_symcon_fwd */
+/* gA[n] = dE/dA from gB = dE/dB (overwrites): each monomial adds g T prod_{r != p} A[i_r] to gA[i_p] */
 template <class T, int NF>
 __global__ void k_symcon_bwd(symcon_args a, const T *coef, const int32_t *species, const T *A, int64_t lda, const T *gB,
                              int64_t ldgb, T *gA, int64_t ldga) {
@@ -109,7 +93,7 @@ __global__ void k_symcon_bwd(symcon_args a, const T *coef, const int32_t *specie
     T *as = reinterpret_cast<T *>(smem_raw);
     double *gas = reinterpret_cast<double *>(smem_raw) + ((size_t)(a.D + 1) * nt * sizeof(T) + 7) / 8; /* double sums */
     if (ch >= a.C) return;
-    for (int i = 0; i < a.D; i++) as[i * nt + ch] = A[n * lda + ch * a.D + i], gas[i * nt + ch] = 0;
+    for (int i = 0; i < a.D; i++) as[i * nt + ch] = A[n * lda + a.a_off[i] + ch * a.a_stride[i]], gas[i * nt + ch] = 0;
     as[a.D * nt + ch] = (T)1;
     gas[a.D * nt + ch] = 0; /* the constant's gradient: written, never read */
     const int elem = a.agnostic ? 0 : species[n];
@@ -120,27 +104,36 @@ __global__ void k_symcon_bwd(symcon_args a, const T *coef, const int32_t *specie
         for (int m = 0; m < bk.dm; m++) {
             const T g = gBj[m];
             if (g == (T)0) continue;
-            for (int gi = bk.gstart[m]; gi < bk.gstart[m + 1]; gi++) {
-                constexpr int NR = NF > 1 ? NF - 1 : 1;
-                int idx[NR];
-                T f[NR];
-                symcon_rest<NF>(__ldg(a.rest + gi), idx);
-                T R = g;
+            const int q1 = bk.mstart[m + 1];
+            for (int q = bk.mstart[m]; q < q1; q += SYMCON_UNROLL) { /* loads first, as in k_symcon_fwd */
+                int idx[SYMCON_UNROLL][NF];
+                T f[SYMCON_UNROLL][NF], s[SYMCON_UNROLL];
 #pragma unroll
-                for (int p = 0; p < NF - 1; p++) f[p] = as[idx[p] * nt + ch], R *= f[p];
-                const T part = symcon_group_sum<T, true>(a, tc, as, __ldg(a.gq + gi), __ldg(a.gq + gi + 1), R, gas);
+                for (int v = 0; v < SYMCON_UNROLL; v++) {
+                    const bool in = q + v < q1;
+                    symcon_factors<NF>(in ? __ldg(a.code + q + v) : 0, idx[v]);
+                    s[v] = in ? g * tc[(size_t)(q + v) * a.C] : (T)0;
+                }
 #pragma unroll
-                for (int p = 0; p < NF - 1; p++) {
-                    T v = g * part;
+                for (int v = 0; v < SYMCON_UNROLL; v++)
 #pragma unroll
-                    for (int r = 0; r < NF - 1; r++)
-                        if (r != p) v *= f[r];
-                    gas[idx[p] * nt + ch] += (double)v;
+                    for (int p = 0; p < NF; p++) f[v][p] = as[idx[v][p] * nt + ch]; /* as is read-only here */
+#pragma unroll
+                for (int v = 0; v < SYMCON_UNROLL; v++) {
+                    if (q + v >= q1) break;
+#pragma unroll
+                    for (int p = 0; p < NF; p++) {
+                        T prod = s[v];
+#pragma unroll
+                        for (int r = 0; r < NF; r++)
+                            if (r != p) prod *= f[v][r];
+                        gas[idx[v][p] * nt + ch] += (double)prod;
+                    }
                 }
             }
         }
     }
-    for (int i = 0; i < a.D; i++) gA[n * ldga + ch * a.D + i] = (T)gas[i * nt + ch];
+    for (int i = 0; i < a.D; i++) gA[n * ldga + a.a_off[i] + ch * a.a_stride[i]] = (T)gas[i * nt + ch];
 }
 
 struct symcon_plan {
@@ -148,7 +141,6 @@ struct symcon_plan {
     symcon_args args;
     double *coef;  /* device [elements][n_mono][C], fp64 evaluators */
     float *coef_f; /* the same in float, fp32 evaluators */
-    int *cd_of;    /* device: the reshape of the target irreps into its [C][D] input (k_reshape_cd) */
 };
 
 /* shared memory of the kernels for coupling width D, nt threads and operands of `es` bytes (sums in double) */
