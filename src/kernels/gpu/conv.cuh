@@ -393,25 +393,6 @@ __device__ inline int64_t sender_lower_bound(const int32_t *sedge, int64_t r0, i
     return r0;
 }
 
-/* acc + sum of column k of gx1e over the sender-ordered edges sedge[ra, rb) (rows from e0), in order; the edge ids and
- * rows of 4 edges are loaded together (one at a time, each row load waited for its edge id's) */
-template <class T>
-__device__ __forceinline__ T sender_row_sum(T acc, const T *gx1e, const int32_t *sedge, int64_t ra, int64_t rb,
-                                            int64_t e0, int dhu, int k) {
-    for (int64_t r = ra; r < rb; r += 4) {
-        int64_t e[4];
-        T v[4];
-#pragma unroll
-        for (int u = 0; u < 4; u++) e[u] = r + u < rb ? (int64_t)sedge[r + u] - e0 : -1;
-#pragma unroll
-        for (int u = 0; u < 4; u++) v[u] = e[u] >= 0 ? gx1e[e[u] * dhu + k] : (T)0;
-#pragma unroll
-        for (int u = 0; u < 4; u++)
-            if (e[u] >= 0) acc += v[u];
-    }
-    return acc;
-}
-
 /* dE/dx of sender j summed over its outgoing edges in sender order: one thread per (j, feature). The edges come in
  * chunks [e0, e1) (gx1e holds the chunk's rows); each chunk continues the sums of the chunks before it
  * (first: start from zero), so the order of the additions, and the bits, are those of one pass over all edges. */
@@ -425,7 +406,8 @@ __global__ void k_sender_sum_rows(int64_t n_nodes, int dhu, const int64_t *srow,
         T acc = first ? (T)0 : ghu[j * dhu + k];
         const int64_t ra = sender_lower_bound(sedge, srow[j], srow[j + 1], e0);
         const int64_t rb = sender_lower_bound(sedge, ra, srow[j + 1], e1);
-        ghu[j * dhu + k] = sender_row_sum(acc, gx1e, sedge, ra, rb, e0, dhu, k);
+        for (int64_t r = ra; r < rb; r++) acc += gx1e[((int64_t)sedge[r] - e0) * dhu + k];
+        ghu[j * dhu + k] = acc;
     }
 }
 
@@ -452,7 +434,8 @@ __global__ void k_sender_sum_list(const int64_t *count, const int32_t *list, int
         T acc = ghu[j * dhu + k];
         const int64_t ra = sender_lower_bound(sedge, srow[j], srow[j + 1], e0);
         const int64_t rb = sender_lower_bound(sedge, ra, srow[j + 1], e1);
-        ghu[j * dhu + k] = sender_row_sum(acc, gx1e, sedge, ra, rb, e0, dhu, k);
+        for (int64_t r = ra; r < rb; r++) acc += gx1e[((int64_t)sedge[r] - e0) * dhu + k];
+        ghu[j * dhu + k] = acc;
     }
 }
 
