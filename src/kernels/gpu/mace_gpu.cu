@@ -399,7 +399,8 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     for (int b = 0, i = 0; b < ly->target.n; b++) { /* A(ch, i) in the target irreps' own layout */
         const cgq_irrep_block &tb = ly->target.b[b];
         if (tb.mul != C) return CGQ_STATUS_OK;
-        for (int mm = 0; mm < 2 * tb.l + 1 && i < D; mm++, i++) a.a_off[i] = tb.offset + mm, a.a_stride[i] = 2 * tb.l + 1;
+        for (int mm = 0; mm < 2 * tb.l + 1 && i < D; mm++, i++)
+            a.a_off[i] = tb.offset + mm, a.a_stride[i] = 2 * tb.l + 1;
     }
     /* checked for double operands, the larger */
     sp->ok = a.n_mono > 0 && sp->threads <= 1024 && symcon_bwd_smem(D, sp->threads, sizeof(double)) <= g->smem_optin;
@@ -1459,8 +1460,8 @@ struct v2_arrays {
     T *Y, *ef, *cut;                                             /* per edge */
     T *hu[CGQ_MAX_LAYERS], *A[CGQ_MAX_LAYERS];                   /* kept for the reverse pass */
     T *rho[CGQ_MAX_LAYERS], *Mlin[CGQ_MAX_LAYERS];               /* kept with a density, else Mlin is work */
-    T *h[2], *sc, *M, *B;                                  /* forward work: layer t reads h[t % 2] */
-    T *gh, *gh_prev, *gM, *ghu, *gBn, *grho, *gApre, *gMl; /* reverse work */
+    T *h[2], *sc, *M, *B;                                        /* forward work: layer t reads h[t % 2] */
+    T *gh, *gh_prev, *gM, *ghu, *gBn, *grho, *gApre, *gMl;       /* reverse work */
     double *ro_z[CGQ_MAX_LAYERS], *e_acc, *staging;              /* readout pre-activations; energy sums; exchanges */
     size_t t_bytes, d_bytes;
 };

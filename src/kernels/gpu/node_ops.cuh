@@ -156,8 +156,8 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, T (&As)[GEMM
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int kq = k0 + bkk + (BT ? 0 : 4 * i), n = n0 + bnn + (BT ? 16 * i : 0);
-            rb[i] = kq < g.K[s] && n < g.N ? pw * (BT ? W[(int64_t)n * g.ld[s] + kq] : W[(int64_t)kq * g.ld[s] + n])
-                                           : (T)0;
+            rb[i] =
+                kq < g.K[s] && n < g.N ? pw * (BT ? W[(int64_t)n * g.ld[s] + kq] : W[(int64_t)kq * g.ld[s] + n]) : (T)0;
         }
     };
     if (g.n_segs > 0) fetch(0, 0);
@@ -165,8 +165,10 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, T (&As)[GEMM
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             As[akk][amm + 16 * i] = ra[i];
-            if (BT) Bs[bkk][bnn + 16 * i] = rb[i];
-            else Bs[bkk + 4 * i][bnn] = rb[i];
+            if (BT)
+                Bs[bkk][bnn + 16 * i] = rb[i];
+            else
+                Bs[bkk + 4 * i][bnn] = rb[i];
         }
         __syncthreads();
         k0 += GEMM_BK;
