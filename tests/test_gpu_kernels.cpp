@@ -243,5 +243,55 @@ TEST_P(GpuKernels, RadialTableMatchesCpu) {
     });
 }
 
+// The fp32 convolution forward fused with the radial MLP's last layer (radial_conv.cuh), for every MACE layer it covers
+// (whether or not the evaluator would choose it), on a random graph whose rows cross the kernel's 128-edge chunks and
+// blocks (97 nodes: degrees 0..40, nodes of no edges, two rows of 150 and 300 edges), with random edge lengths: the
+// weights it forms against the separate radial kernel's (cgq_gpu_radial: the same products, so the same bits), and
+// the messages against cgq_tp_conv_forward on those weights in float64.
+TEST_P(GpuKernels, FusedRadialConvolutionMatchesCpu) {
+    if (m->nequip) GTEST_SKIP() << "MACE layers only";
+    const int nY = (m->lmax_sh + 1) * (m->lmax_sh + 1);
+    cgq_radial_mlps mlps;
+    const std::vector<RadialCase> cases = radial_cases(m, mlps);
+    for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
+        for (int t = 0; t < m->n_layers; t++) {
+            const cgq_tp *tp = &m->layers[t].conv_tp;
+            const int64_t n = 97, din = tp->in1.dim, dM = tp->out.dim, wn = tp->weight_numel;
+            std::vector<int64_t> row(n + 1, 0);
+            std::vector<int32_t> sender;
+            for (int64_t i = 0; i < n; i++) {
+                const int deg = i == 40 ? 150 : i == 71 ? 300 : i % 9 == 4 ? 0 : (int)(rng() % 41);
+                for (int k = 0; k < deg; k++) sender.push_back((int32_t)(rng() % (uint64_t)n));
+                row[i + 1] = (int64_t)sender.size();
+            }
+            const int64_t E = row[n];
+            std::uniform_real_distribution<double> ur(cases[t].lo, cases[t].rm.r_max);
+            std::vector<double> r(E);
+            for (double &v : r) v = ur(rng);
+            const std::vector<double> x = uniform(rng, n * din), Y = uniform(rng, E * nY);
+            std::vector<double> M(n * dM, NAN), w(E * wn, NAN);
+            const cgq_status st =
+                cgq_gpu_radial_conv(g, t, n, row.data(), sender.data(), r.data(), x.data(), Y.data(), M.data(), w.data());
+            if (st == CGQ_STATUS_UNSUPPORTED) {
+                std::printf("  layer %d %s: %s\n", t, fp32 ? "fp32" : "fp64", cgq_last_error());
+                continue;
+            }
+            ASSERT_EQ(st, CGQ_STATUS_OK) << cgq_last_error();
+            std::vector<double> wr(E * wn, NAN), gr(E), gw(E * wn, 0.0);
+            ASSERT_EQ(cgq_gpu_radial(g, t, E, r.data(), gw.data(), wr.data(), gr.data()), CGQ_STATUS_OK)
+                << cgq_last_error();
+            size_t same = 0;
+            for (size_t q = 0; q < w.size(); q++) same += std::memcmp(&w[q], &wr[q], sizeof(double)) == 0;
+            std::printf("  layer %d: %zu of %zu weights bitwise equal to the separate kernel's\n", t, same, w.size());
+            expect_close(GetParam(), t, fp32, seed, "w (fused)", w, wr);
+            std::vector<double> Mr(n * dM, 0.0);
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t e = row[i]; e < row[i + 1]; e++)
+                    cgq_tp_conv_forward(tp, &x[sender[e] * din], &Y[e * nY], &wr[e * wn], &Mr[i * dM]);
+            expect_close(GetParam(), t, fp32, seed, "M (fused)", M, Mr);
+        }
+    });
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, GpuKernels, ::testing::ValuesIn(fixture_files()), fixture_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GpuKernels);

@@ -37,6 +37,7 @@ extern "C" {
 #include "kernels/gpu/graph_build.cuh"
 #include "kernels/gpu/node_ops.cuh"
 #include "kernels/gpu/radial_spline.cuh"
+#include "kernels/gpu/radial_conv.cuh"
 #include "kernels/gpu/readout.cuh"
 #include "kernels/gpu/symcon.cuh"
 
@@ -107,6 +108,7 @@ struct cgq_gpu {
     skip_plan skips[CGQ_MAX_LAYERS];
     readout_plan readouts[CGQ_MAX_LAYERS]; /* MACE v2: the readouts as dense matrices (readout.cuh) */
     radial_table radial[CGQ_MAX_LAYERS]; /* fp32: the radial MLPs as tables (all layers or none) */
+    bool fused_conv[CGQ_MAX_LAYERS] = {false}; /* the layer's forward runs radial_conv.cuh (choose_fused_conv) */
     int v2; /* every layer has the forms the v2 kernels cover (else the v1 steps run the model) */
     cgq_blas blas = nullptr; /* the radial MLP's products (gemm.cuh); none in HIP builds */
     int64_t max_chunk_edges = INT64_MAX; /* CGQ_GPU_MAX_CHUNK_EDGES: tests force several edge chunks with it */
@@ -364,6 +366,12 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
         }
     }
     a.n_blocks = ly->n_contractions, a.n_mono = (int)codes.size(), a.C = C, a.D = D, a.agnostic = ly->agnostic;
+    for (int b = 0, i = 0; b < ly->target.n; b++) { /* A(ch, i) in the target irreps' own layout */
+        const cgq_irrep_block &tb = ly->target.b[b];
+        if (tb.mul != C) return CGQ_STATUS_OK;
+        for (int mm = 0; mm < 2 * tb.l + 1 && i < D; mm++, i++)
+            a.a_off[i] = tb.offset + mm, a.a_stride[i] = 2 * tb.l + 1;
+    }
     /* pass 2: coefficients [E][n_mono][C] */
     std::vector<double> coef((size_t)E * a.n_mono * C, 0.0);
     size_t nz = 0;
@@ -396,12 +404,6 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     sp->nf = nf;
     sp->threads = CGQ_WARP;
     while (sp->threads < C) sp->threads *= 2;
-    for (int b = 0, i = 0; b < ly->target.n; b++) { /* A(ch, i) in the target irreps' own layout */
-        const cgq_irrep_block &tb = ly->target.b[b];
-        if (tb.mul != C) return CGQ_STATUS_OK;
-        for (int mm = 0; mm < 2 * tb.l + 1 && i < D; mm++, i++)
-            a.a_off[i] = tb.offset + mm, a.a_stride[i] = 2 * tb.l + 1;
-    }
     /* checked for double operands, the larger */
     sp->ok = a.n_mono > 0 && sp->threads <= 1024 && symcon_bwd_smem(D, sp->threads, sizeof(double)) <= g->smem_optin;
     return CGQ_STATUS_OK;
@@ -534,6 +536,12 @@ static cgq_status build_conv_group(cgq_gpu *g, const cgq_tp *tp, int lmax_sh, in
             for (int d = 0; d < c.d3; d++) p_ins.push_back((int)q), p_a.push_back(a), p_c.push_back(d);
     }
     p->n_ins = (int)ins.size(), p->n_out = (int)outb.size(), p->n_in1 = NL1;
+    /* the fused forward's lanes own an instruction's output block: each block must have exactly one writer */
+    std::vector<int> writers(outb.size(), 0);
+    for (const int k : mine) writers[local[tp->io[k]]]++;
+    p->rcf_pd = 0;
+    if (!double_sums && std::all_of(writers.begin(), writers.end(), [](int n) { return n == 1; }))
+        for (const conv_ins &c : ins) p->rcf_pd = std::max(p->rcf_pd, c.d1 * c.d3);
     p->C = C, p->acc_dim = acc, p->p_dim = (int)p_ins.size(), p->g_dim = g_dim, p->x_dim = NL1 * NL1;
     p->nY = (lmax_sh + 1) * (lmax_sh + 1), p->dhu = tp->in1.dim, p->dM = tp->out.dim, p->wn = tp->weight_numel;
     /* a slot's threads: a power of two up to the warp (so shuffles stay within it), else whole warps;
@@ -732,6 +740,25 @@ static cgq_status build_model_radial_tables(cgq_gpu *g) {
     return build_radial_tables(g, mlps.n_layers, mlps.rm, mlps.alpha);
 }
 
+/* Which fp32 layers run their convolution forward fused with the radial MLP (radial_conv.cuh): those it fits with 32
+ * or more channels (fewer leave its blocks of C / 16 warps too small; measured in bench/RESULTS.md, session 15).
+ * CGQ_GPU_FUSED_CONV=1: every layer it fits (the tests); =0: none. */
+static void choose_fused_conv(cgq_gpu *g) {
+    const char *env = getenv("CGQ_GPU_FUSED_CONV");
+    for (int t = 0; t < g->host_model->n_layers; t++) {
+        const conv_plan &p = g->plans[t];
+        const bool fits = rcf_fits(p, g->radial[t], g->smem_optin);
+        g->fused_conv[t] = fits && (env ? atoi(env) != 0 : p.C >= 32);
+    }
+#if !defined(__HIPCC__)
+    if (cudaFuncSetAttribute(k_radial_conv_fwd, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g->smem_optin) !=
+        cudaSuccess) {
+        cudaGetLastError();
+        for (int t = 0; t < g->host_model->n_layers; t++) g->fused_conv[t] = false;
+    }
+#endif
+}
+
 static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm); /* nequip_gpu.cuh */
 static cgq_status build_nequip_v2(cgq_gpu *g);                    /* nequip_gpu.cuh */
 
@@ -793,6 +820,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
                       "model runs in fp64 only (use precision fp64)");
     if (st == CGQ_STATUS_OK && fp32) st = upload_model_f32(g);
     if (st == CGQ_STATUS_OK && fp32) st = build_model_radial_tables(g);
+    if (st == CGQ_STATUS_OK && fp32) choose_fused_conv(g);
     if (st != CGQ_STATUS_OK) {
         cgq_gpu_free(g);
         return st;
@@ -1653,12 +1681,21 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         prof.mark("node_fwd");
         if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, hu, a.staging, NA, dhu_t, xc, false));
         for (const edge_chunk &ch : chunks) {
-            CGQ_TRY(radial_forward(t, ch));
-            prof.mark("mlp_fwd");
-            k_conv_fwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
-                p, ch.i0, c.row_ptr, c.sender, Y, hu, ms.w_at(t, ch), ch.e0, cut_w, M);
-            CGQ_LAUNCH_CHECK();
-            prof.mark("conv_fwd");
+            if (f32 && g->fused_conv[t]) { /* the reverse reads w where it is kept, else forms it again */
+                radial_conv_forward(p, g->radial[t], ch.i0, ch.i1, ch.e0, ch.e1, c.row_ptr, c.sender, c.r,
+                                    reinterpret_cast<const float *>(Y), reinterpret_cast<const float *>(hu),
+                                    reinterpret_cast<const float *>(cut_w), reinterpret_cast<float *>(M),
+                                    ms.keep ? reinterpret_cast<float *>(ms.w_at(t, ch)) : nullptr);
+                CGQ_LAUNCH_CHECK();
+                prof.mark("radial_conv_fwd");
+            } else {
+                CGQ_TRY(radial_forward(t, ch));
+                prof.mark("mlp_fwd");
+                k_conv_fwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
+                    p, ch.i0, c.row_ptr, c.sender, Y, hu, ms.w_at(t, ch), ch.e0, cut_w, M);
+                CGQ_LAUNCH_CHECK();
+                prof.mark("conv_fwd");
+            }
             if (ly->density) {
                 const cgq_fcnet &df = sm->layers[t].density_fn;
                 CGQ_TRY(mlp_check(mlp_forward<T>(df, reinterpret_cast<T *const *>(df.W), ch.e1 - ch.e0, ef + ch.e0 * nb, nb,
@@ -1845,6 +1882,22 @@ static cgq_status run_on_device(const std::vector<std::pair<const double *, int6
     const cgq_status st = run();
     for (void *p : bufs) cudaFree(p);
     return st;
+}
+
+/* The [C][D] place of each column of a layer's target irreps (the CPU's layout of the product basis' input; the
+ * kernel tests convert with it): column offset_b + ch (2l+1) + mm of block b goes to ch D + (the 2l+1 of the blocks
+ * before b) + mm */
+static std::vector<int> cd_map(const cgq_mace_layer *ly) {
+    std::vector<int> cd((size_t)ly->target.dim);
+    int doff = 0;
+    for (int b = 0; b < ly->target.n; b++) {
+        const cgq_irrep_block &tb = ly->target.b[b];
+        const int d = 2 * tb.l + 1;
+        for (int ch = 0; ch < tb.mul; ch++)
+            for (int mm = 0; mm < d; mm++) cd[(size_t)tb.offset + ch * d + mm] = ch * ly->coupling_dim + doff + mm;
+        doff += d;
+    }
+    return cd;
 }
 
 template <class T>
@@ -2070,5 +2123,49 @@ extern "C" cgq_status cgq_gpu_radial(cgq_gpu *g, int layer, int64_t n, const dou
     };
     const cgq_status st = run();
     for (void *p : bufs) cudaFree(p);
+    return st;
+}
+
+extern "C" cgq_status cgq_gpu_radial_conv(cgq_gpu *g, int layer, int64_t n, const int64_t *row_ptr,
+                                          const int32_t *sender, const double *r, const double *x, const double *Y,
+                                          double *M, double *w) {
+    const cgq_model *m = g->host_model;
+    if (m->nequip || layer < 0 || layer >= m->n_layers || n <= 0 || !g->fp32 || !g->v2 ||
+        !rcf_fits(g->plans[layer], g->radial[layer], g->smem_optin))
+        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "cgq_gpu_radial_conv: layer %d's forward does not run fused here",
+                        layer);
+    const conv_plan &p = g->plans[layer];
+    const int64_t E = row_ptr[n], din = p.dhu, dM = p.dM, wn = p.wn, nY = p.nY;
+    std::vector<void *> bufs;
+    auto run = [&]() -> cgq_status {
+        auto dev = [&](const void *h, size_t bytes, void **d) -> cgq_status {
+            CGQ_CHECK_GPU(cudaMalloc(d, bytes + 16));
+            bufs.push_back(*d);
+            if (h) CGQ_CHECK_GPU(cudaMemcpy(*d, h, bytes, cudaMemcpyHostToDevice));
+            return CGQ_STATUS_OK;
+        };
+        const std::vector<float> xf(x, x + n * din), Yf(Y, Y + E * nY);
+        int64_t *drow;
+        int32_t *dsend;
+        double *dr;
+        float *dx, *dY, *dMsg, *dw;
+        CGQ_TRY(dev(row_ptr, sizeof(int64_t) * (n + 1), (void **)&drow));
+        CGQ_TRY(dev(sender, sizeof(int32_t) * E, (void **)&dsend));
+        CGQ_TRY(dev(r, sizeof(double) * E, (void **)&dr));
+        CGQ_TRY(dev(xf.data(), sizeof(float) * xf.size(), (void **)&dx));
+        CGQ_TRY(dev(Yf.data(), sizeof(float) * Yf.size(), (void **)&dY));
+        CGQ_TRY(dev(nullptr, sizeof(float) * n * dM, (void **)&dMsg));
+        CGQ_TRY(dev(nullptr, sizeof(float) * E * wn, (void **)&dw));
+        radial_conv_forward(p, g->radial[layer], 0, n, 0, E, drow, dsend, dr, dY, dx, nullptr, dMsg, dw);
+        CGQ_CHECK_GPU(cudaGetLastError());
+        std::vector<float> hM((size_t)(n * dM)), hw((size_t)(E * wn));
+        CGQ_CHECK_GPU(cudaMemcpy(hM.data(), dMsg, sizeof(float) * hM.size(), cudaMemcpyDeviceToHost));
+        CGQ_CHECK_GPU(cudaMemcpy(hw.data(), dw, sizeof(float) * hw.size(), cudaMemcpyDeviceToHost));
+        std::copy(hM.begin(), hM.end(), M);
+        std::copy(hw.begin(), hw.end(), w);
+        return CGQ_STATUS_OK;
+    };
+    const cgq_status st = run();
+    for (void *b : bufs) cudaFree(b);
     return st;
 }

@@ -58,6 +58,14 @@ cgq_status cgq_gpu_conv(cgq_gpu *gpu, int layer, int64_t n, const int64_t *row_p
  * (fp64, MACE's Agnesi transform, CGQ_GPU_RADIAL_MLP). */
 cgq_status cgq_gpu_radial(cgq_gpu *gpu, int layer, int64_t n, const double *r, const double *gw, double *w, double *gr);
 
+/* Kernel test entry: MACE layer's convolution forward fused with its radial MLP's last layer (fp32, radial_conv.cuh),
+ * whether or not the evaluator would choose it, on a graph of n nodes (receiver rows, senders), edge lengths r [E],
+ * features x [n][in1.dim] and spherical harmonics Y [E][nY]: messages M [n][out.dim] and the weights w
+ * [E][weight_numel] it formed. CGQ_STATUS_UNSUPPORTED where the layer's forward cannot run fused (fp64, no radial
+ * table on the tensor cores, a plan it does not cover). */
+cgq_status cgq_gpu_radial_conv(cgq_gpu *gpu, int layer, int64_t n, const int64_t *row_ptr, const int32_t *sender,
+                               const double *r, const double *x, const double *Y, double *M, double *w);
+
 #ifdef __cplusplus
 }
 #endif

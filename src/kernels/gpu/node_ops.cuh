@@ -365,22 +365,6 @@ static void skip_gemm_bwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int
     }
 }
 
-/* The [C][D] place of each column of a layer's target irreps (the CPU's layout of the product basis' input; the
- * kernel tests convert with it): column offset_b + ch (2l+1) + mm of block b goes to ch D + (the 2l+1 of the blocks
- * before b) + mm */
-static std::vector<int> cd_map(const cgq_mace_layer *ly) {
-    std::vector<int> cd((size_t)ly->target.dim);
-    int doff = 0;
-    for (int b = 0; b < ly->target.n; b++) {
-        const cgq_irrep_block &tb = ly->target.b[b];
-        const int d = 2 * tb.l + 1;
-        for (int ch = 0; ch < tb.mul; ch++)
-            for (int mm = 0; mm < d; mm++) cd[(size_t)tb.offset + ch * d + mm] = ch * ly->coupling_dim + doff + mm;
-        doff += d;
-    }
-    return cd;
-}
-
 /* dst = (D) src, elementwise (precision changes at the edges of the working-precision region) */
 template <class S, class D>
 __global__ void k_convert(int64_t n, const S *src, D *dst) {

@@ -69,7 +69,7 @@ __global__ void k_symcon_fwd(symcon_args a, const T *coef, const int32_t *specie
                 }
 #pragma unroll
                 for (int v = 0; v < SYMCON_UNROLL; v++) {
-                    if (q + v >= q1) break;
+                    if (q + v >= q1) continue; /* not a break: hipcc unrolls no loop with a break */
                     int idx[NF];
                     symcon_factors<NF>(code[v], idx);
                     T prod = cq[v];
@@ -120,7 +120,7 @@ __global__ void k_symcon_bwd(symcon_args a, const T *coef, const int32_t *specie
                     for (int p = 0; p < NF; p++) f[v][p] = as[idx[v][p] * nt + ch]; /* as is read-only here */
 #pragma unroll
                 for (int v = 0; v < SYMCON_UNROLL; v++) {
-                    if (q + v >= q1) break;
+                    if (q + v >= q1) continue; /* not a break: hipcc unrolls no loop with a break */
 #pragma unroll
                     for (int p = 0; p < NF; p++) {
                         T prod = s[v];
