@@ -28,11 +28,21 @@ B=build-gpu/bench_eval W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch
   CGQ_GPU_FUSED_CONV=1 $B $MP $W 1 1 1 cuda 3 --fp32 --check | grep -E "check|NONDET"
   for round in 1 2; do
     for f in 1 0; do echo "== round $round fused=$f"; CGQ_GPU_FUSED_CONV=$f $B $MP $W 3 3 3 cuda 10 --fp32 --pairs | grep ms/step; done
+    echo "== round $round fused=1, 2 blocks per SM"
+    CGQ_GPU_RCF_MINB=2 CGQ_GPU_FUSED_CONV=1 $B $MP $W 3 3 3 cuda 10 --fp32 --pairs | grep ms/step
   done
   for f in 1 0; do
     echo "== profile fused=$f"
     CGQ_GPU_FUSED_CONV=$f CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs | tail -2
   done
+  echo "== ncu, the fused kernel (1 and 2 blocks per SM) and the separate pair"
+  for minb in 1 2; do
+    CGQ_GPU_RCF_MINB=$minb CGQ_GPU_FUSED_CONV=1 ncu --clock-control none -k regex:k_radial_conv -c 2 --metrics \
+      gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum,launch__registers_per_thread \
+      $B $MP $W 3 3 3 cuda 1 --fp32 --pairs 2>&1 | grep -E "k_radial|duration|warps_active|hmma|throughput|dram__bytes|registers"
+  done
+  CGQ_GPU_FUSED_CONV=0 ncu --clock-control none -k regex:"k_radial_tc_fwd|k_conv_fwd" -c 4 --metrics gpu__time_duration.sum \
+    $B $MP $W 3 3 3 cuda 1 --fp32 --pairs 2>&1 | grep -E "k_radial|k_conv|duration"
   for model in potentials/water-mace-small.h5 potentials/mace01-solvent.h5; do
     for f in 1 0; do
       echo "== $model fused=$f"

@@ -742,21 +742,29 @@ static cgq_status build_model_radial_tables(cgq_gpu *g) {
 
 /* Which fp32 layers run their convolution forward fused with the radial MLP (radial_conv.cuh): those it fits with 32
  * or more channels (fewer leave its blocks of C / 16 warps too small; measured in bench/RESULTS.md, session 15).
- * CGQ_GPU_FUSED_CONV=1: every layer it fits (the tests); =0: none. */
-static void choose_fused_conv(cgq_gpu *g) {
+ * CGQ_GPU_FUSED_CONV=1: every layer it fits, and an error where it cannot run (the tests); =0: none. */
+static cgq_status choose_fused_conv(cgq_gpu *g) {
     const char *env = getenv("CGQ_GPU_FUSED_CONV");
+    bool any = false;
     for (int t = 0; t < g->host_model->n_layers; t++) {
         const conv_plan &p = g->plans[t];
         const bool fits = rcf_fits(p, g->radial[t], g->smem_optin);
         g->fused_conv[t] = fits && (env ? atoi(env) != 0 : p.C >= 32);
+        any = any || fits; /* the kernel test entry runs it where it fits */
     }
 #if !defined(__HIPCC__)
-    if (cudaFuncSetAttribute(k_radial_conv_fwd, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g->smem_optin) !=
-        cudaSuccess) {
-        cudaGetLastError();
+    if (any && (cudaFuncSetAttribute(k_radial_conv_fwd<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)g->smem_optin) != cudaSuccess ||
+                cudaFuncSetAttribute(k_radial_conv_fwd<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)g->smem_optin) != cudaSuccess)) {
+        const char *why = cudaGetErrorString(cudaGetLastError());
         for (int t = 0; t < g->host_model->n_layers; t++) g->fused_conv[t] = false;
+        if (env && atoi(env) != 0)
+            return cgq_fail(CGQ_STATUS_DEVICE_ERROR, "CGQ_GPU_FUSED_CONV=1, but the fused kernel's shared memory "
+                            "(%zu bytes) was refused: %s", g->smem_optin, why);
     }
 #endif
+    return CGQ_STATUS_OK;
 }
 
 static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm); /* nequip_gpu.cuh */
@@ -820,7 +828,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
                       "model runs in fp64 only (use precision fp64)");
     if (st == CGQ_STATUS_OK && fp32) st = upload_model_f32(g);
     if (st == CGQ_STATUS_OK && fp32) st = build_model_radial_tables(g);
-    if (st == CGQ_STATUS_OK && fp32) choose_fused_conv(g);
+    if (st == CGQ_STATUS_OK && fp32) st = choose_fused_conv(g);
     if (st != CGQ_STATUS_OK) {
         cgq_gpu_free(g);
         return st;

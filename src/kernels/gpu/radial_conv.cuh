@@ -36,9 +36,11 @@ struct rcf_args {
     float *w; /* non-null: the weights are also written (rows from e0, stride p.wn) */
 };
 
-/* shared memory of a block: the chunk's B fragments, two P tables, and per edge the sender, cutoff and interval */
+/* shared memory of a block (all dynamic: a static array would count against the opt-in limit): the chunk's B
+ * fragments, two P tables, per edge the sender, cutoff and interval, and the block's receiver range */
 static size_t rcf_smem(int kt, int pd) {
-    return (size_t)RCF_EDGES / 8 * kt * 32 * sizeof(uint4) + ((size_t)2 * RCF_EDGES * pd + 6 * RCF_EDGES) * 4;
+    return (size_t)RCF_EDGES / 8 * kt * 32 * sizeof(uint4) + ((size_t)2 * RCF_EDGES * pd + 6 * RCF_EDGES) * 4 +
+           2 * sizeof(int64_t);
 }
 
 #if !defined(__HIPCC__)
@@ -185,7 +187,8 @@ __device__ __forceinline__ void rcf_ins(const rcf_args &g, const conv_ins &k, in
     *r_io = r;
 }
 
-__global__ void __launch_bounds__(32 * RCF_MAX_C / 16, 1) k_radial_conv_fwd(rcf_args g, int pd) {
+template <int MINB>
+__global__ void __launch_bounds__(32 * RCF_MAX_C / 16, MINB) k_radial_conv_fwd(rcf_args g, int pd) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int kt = g.kt, K = 8 * kt;
     uint4 *afr = reinterpret_cast<uint4 *>(smem_raw);
@@ -194,7 +197,7 @@ __global__ void __launch_bounds__(32 * RCF_MAX_C / 16, 1) k_radial_conv_fwd(rcf_
     float *cuts = reinterpret_cast<float *>(sid + RCF_EDGES);
     float *hb = cuts + RCF_EDGES; /* [RCF_EDGES][3]: hermite_weights' b */
     int *hk = reinterpret_cast<int *>(hb + 3 * RCF_EDGES);
-    __shared__ int64_t bounds[2];
+    int64_t *bounds = reinterpret_cast<int64_t *>(hk + RCF_EDGES); /* 8-byte aligned: RCF_EDGES is even */
     if (threadIdx.x == 0) {
         const int64_t lo = g.e0 + (int64_t)blockIdx.x * RCF_EDGES;
         bounds[0] = rcf_lower_bound(g.row_ptr, g.i0, g.i1, lo);
@@ -277,7 +280,9 @@ static void radial_conv_forward(const conv_plan &p, const radial_table &s, int64
     g.row_ptr = row_ptr, g.sender = sender, g.r = r, g.Y = Y, g.hu = hu, g.cut = cut, g.M = M, g.w = w;
     const unsigned blocks = (unsigned)std::max<int64_t>(1, (e1 - e0 + RCF_EDGES - 1) / RCF_EDGES);
     const int threads = 32 * ((p.C + 15) / 16);
-    k_radial_conv_fwd<<<blocks, threads, rcf_smem(g.kt, p.rcf_pd)>>>(g, p.rcf_pd);
+    static const bool two = getenv("CGQ_GPU_RCF_MINB") && atoi(getenv("CGQ_GPU_RCF_MINB")) == 2; /* experiment */
+    if (two) k_radial_conv_fwd<2><<<blocks, threads, rcf_smem(g.kt, p.rcf_pd)>>>(g, p.rcf_pd);
+    else k_radial_conv_fwd<1><<<blocks, threads, rcf_smem(g.kt, p.rcf_pd)>>>(g, p.rcf_pd);
 #endif
 }
 
