@@ -726,6 +726,8 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
         s.n_int = h.n_int, s.width = h.width, s.step = h.step, s.alpha = (float)alpha[t], s.knots = kd;
         if (st != CGQ_STATUS_OK || !radial_tc_fits(W, g->cc_major)) continue;
         st = device_uploader{g}(&s.w_tc, radial_tc_layout(fc.W[fc.n_layers - 1], W, fc.h[fc.n_layers]));
+        if (st == CGQ_STATUS_OK && !getenv("CGQ_GPU_RADIAL_BWD_SGEMM"))
+            st = device_uploader{g}(&s.w_tc_bwd, radial_tc_layout_bwd(fc.W[fc.n_layers - 1], W, fc.h[fc.n_layers]));
     }
     for (int t = 0; t < L; t++) cgq_radial_spline_free(&hs[t]);
     if (!all)
@@ -740,16 +742,16 @@ static cgq_status build_model_radial_tables(cgq_gpu *g) {
     return build_radial_tables(g, mlps.n_layers, mlps.rm, mlps.alpha);
 }
 
-/* Which fp32 layers run their convolution forward fused with the radial MLP (radial_conv.cuh): those it fits with 32
- * or more channels (fewer leave its blocks of C / 16 warps too small; measured in bench/RESULTS.md, session 15).
- * CGQ_GPU_FUSED_CONV=1: every layer it fits, and an error where it cannot run (the tests); =0: none. */
+/* Which fp32 layers run their convolution forward fused with the radial MLP (radial_conv.cuh): none unless
+ * CGQ_GPU_FUSED_CONV=1 (then every layer it fits, and an error where it cannot run). It is slower than the separate
+ * kernels so far (bench/RESULTS.md, session 15). */
 static cgq_status choose_fused_conv(cgq_gpu *g) {
     const char *env = getenv("CGQ_GPU_FUSED_CONV");
     bool any = false;
     for (int t = 0; t < g->host_model->n_layers; t++) {
         const conv_plan &p = g->plans[t];
         const bool fits = rcf_fits(p, g->radial[t], g->smem_optin);
-        g->fused_conv[t] = fits && (env ? atoi(env) != 0 : p.C >= 32);
+        g->fused_conv[t] = fits && env && atoi(env) != 0;
         any = any || fits; /* the kernel test entry runs it where it fits */
     }
 #if !defined(__HIPCC__)

@@ -72,7 +72,7 @@ __device__ inline void rcf_build_p(const rcf_args &g, int pd, int q, int64_t cs,
 /* A receiver's sums: over the 4 lanes of each channel pair, then written (or added: the row began in an earlier
  * chunk) by the lanes tq = c mod 4. Every lane of the warp calls it. */
 template <int D3>
-__device__ __forceinline__ void rcf_flush(const rcf_args &g, const conv_ins &k, int64_t r, bool add,
+__device__ __forceinline__ void rcf_flush(const rcf_args &g, int out_off, int64_t r, bool add,
                                           float (&racc)[2][D3], int u0, int tq) {
 #pragma unroll
     for (int h = 0; h < 2; h++)
@@ -84,7 +84,7 @@ __device__ __forceinline__ void rcf_flush(const rcf_args &g, const conv_ins &k, 
             racc[h][c] = 0.0f;
             const int u = u0 + 8 * h;
             if (c % 4 != tq || u >= g.p.C) continue;
-            float *o = g.M + r * g.p.dM + k.out_off + u * D3 + c;
+            float *o = g.M + r * g.p.dM + out_off + u * D3 + c;
             *o = add ? *o + v : v;
         }
 }
@@ -110,6 +110,8 @@ __device__ __forceinline__ void rcf_ins(const rcf_args &g, const conv_ins &k, in
             wh[ks][h] = v.x, wh[ks][h + 2] = v.y, wl[ks][h] = v.z, wl[ks][h + 2] = v.w;
         }
     const float alpha = g.s.alpha, pw = (float)k.pw;
+    const int x_off = k.x_off, out_off = k.out_off; /* in registers: the stores below may not alias them */
+    const int64_t w_off = k.w_off;
     /* the row [rs, re) of receiver r relative to cs, clamped to [-1, n + 1] (a chunk has at most RCF_EDGES edges) */
     auto rel = [&](int64_t e) { return (int)(e < cs ? -1 : e - cs > n ? n + 1 : e - cs); };
     int64_t r = *r_io;
@@ -121,6 +123,18 @@ __device__ __forceinline__ void rcf_ins(const rcf_args &g, const conv_ins &k, in
         for (int c = 0; c < D3; c++) racc[h][c] = 0.0f;
     const int ntiles = (n + 7) / 8;
     for (int nt = 0; nt < ntiles; nt++) {
+        /* the sender features of the lane's edges and channels, loaded first: their latency overlaps the products */
+        float xv[2][2][D1];
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            const int el = 8 * nt + 2 * tq + c;
+            const float *xs = g.hu + (int64_t)sid[el < n ? el : 0] * g.p.dhu + x_off;
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int a = 0; a < D1; a++)
+                    xv[c][h][a] = el < n && u0 + 8 * h < C ? __ldg(xs + (u0 + 8 * h) * D1 + a) : 0.0f;
+        }
         /* w^T for the warp's channels and edges 8 nt .. 8 nt + 8: acc[2h + c] = (channel u0 + 8h, edge 2 tq + c) */
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         const uint4 *bq = afr + (size_t)nt * kt * 32 + lane;
@@ -142,7 +156,7 @@ __device__ __forceinline__ void rcf_ins(const rcf_args &g, const conv_ins &k, in
 #pragma unroll
             for (int q = 0; q < 4; q++) {
                 const int el = 8 * nt + 2 * tq + q % 2, u = u0 + 8 * (q / 2);
-                if (el < n && u < C) g.w[(cs + el - g.e0) * g.p.wn + k.w_off + u] = wv[q];
+                if (el < n && u < C) g.w[(cs + el - g.e0) * g.p.wn + w_off + u] = wv[q];
             }
         const int tile_end = min(8 * nt + 8, n);
         for (;;) {
@@ -151,14 +165,11 @@ __device__ __forceinline__ void rcf_ins(const rcf_args &g, const conv_ins &k, in
                 const int el = 8 * nt + 2 * tq + c;
                 if (el >= n || el < rs || el >= re) continue;
                 const float *Pe = Pk + el * pd;
-                const float *xs = g.hu + (int64_t)sid[el] * g.p.dhu + k.x_off;
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     const int u = u0 + 8 * h;
                     if (u >= C) continue;
-                    float x[D1];
-#pragma unroll
-                    for (int a = 0; a < D1; a++) x[a] = xs[u * D1 + a];
+                    const float(&x)[D1] = xv[c][h];
                     const float wr = wv[2 * h + c], s = pw * (g.cut ? wr * cuts[el] : wr);
 #pragma unroll
                     for (int cc = 0; cc < D3; cc++) {
@@ -170,19 +181,19 @@ __device__ __forceinline__ void rcf_ins(const rcf_args &g, const conv_ins &k, in
                 }
             }
             if (re > tile_end) break; /* the row goes on in the next 8 edges */
-            rcf_flush<D3>(g, k, r, rs < 0, racc, u0, tq);
+            rcf_flush<D3>(g, out_off, r, rs < 0, racc, u0, tq);
             if (++r >= ib) break;
             rs = re, re = rel(g.row_ptr[r + 1]);
         }
     }
     if (last_chunk) { /* rows with no edges left (a block with no edges: all of them) are zeros */
         while (r < ib && re <= n) {
-            rcf_flush<D3>(g, k, r, rs < 0, racc, u0, tq);
+            rcf_flush<D3>(g, out_off, r, rs < 0, racc, u0, tq);
             if (++r >= ib) break;
             rs = re, re = rel(g.row_ptr[r + 1]);
         }
     } else if (r < ib && rs < n) { /* the row goes on in the next chunk: its sums so far */
-        rcf_flush<D3>(g, k, r, rs < 0, racc, u0, tq);
+        rcf_flush<D3>(g, out_off, r, rs < 0, racc, u0, tq);
     }
     *r_io = r;
 }
@@ -236,7 +247,7 @@ __global__ void __launch_bounds__(32 * RCF_MAX_C / 16, MINB) k_radial_conv_fwd(r
         __syncthreads();
         int64_t r_end = r;
         for (int q = 0; q < g.p.n_ins; q++) {
-            const conv_ins &k = g.p.ins[q];
+            const conv_ins k = g.p.ins[q];
             const float *Pk = Pbuf + (size_t)(q % 2) * RCF_EDGES * pd;
             int64_t rq = r;
             switch ((k.l12 >> 2) * 8 + k.d3) {

@@ -21,6 +21,7 @@ struct radial_table {
      * formed in double: the slope from a(r_k+1) and a(r_k) in float would lose 3 digits to cancellation. */
     const float *knots = nullptr;
     const uint32_t *w_tc = nullptr; /* the last layer on the tensor cores: radial_tc_layout (null: SGEMM) */
+    const uint32_t *w_tc_bwd = nullptr; /* its reverse on the tensor cores: radial_tc_layout_bwd (null: SGEMM) */
 };
 
 /* The interval k of r and the Hermite weights b of its rows 1-3 (difference d, scaled slopes m_k, m_k+1), and db of
@@ -127,6 +128,12 @@ static int radial_table_backward(const radial_table &s, const cgq_fcnet &fc, con
                                  int64_t e0, int64_t ne, const T *gw, T *ga, double *gr, cgq_blas blas) {
     if (ne == 0) return 0;
     const int W = s.width, wn = fc.h[fc.n_layers];
+#if !defined(__HIPCC__)
+    if (s.w_tc_bwd && sizeof(T) == sizeof(float)) {
+        radial_tc_backward(s, wn, r, e0, ne, reinterpret_cast<const float *>(gw), gr);
+        return 0;
+    }
+#endif
     gemm_args<T> g = {};
     g.M = ne, g.N = W, g.K = wn;
     g.A = gw, g.lda = wn, g.B = W_last, g.ldb = wn, g.C = ga, g.ldc = W, g.alpha = (T)s.alpha;

@@ -14,6 +14,7 @@
 #define RTC_WARPS 8 /* warps per block, 16 edges each */
 #define RTC_ROWS (16 * RTC_WARPS)
 #define RTC_BN 32 /* W's columns per shared-memory tile */
+#define RTB_PAIRS 2 /* the reverse: pairs of k-steps (16 columns of dE/dw) per shared-memory stage */
 
 #if !defined(__HIPCC__)
 
@@ -125,6 +126,105 @@ __global__ void __launch_bounds__(32 * RTC_WARPS, 2)
     }
 }
 
+/* The reverse: gr[e] = sum_j dE/da_j da_j/dr with dE/da = alpha dE/dw W^T, per warp 16 edges and all K = 8 KT of
+ * their dE/da (KT n-tiles of the mma: 4 KT accumulators per lane), summed over dE/dw's wn columns (the mma's k) in
+ * steps of 8 with the split products and float sums of the forward. The k order is permuted so that a lane's four A
+ * values of two k-steps are adjacent columns of dE/dw (one 16-byte load; the host layout radial_tc_layout_bwd
+ * permutes W the same way). dE/da never leaves the registers: each lane multiplies its values by the table's slopes,
+ * and the 4 lanes of a row add theirs (fixed shuffles). Deterministic; replaces an SGEMM and its table pass. */
+
+template <int KT>
+__global__ void __launch_bounds__(32 * RTC_WARPS)
+    k_radial_tc_bwd(radial_table s, const uint4 *Wb, int wn, const double *r, int64_t e0, int64_t ne, const float *gw,
+                    double *gr) {
+    constexpr int K = 8 * KT, STAGE = RTB_PAIRS * 2 * KT * 32; /* uint4 per stage */
+    __shared__ __align__(16) uint4 Bs[2][STAGE];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+    const int64_t row0 = ((int64_t)blockIdx.x * RTC_WARPS + warp) * 16;
+    const int pairs = (wn + 15) / 16, stages = (pairs + RTB_PAIRS - 1) / RTB_PAIRS;
+    const bool vec = wn % 4 == 0 && reinterpret_cast<uintptr_t>(gw) % 16 == 0;
+    auto fill = [&](int st, uint4 *dst) { /* the host layout pads to whole stages */
+        const uint4 *src = Wb + (size_t)st * STAGE;
+        for (int i = threadIdx.x; i < STAGE; i += blockDim.x) __pipeline_memcpy_async(dst + i, src + i, 16);
+        __pipeline_commit();
+    };
+    float acc[KT][4];
+#pragma unroll
+    for (int jt = 0; jt < KT; jt++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) acc[jt][q] = 0.0f;
+    fill(0, Bs[0]);
+    for (int st = 0, buf = 0; st < stages; st++, buf ^= 1) {
+        if (st + 1 < stages) fill(st + 1, Bs[buf ^ 1]);
+        else __pipeline_commit();
+        __pipeline_wait_prior(1);
+        __syncthreads();
+#pragma unroll
+        for (int pp = 0; pp < RTB_PAIRS; pp++) {
+            const int n0 = (st * RTB_PAIRS + pp) * 16 + 4 * tq; /* this lane's 4 columns of the pair */
+            float a4[2][4];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int64_t row = row0 + gq + 8 * h;
+                const float *src = gw + row * (int64_t)wn + n0;
+                if (row < ne && vec && n0 + 3 < wn) {
+                    const float4 v = __ldg(reinterpret_cast<const float4 *>(src));
+                    a4[h][0] = v.x, a4[h][1] = v.y, a4[h][2] = v.z, a4[h][3] = v.w;
+                } else {
+#pragma unroll
+                    for (int q = 0; q < 4; q++) a4[h][q] = row < ne && n0 + q < wn ? __ldg(src + q) : 0.0f;
+                }
+            }
+#pragma unroll
+            for (int hk = 0; hk < 2; hk++) {
+                /* a[h + 2c] = (row gq + 8h, k column tq + 4c): columns n0 + 2 hk + c of dE/dw */
+                uint32_t ah[4], al[4];
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+#pragma unroll
+                    for (int c = 0; c < 2; c++) tf32_split(a4[h][2 * hk + c], ah[h + 2 * c], al[h + 2 * c]);
+                const uint4 *bq = &Bs[buf][((pp * 2 + hk) * KT) * 32 + lane];
+#pragma unroll
+                for (int jt = 0; jt < KT; jt++) mma_split_step(acc[jt], ah, al, bq[jt * 32]);
+            }
+        }
+        __syncthreads(); /* the stage is read before the next fill overwrites it */
+    }
+    /* acc[jt][2h + c] = dE/da / alpha of (row gq + 8h, j = 8 jt + 2 tq + c) */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int64_t row = row0 + gq + 8 * h;
+        float part = 0.0f;
+        if (row < ne) {
+            float b[3], db[3];
+            const float *p = s.knots + (size_t)hermite_weights(s, r[e0 + row], b, db) * 4 * K;
+#pragma unroll
+            for (int jt = 0; jt < KT; jt++)
+#pragma unroll
+                for (int c = 0; c < 2; c++)
+                    part += s.alpha * acc[jt][2 * h + c] * hermite_slope(p, K, 8 * jt + 2 * tq + c, db);
+        }
+        part += CGQ_SHFL_XOR_W(part, 1, CGQ_WARP);
+        part += CGQ_SHFL_XOR_W(part, 2, CGQ_WARP);
+        if (tq == 0 && row < ne) gr[row] = (double)part / s.step;
+    }
+}
+
+/* the reverse for the table's width: gr[ne] of edges e0 .. e0 + ne from gw = dE/dw (rows of wn) */
+static void radial_tc_backward(const radial_table &s, int wn, const double *r, int64_t e0, int64_t ne, const float *gw,
+                               double *gr) {
+    const unsigned blocks = (unsigned)((ne + RTC_ROWS - 1) / RTC_ROWS);
+    const uint4 *Wb = reinterpret_cast<const uint4 *>(s.w_tc_bwd);
+    switch (s.width / 8) {
+#define RTC_BWD(KT)                                                                    \
+    case KT:                                                                           \
+        k_radial_tc_bwd<KT><<<blocks, 32 * RTC_WARPS>>>(s, Wb, wn, r, e0, ne, gw, gr); \
+        break;
+        RTC_BWD(1) RTC_BWD(2) RTC_BWD(3) RTC_BWD(4) RTC_BWD(5) RTC_BWD(6) RTC_BWD(7) RTC_BWD(8)
+#undef RTC_BWD
+    }
+}
+
 /* the forward for the table's width (K = 8 KT, KT <= 8: radial_tc_fits) */
 static void radial_tc_forward(const radial_table &s, int wn, const double *r, int64_t e0, int64_t ne, float *w,
                               int64_t ldw) {
@@ -163,6 +263,28 @@ static std::vector<uint32_t> radial_tc_layout(const double *W, int K, int wn) {
             uint32_t *q = &out[(((size_t)n * (K / 8) + k / 8) * 4 + k % 4) * 4 + (k % 8) / 4];
             memcpy(q, &hi, 4), memcpy(q + 2, &lo, 4);
         }
+    return out;
+}
+
+/* W (K rows, wn columns) as k_radial_tc_bwd reads it, the B operand of dE/da = dE/dw W^T: per pair p of k-steps
+ * (columns 16 p .. 16 p + 16 of dE/dw), per k-step hk of the pair, per n-tile jt of K, per lane (gq, tq): {W[j][n]
+ * hi, W[j][n + 1] hi, W[j][n] lo, W[j][n + 1] lo} with j = 8 jt + gq, n = 16 p + 4 tq + 2 hk (the kernel's permuted k
+ * order), zeros past wn and up to whole stages of RTB_PAIRS pairs. */
+static std::vector<uint32_t> radial_tc_layout_bwd(const double *W, int K, int wn) {
+    const int pairs = (wn + 15) / 16, padded = (pairs + RTB_PAIRS - 1) / RTB_PAIRS * RTB_PAIRS, KT = K / 8;
+    std::vector<uint32_t> out((size_t)padded * 2 * KT * 32 * 4, 0u);
+    for (int p = 0; p < pairs; p++)
+        for (int hk = 0; hk < 2; hk++)
+            for (int jt = 0; jt < KT; jt++)
+                for (int lane = 0; lane < 32; lane++) {
+                    const int j = 8 * jt + lane / 4, n = 16 * p + 4 * (lane % 4) + 2 * hk;
+                    uint32_t *q = &out[((((size_t)p * 2 + hk) * KT + jt) * 32 + lane) * 4];
+                    for (int c = 0; c < 2; c++) {
+                        if (n + c >= wn) continue;
+                        const float f = (float)W[(size_t)j * wn + n + c], hi = tf32_round(f), lo = tf32_round(f - hi);
+                        memcpy(q + c, &hi, 4), memcpy(q + 2 + c, &lo, 4);
+                    }
+                }
     return out;
 }
 
