@@ -153,28 +153,35 @@ __global__ void __launch_bounds__(32 * RTC_WARPS)
     for (int jt = 0; jt < KT; jt++)
 #pragma unroll
         for (int q = 0; q < 4; q++) acc[jt][q] = 0.0f;
+    /* this lane's 4 columns of pair p of the rows gq, gq + 8 (zeros past the rows and columns) */
+    auto load_pair = [&](int p, float (&a4)[2][4]) {
+        const int n0 = p * 16 + 4 * tq;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int64_t row = row0 + gq + 8 * h;
+            const float *src = gw + row * (int64_t)wn + n0;
+            if (row < ne && vec && n0 + 3 < wn) {
+                const float4 v = __ldg(reinterpret_cast<const float4 *>(src));
+                a4[h][0] = v.x, a4[h][1] = v.y, a4[h][2] = v.z, a4[h][3] = v.w;
+            } else {
+#pragma unroll
+                for (int q = 0; q < 4; q++) a4[h][q] = row < ne && n0 + q < wn ? __ldg(src + q) : 0.0f;
+            }
+        }
+    };
+    float cur[RTB_PAIRS][2][4], nxt[RTB_PAIRS][2][4]; /* dE/dw of this stage and the next, loaded a stage ahead */
+#pragma unroll
+    for (int pp = 0; pp < RTB_PAIRS; pp++) load_pair(pp, cur[pp]);
     fill(0, Bs[0]);
     for (int st = 0, buf = 0; st < stages; st++, buf ^= 1) {
         if (st + 1 < stages) fill(st + 1, Bs[buf ^ 1]);
         else __pipeline_commit();
+#pragma unroll
+        for (int pp = 0; pp < RTB_PAIRS; pp++) load_pair((st + 1) * RTB_PAIRS + pp, nxt[pp]); /* zeros past wn */
         __pipeline_wait_prior(1);
         __syncthreads();
 #pragma unroll
-        for (int pp = 0; pp < RTB_PAIRS; pp++) {
-            const int n0 = (st * RTB_PAIRS + pp) * 16 + 4 * tq; /* this lane's 4 columns of the pair */
-            float a4[2][4];
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int64_t row = row0 + gq + 8 * h;
-                const float *src = gw + row * (int64_t)wn + n0;
-                if (row < ne && vec && n0 + 3 < wn) {
-                    const float4 v = __ldg(reinterpret_cast<const float4 *>(src));
-                    a4[h][0] = v.x, a4[h][1] = v.y, a4[h][2] = v.z, a4[h][3] = v.w;
-                } else {
-#pragma unroll
-                    for (int q = 0; q < 4; q++) a4[h][q] = row < ne && n0 + q < wn ? __ldg(src + q) : 0.0f;
-                }
-            }
+        for (int pp = 0; pp < RTB_PAIRS; pp++)
 #pragma unroll
             for (int hk = 0; hk < 2; hk++) {
                 /* a[h + 2c] = (row gq + 8h, k column tq + 4c): columns n0 + 2 hk + c of dE/dw */
@@ -182,12 +189,17 @@ __global__ void __launch_bounds__(32 * RTC_WARPS)
 #pragma unroll
                 for (int h = 0; h < 2; h++)
 #pragma unroll
-                    for (int c = 0; c < 2; c++) tf32_split(a4[h][2 * hk + c], ah[h + 2 * c], al[h + 2 * c]);
+                    for (int c = 0; c < 2; c++) tf32_split(cur[pp][h][2 * hk + c], ah[h + 2 * c], al[h + 2 * c]);
                 const uint4 *bq = &Bs[buf][((pp * 2 + hk) * KT) * 32 + lane];
 #pragma unroll
                 for (int jt = 0; jt < KT; jt++) mma_split_step(acc[jt], ah, al, bq[jt * 32]);
             }
-        }
+#pragma unroll
+        for (int pp = 0; pp < RTB_PAIRS; pp++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) cur[pp][h][q] = nxt[pp][h][q];
         __syncthreads(); /* the stage is read before the next fill overwrites it */
     }
     /* acc[jt][2h + c] = dE/da / alpha of (row gq + 8h, j = 8 jt + 2 tq + c) */
