@@ -270,8 +270,8 @@ TEST_P(GpuKernels, FusedRadialConvolutionMatchesCpu) {
             for (double &v : r) v = ur(rng);
             const std::vector<double> x = uniform(rng, n * din), Y = uniform(rng, E * nY);
             std::vector<double> M(n * dM, NAN), w(E * wn, NAN);
-            const cgq_status st =
-                cgq_gpu_radial_conv(g, t, n, row.data(), sender.data(), r.data(), x.data(), Y.data(), M.data(), w.data());
+            const cgq_status st = cgq_gpu_radial_conv(g, t, n, row.data(), sender.data(), r.data(), x.data(), Y.data(),
+                                                      M.data(), w.data());
             if (st == CGQ_STATUS_UNSUPPORTED) {
                 std::printf("  layer %d %s: %s\n", t, fp32 ? "fp32" : "fp64", cgq_last_error());
                 continue;

@@ -755,15 +755,15 @@ static cgq_status choose_fused_conv(cgq_gpu *g) {
         any = any || fits; /* the kernel test entry runs it where it fits */
     }
 #if !defined(__HIPCC__)
-    if (any && (cudaFuncSetAttribute(k_radial_conv_fwd<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)g->smem_optin) != cudaSuccess ||
-                cudaFuncSetAttribute(k_radial_conv_fwd<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)g->smem_optin) != cudaSuccess)) {
+    if (any && cudaFuncSetAttribute(k_radial_conv_fwd, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)g->smem_optin) != cudaSuccess) {
         const char *why = cudaGetErrorString(cudaGetLastError());
         for (int t = 0; t < g->host_model->n_layers; t++) g->fused_conv[t] = false;
         if (env && atoi(env) != 0)
-            return cgq_fail(CGQ_STATUS_DEVICE_ERROR, "CGQ_GPU_FUSED_CONV=1, but the fused kernel's shared memory "
-                            "(%zu bytes) was refused: %s", g->smem_optin, why);
+            return cgq_fail(CGQ_STATUS_DEVICE_ERROR,
+                            "CGQ_GPU_FUSED_CONV=1, but the fused kernel's shared memory "
+                            "(%zu bytes) was refused: %s",
+                            g->smem_optin, why);
     }
 #endif
     return CGQ_STATUS_OK;

@@ -49,8 +49,10 @@ static size_t rcf_smem(int kt, int pd) {
 __device__ inline int64_t rcf_lower_bound(const int64_t *row_ptr, int64_t lo, int64_t hi, int64_t e) {
     while (lo < hi) {
         const int64_t mid = lo + (hi - lo) / 2;
-        if (row_ptr[mid] < e) lo = mid + 1;
-        else hi = mid;
+        if (row_ptr[mid] < e)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo;
 }
@@ -72,8 +74,8 @@ __device__ inline void rcf_build_p(const rcf_args &g, int pd, int q, int64_t cs,
 /* A receiver's sums: over the 4 lanes of each channel pair, then written (or added: the row began in an earlier
  * chunk) by the lanes tq = c mod 4. Every lane of the warp calls it. */
 template <int D3>
-__device__ __forceinline__ void rcf_flush(const rcf_args &g, int out_off, int64_t r, bool add,
-                                          float (&racc)[2][D3], int u0, int tq) {
+__device__ __forceinline__ void rcf_flush(const rcf_args &g, int out_off, int64_t r, bool add, float (&racc)[2][D3],
+                                          int u0, int tq) {
 #pragma unroll
     for (int h = 0; h < 2; h++)
 #pragma unroll
@@ -198,8 +200,8 @@ __device__ __forceinline__ void rcf_ins(const rcf_args &g, const conv_ins &k, in
     *r_io = r;
 }
 
-template <int MINB>
-__global__ void __launch_bounds__(32 * RCF_MAX_C / 16, MINB) k_radial_conv_fwd(rcf_args g, int pd) {
+/* two blocks per SM (128 registers, a few spilled): 24.8 against 29.1 ms per MP-0 step with one (session 15) */
+__global__ void __launch_bounds__(32 * RCF_MAX_C / 16, 2) k_radial_conv_fwd(rcf_args g, int pd) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int kt = g.kt, K = 8 * kt;
     uint4 *afr = reinterpret_cast<uint4 *>(smem_raw);
@@ -236,7 +238,8 @@ __global__ void __launch_bounds__(32 * RCF_MAX_C / 16, MINB) k_radial_conv_fwd(r
             const int t4 = q % 4, ks = (q / 4) % kt, el = q / (4 * kt);
             uint4 v = make_uint4(0u, 0u, 0u, 0u);
             if (el < n) {
-                const float *p = g.s.knots + (size_t)hk[el] * 4 * K, b[3] = {hb[3 * el], hb[3 * el + 1], hb[3 * el + 2]};
+                const float *p = g.s.knots + (size_t)hk[el] * 4 * K,
+                            b[3] = {hb[3 * el], hb[3 * el + 1], hb[3 * el + 2]};
                 const int j = 8 * ks + t4;
                 tf32_split(hermite_value(p, K, j, b), v.x, v.z);
                 tf32_split(hermite_value(p, K, j + 4, b), v.y, v.w);
@@ -251,13 +254,13 @@ __global__ void __launch_bounds__(32 * RCF_MAX_C / 16, MINB) k_radial_conv_fwd(r
             const float *Pk = Pbuf + (size_t)(q % 2) * RCF_EDGES * pd;
             int64_t rq = r;
             switch ((k.l12 >> 2) * 8 + k.d3) {
-#define RCF_CASE(L1, D3)                                                          \
-    case L1 * 8 + D3:                                                             \
+#define RCF_CASE(L1, D3)                                                     \
+    case L1 * 8 + D3:                                                        \
         rcf_ins<L1, D3>(g, k, pd, afr, Pk, sid, cuts, cs, n, last, ib, &rq); \
         break;
-                    CONV_L1D3_CASES(RCF_CASE)
+                CONV_L1D3_CASES(RCF_CASE)
 #undef RCF_CASE
-                }
+            }
             r_end = rq;
             if (q + 1 < g.p.n_ins) rcf_build_p(g, pd, q + 1, cs, n, Pbuf + (size_t)((q + 1) % 2) * RCF_EDGES * pd);
             __syncthreads();
@@ -291,9 +294,7 @@ static void radial_conv_forward(const conv_plan &p, const radial_table &s, int64
     g.row_ptr = row_ptr, g.sender = sender, g.r = r, g.Y = Y, g.hu = hu, g.cut = cut, g.M = M, g.w = w;
     const unsigned blocks = (unsigned)std::max<int64_t>(1, (e1 - e0 + RCF_EDGES - 1) / RCF_EDGES);
     const int threads = 32 * ((p.C + 15) / 16);
-    static const bool two = getenv("CGQ_GPU_RCF_MINB") && atoi(getenv("CGQ_GPU_RCF_MINB")) == 2; /* experiment */
-    if (two) k_radial_conv_fwd<2><<<blocks, threads, rcf_smem(g.kt, p.rcf_pd)>>>(g, p.rcf_pd);
-    else k_radial_conv_fwd<1><<<blocks, threads, rcf_smem(g.kt, p.rcf_pd)>>>(g, p.rcf_pd);
+    k_radial_conv_fwd<<<blocks, threads, rcf_smem(g.kt, p.rcf_pd)> > >(g, p.rcf_pd);
 #endif
 }
 

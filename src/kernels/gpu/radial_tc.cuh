@@ -144,9 +144,10 @@ __global__ void __launch_bounds__(32 * RTC_WARPS)
     const int pairs = (wn + 15) / 16, stages = (pairs + RTB_PAIRS - 1) / RTB_PAIRS;
     const bool vec = wn % 4 == 0 && reinterpret_cast<uintptr_t>(gw) % 16 == 0;
     auto fill = [&](int st, uint4 *dst) { /* the host layout pads to whole stages */
-        const uint4 *src = Wb + (size_t)st * STAGE;
-        for (int i = threadIdx.x; i < STAGE; i += blockDim.x) __pipeline_memcpy_async(dst + i, src + i, 16);
-        __pipeline_commit();
+                                          const uint4 *src = Wb + (size_t)st * STAGE;
+                                          for (int i = threadIdx.x; i < STAGE; i += blockDim.x)
+                                              __pipeline_memcpy_async(dst + i, src + i, 16);
+                                          __pipeline_commit();
     };
     float acc[KT][4];
 #pragma unroll
@@ -154,7 +155,7 @@ __global__ void __launch_bounds__(32 * RTC_WARPS)
 #pragma unroll
         for (int q = 0; q < 4; q++) acc[jt][q] = 0.0f;
     /* this lane's 4 columns of pair p of the rows gq, gq + 8 (zeros past the rows and columns) */
-    auto load_pair = [&](int p, float (&a4)[2][4]) {
+    auto load_pair = [&](int p, float(&a4)[2][4]) {
         const int n0 = p * 16 + 4 * tq;
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -174,8 +175,10 @@ __global__ void __launch_bounds__(32 * RTC_WARPS)
     for (int pp = 0; pp < RTB_PAIRS; pp++) load_pair(pp, cur[pp]);
     fill(0, Bs[0]);
     for (int st = 0, buf = 0; st < stages; st++, buf ^= 1) {
-        if (st + 1 < stages) fill(st + 1, Bs[buf ^ 1]);
-        else __pipeline_commit();
+        if (st + 1 < stages)
+            fill(st + 1, Bs[buf ^ 1]);
+        else
+            __pipeline_commit();
 #pragma unroll
         for (int pp = 0; pp < RTB_PAIRS; pp++) load_pair((st + 1) * RTB_PAIRS + pp, nxt[pp]); /* zeros past wn */
         __pipeline_wait_prior(1);
