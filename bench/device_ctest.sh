@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# device_ctest.sh: on the GPU machine, the proof run of a session's final GPU code in one call: build with the tests,
+# `ctest -L gpu -j8`, and meanwhile compute-sanitizer memcheck and racecheck on the kernel tests of the kernels the
+# session changed (FILTER, default the radial MLP and fused-forward tests). Only a few small files go to $OUT, and the
+# summary is printed first-to-last in a few lines (a long tail is cut by the device tool).
+set -u
+OUT=${OUT:-device-out}
+mkdir -p "$OUT"
+source bench/device_build.sh
+build_gpu
+K=build-gpu/tests/test_gpu_kernels F=${FILTER:-'*Fused*:*RadialTable*'}
+( compute-sanitizer --tool memcheck $K --gtest_filter="$F" >/tmp/memcheck.log 2>&1
+  compute-sanitizer --tool racecheck $K --gtest_filter='*Fused*mace01*:*Fused*water_mace*:*RadialTable*mace01*:*RadialTable*nequip_l2_parity_2layer_wide*' >/tmp/racecheck.log 2>&1
+  { grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" /tmp/memcheck.log /tmp/racecheck.log; } >"$OUT/sanitizers.txt" ) &
+san=$!
+start=$(date +%s)
+OMP_NUM_THREADS=16 ctest --test-dir build-gpu -L gpu -j8 --output-on-failure >/tmp/ctest_gpu.log 2>&1
+echo "ctest -L gpu: $(( $(date +%s) - start )) s" >"$OUT/ctest_summary.txt"
+grep -E "tests passed|tests failed|Failed|\*\*\*|Timeout" /tmp/ctest_gpu.log | head -20 >>"$OUT/ctest_summary.txt"
+wait $san
+echo "==== summary"
+cat "$OUT/ctest_summary.txt" "$OUT/sanitizers.txt"
