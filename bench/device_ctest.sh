@@ -12,7 +12,7 @@ K=build-gpu/tests/test_gpu_kernels F=${FILTER:-'*Fused*:*RadialTable*'}
 [ "${SANITIZE:-1}" = 1 ] && ( compute-sanitizer --tool memcheck $K --gtest_filter="$F" >/tmp/memcheck.log 2>&1
   compute-sanitizer --tool racecheck $K --gtest_filter='*Fused*mace01*:*Fused*water_mace*:*RadialTable*mace01*:*RadialTable*nequip_l2_parity_2layer_wide*' >/tmp/racecheck.log 2>&1
   { grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" /tmp/memcheck.log /tmp/racecheck.log; } >"$OUT/sanitizers.txt" ) &
-san=$!  # SANITIZE=0: ctest alone
+
 start=$(date +%s)
 OMP_NUM_THREADS=16 ctest --test-dir build-gpu -L gpu -j8 --output-on-failure >/tmp/ctest_gpu.log 2>&1
 echo "ctest -L gpu: $(( $(date +%s) - start )) s" >"$OUT/ctest_summary.txt"
