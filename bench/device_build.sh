@@ -12,3 +12,16 @@ build_gpu() {
     >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
   cmake --build build-gpu -j16 $targets >"$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -60; exit 1; }
 }
+
+# make_models: makes the MACE-MP-0-medium-architecture model in $M (default /tmp/models) in the background, unless it
+# is there (mace-torch from the wheels carried in .whl; log in $OUT/make_models.log). `wait $MODELS_PID` before use.
+make_models() {
+  M=${M:-/tmp/models}
+  (
+    if [ ! -f $M/mace_mp0_medium_arch.h5 ]; then
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
+      PYTHONPATH=/tmp/site python3 tools/make_bench_models.py $M --no-selftest >"$OUT/make_models.log" 2>&1 || tail -5 "$OUT/make_models.log"
+    fi
+  ) &
+  MODELS_PID=$!
+}

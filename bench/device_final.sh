@@ -9,14 +9,7 @@ set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 source bench/device_build.sh
-M=${M:-/tmp/models}
-(
-  if [ ! -f $M/mace_mp0_medium_arch.h5 ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
-    PYTHONPATH=/tmp/site python3 tools/make_bench_models.py $M --no-selftest >"$OUT/make_models.log" 2>&1 || tail -5 "$OUT/make_models.log"
-  fi
-) &
-models=$!
+make_models
 build_gpu
 grep -A2 -E "k_radial_tc_bwd|k_radial_conv_fwd" "$OUT/build.log" | grep -E "registers|spill" | head -4
 ( tools/build-lammps-with-cgequi.sh .device/lammps build-gpu /tmp/lmpbuild -DBUILD_MPI=yes -DBUILD_OMP=yes \
@@ -26,7 +19,7 @@ K=build-gpu/tests/test_gpu_kernels F='*Fused*:*RadialTable*'
 $K --gtest_filter="$F" >"$OUT/kernels.log" 2>&1
 compute-sanitizer --tool memcheck $K --gtest_filter="$F" >"$OUT/memcheck.log" 2>&1
 compute-sanitizer --tool racecheck $K --gtest_filter='*Fused*mace01*:*Fused*water_mace*:*RadialTable*mace01*:*RadialTable*nequip_l2_parity_2layer_wide*' >"$OUT/racecheck.log" 2>&1
-wait $models
+wait $MODELS_PID
 B=build-gpu/bench_eval W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch.h5
 {
   $B $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E "check|NONDET"

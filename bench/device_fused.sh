@@ -8,19 +8,12 @@ set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 source bench/device_build.sh
-M=${M:-/tmp/models}
-(
-  if [ ! -f $M/mace_mp0_medium_arch.h5 ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
-    PYTHONPATH=/tmp/site python3 tools/make_bench_models.py $M --no-selftest >"$OUT/make_models.log" 2>&1 || tail -5 "$OUT/make_models.log"
-  fi
-) &
-models=$!
+make_models
 build_gpu
 grep -A2 "k_radial_conv_fwd" "$OUT/build.log" | grep -E "registers|spill" | head -2
 build-gpu/tests/test_gpu_kernels --gtest_filter='*Fused*' >"$OUT/fused_kernel.log" 2>&1
 OMP_NUM_THREADS=16 ctest --test-dir build-gpu -L gpu -R fused -j3 --output-on-failure >"$OUT/ctest_fused.log" 2>&1
-wait $models
+wait $MODELS_PID
 B=build-gpu/bench_eval W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch.h5
 {
   echo "== check, fused"
