@@ -45,8 +45,7 @@ struct conv_plan {
     int slots_bwd, threads_bwd; /* the reverse's (more slots: they share G, see build_conv_group) */
     int fwd_eb;                 /* edges per batch of the forward (its P tables in shared memory) */
     int double_sums;            /* the forward sums messages in double also for float T (k_conv_fwd's A) */
-    int rcf_pd; /* > 0: the forward may run fused with the radial MLP (radial_conv.cuh), largest d1 d3 of an instruction
-                 */
+    int rcf_pd; /* > 0: the forward may run fused (radial_conv.cuh); the largest d1 d3 of an instruction */
     int64_t wn;
     conv_ins *ins;
     conv_block *outb, *in1b;

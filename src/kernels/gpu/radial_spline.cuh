@@ -2,9 +2,10 @@
  * output a(r) is interpolated per edge (cubic Hermite in r) instead of three GEMMs and their activation passes; the
  * last layer w = a W / sqrt(h) runs on the tensor cores with float-accurate sums, a interpolated inside that kernel
  * (radial_tc.cuh), or, in HIP builds, on GPUs older than sm_80 and with CGQ_GPU_RADIAL_SGEMM=1, as k_radial_table_fwd
- * then a float GEMM (SGEMM). The reverse takes dE/da = dE/dw W^T / sqrt(h) (SGEMM) and dE/dr = sum_j dE/da_j da_j/dr
- * from the same table, so the forces are the exact derivative of the interpolated energy. Included by mace_gpu.cu after
- * gemm.cuh. */
+ * then a float GEMM (SGEMM). The reverse takes dE/da = dE/dw W^T / sqrt(h) and dE/dr = sum_j dE/da_j da_j/dr from the
+ * same table, so the forces are the exact derivative of the interpolated energy: in one tensor-core kernel
+ * (radial_tc.cuh), or SGEMM then k_radial_table_bwd where the forward runs SGEMM (and with
+ * CGQ_GPU_RADIAL_BWD_SGEMM=1). Included by mace_gpu.cu after gemm.cuh. */
 #ifndef CGQ_GPU_RADIAL_SPLINE_CUH
 #define CGQ_GPU_RADIAL_SPLINE_CUH
 

@@ -5,9 +5,10 @@
  * 192 such sums (cuBLAS over [a_hi a_hi a_lo]) missed the fp32 energy tolerance (bench/RESULTS.md, session 10), so
  * each mma here starts from zero and covers one k-step of 8 products, and the k-steps are added in float registers,
  * rounded to nearest, in a fixed order (deterministic). MACE-MP-0 at 5,184 atoms (H100): 2.83 ms against 3.86 for
- * the table kernel and SGEMM. The reverse (dE/da = dE/dw W^T) stays SGEMM: the same split product there took 3.1 to
- * 3.3 ms against 2.9 (bench/RESULTS.md, session 12). mma.sync.m16n8k8.tf32 needs sm_80; HIP builds and older GPUs
- * keep SGEMM. Included by radial_spline.cuh. */
+ * the table kernel and SGEMM. The reverse (dE/da = dE/dw W^T, then dE/dr from the table) is one kernel of the same
+ * split products (k_radial_tc_bwd, session 15: 2.23 ms against 2.72 for SGEMM and the table pass; session 12's split
+ * on cuBLAS had taken 3.1 to 3.3). mma.sync.m16n8k8.tf32 needs sm_80; HIP builds and older GPUs keep SGEMM.
+ * Included by radial_spline.cuh. */
 #ifndef CGQ_GPU_RADIAL_TC_CUH
 #define CGQ_GPU_RADIAL_TC_CUH
 
@@ -132,7 +133,6 @@ __global__ void __launch_bounds__(32 * RTC_WARPS, 2)
  * values of two k-steps are adjacent columns of dE/dw (one 16-byte load; the host layout radial_tc_layout_bwd
  * permutes W the same way). dE/da never leaves the registers: each lane multiplies its values by the table's slopes,
  * and the 4 lanes of a row add theirs (fixed shuffles). Deterministic; replaces an SGEMM and its table pass. */
-
 template <int KT>
 __global__ void __launch_bounds__(32 * RTC_WARPS)
     k_radial_tc_bwd(radial_table s, const uint4 *Wb, int wn, const double *r, int64_t e0, int64_t ne, const float *gw,
@@ -143,11 +143,11 @@ __global__ void __launch_bounds__(32 * RTC_WARPS)
     const int64_t row0 = ((int64_t)blockIdx.x * RTC_WARPS + warp) * 16;
     const int pairs = (wn + 15) / 16, stages = (pairs + RTB_PAIRS - 1) / RTB_PAIRS;
     const bool vec = wn % 4 == 0 && reinterpret_cast<uintptr_t>(gw) % 16 == 0;
-    auto fill = [&](int st, uint4 *dst) { /* the host layout pads to whole stages */
-                                          const uint4 *src = Wb + (size_t)st * STAGE;
-                                          for (int i = threadIdx.x; i < STAGE; i += blockDim.x)
-                                              __pipeline_memcpy_async(dst + i, src + i, 16);
-                                          __pipeline_commit();
+    /* stage st of W's layout into dst, one commit group (the host layout pads to whole stages) */
+    auto fill = [&](int st, uint4 *dst) {
+        const uint4 *src = Wb + (size_t)st * STAGE;
+        for (int i = threadIdx.x; i < STAGE; i += blockDim.x) __pipeline_memcpy_async(dst + i, src + i, 16);
+        __pipeline_commit();
     };
     float acc[KT][4];
 #pragma unroll
