@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # device_ctest.sh: on the GPU machine, the proof run of a session's final GPU code in one call: build with the tests,
-# `ctest -L gpu -j8`, and meanwhile compute-sanitizer memcheck and racecheck on the kernel tests of the kernels the
+# `ctest -L gpu -j12`, and meanwhile compute-sanitizer memcheck and racecheck on the kernel tests of the kernels the
 # session changed (FILTER, default the radial MLP and fused-forward tests). Only a few small files go to $OUT, and the
 # summary is printed first-to-last in a few lines (a long tail is cut by the device tool).
 set -u
@@ -14,7 +14,9 @@ K=build-gpu/tests/test_gpu_kernels F=${FILTER:-'*Fused*:*RadialTable*'}
   { grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" /tmp/memcheck.log /tmp/racecheck.log; } >"$OUT/sanitizers.txt" ) &
 
 start=$(date +%s)
-OMP_NUM_THREADS=16 ctest --test-dir build-gpu -L gpu -j8 --output-on-failure >/tmp/ctest_gpu.log 2>&1
+# 2 OpenMP threads per test (the CPU references): 16 per test at -j8 oversubscribed the 16 cores (374 s in session 15;
+# the 9 whole-binary variants alone took 89 s at 2 threads and -j9)
+OMP_NUM_THREADS=2 ctest --test-dir build-gpu -L gpu -j12 --output-on-failure >/tmp/ctest_gpu.log 2>&1
 echo "ctest -L gpu: $(( $(date +%s) - start )) s" >"$OUT/ctest_summary.txt"
 grep -E "tests passed|tests failed|Total Test time" /tmp/ctest_gpu.log >>"$OUT/ctest_summary.txt"
 echo "skipped (no plan of that kind for the model): $(grep -c '\*\*\*Skipped' /tmp/ctest_gpu.log)" >>"$OUT/ctest_summary.txt"
