@@ -14,7 +14,7 @@ K=build-gpu/tests/test_gpu_kernels F=${FILTER:-'*Fused*:*RadialTable*'}
   { grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" /tmp/memcheck.log /tmp/racecheck.log; } >"$OUT/sanitizers.txt" ) &
 
 start=$(date +%s)
-# 2 OpenMP threads per test (the CPU references): 16 per test at -j8 oversubscribed the 16 cores (374 s in session 15;
+# 2 OpenMP threads per test (the CPU references): 16 per test at -j8 asks for 128 threads on 16 cores (374 s in session 15;
 # the 9 whole-binary variants alone took 89 s at 2 threads and -j9)
 OMP_NUM_THREADS=2 ctest --test-dir build-gpu -L gpu -j12 --output-on-failure >/tmp/ctest_gpu.log 2>&1
 echo "ctest -L gpu: $(( $(date +%s) - start )) s" >"$OUT/ctest_summary.txt"
