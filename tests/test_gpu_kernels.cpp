@@ -4,6 +4,7 @@
 // the convolution (MACE and NequIP), forward and reverse, and the fp32 radial-MLP tables (MACE and NequIP).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 
@@ -290,6 +291,81 @@ TEST_P(GpuKernels, FusedRadialConvolutionMatchesCpu) {
                     cgq_tp_conv_forward(tp, &x[sender[e] * din], &Y[e * nY], &wr[e * wn], &Mr[i * dM]);
             expect_close(GetParam(), t, fp32, seed, "M (fused)", M, Mr);
         }
+    });
+}
+
+// MACE's first convolution factored through the senders' species (species_conv.cuh; fp32 with the radial tables) on
+// a random graph of 97 nodes of up to three of the model's species (degrees 0..40, nodes of no edges, rows of 150 and
+// 300 edges), random edge lengths and cutoff values, and equal features for equal species (the layer's input is the
+// embedding), against the float64 CPU functions: the weights from the MLP (w = alpha a(r) W, times the cutoff where
+// the model applies it to the weights), the messages by cgq_tp_conv_forward, dE/dY by cgq_tp_conv_backward, dE/dcut =
+// sum_k dE/dw_k w_k and dE/dr = sum_k dE/dw_k cut dw_k/dr (the MLP's exact derivative).
+TEST_P(GpuKernels, SpeciesConvolutionMatchesCpu) {
+    if (m->nequip) GTEST_SKIP() << "MACE layers only";
+    const int nY = (m->lmax_sh + 1) * (m->lmax_sh + 1);
+    cgq_radial_mlps mlps;
+    const std::vector<RadialCase> cases = radial_cases(m, mlps);
+    for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
+        const RadialCase &rc = cases[0];
+        const cgq_tp *tp = &m->layers[0].conv_tp;
+        const int64_t n = 97, din = tp->in1.dim, dM = tp->out.dim, wn = tp->weight_numel;
+        std::vector<int32_t> kinds;
+        for (int z : {0, m->n_species - 1, m->n_species / 2})
+            if (std::find(kinds.begin(), kinds.end(), z) == kinds.end()) kinds.push_back(z);
+        std::vector<int32_t> species(n), sender;
+        std::vector<int64_t> row(n + 1, 0);
+        for (int64_t i = 0; i < n; i++) {
+            species[i] = kinds[rng() % kinds.size()];
+            const int deg = i == 40 ? 150 : i == 71 ? 300 : i % 9 == 4 ? 0 : (int)(rng() % 41);
+            for (int k = 0; k < deg; k++) sender.push_back((int32_t)(rng() % (uint64_t)n));
+            row[i + 1] = (int64_t)sender.size();
+        }
+        const int64_t E = row[n];
+        std::uniform_real_distribution<double> ur(rc.lo, rc.rm.r_max), uc(0.0, 1.0);
+        std::vector<double> r(E), cut(m->apply_cutoff ? 0 : E);
+        for (double &v : r) v = ur(rng);
+        for (double &v : cut) v = uc(rng);
+        const std::vector<double> xs = uniform(rng, m->n_species * din), Y = uniform(rng, E * nY);
+        const std::vector<double> gM = uniform(rng, n * dM);
+        std::vector<double> x(n * din);
+        for (int64_t i = 0; i < n; i++) std::copy_n(&xs[species[i] * din], din, &x[i * din]);
+        std::vector<double> M(n * dM, NAN), gY(E * nY, NAN), gcut(E, NAN), gr(E, NAN);
+        const cgq_status st = cgq_gpu_species_conv(g, n, row.data(), sender.data(), species.data(), r.data(),
+                                                   cut.empty() ? nullptr : cut.data(), x.data(), Y.data(), gM.data(),
+                                                   M.data(), gY.data(), gcut.data(), gr.data());
+        if (st == CGQ_STATUS_UNSUPPORTED) {
+            std::printf("  %s: %s\n", fp32 ? "fp32" : "fp64", cgq_last_error());
+            return;
+        }
+        ASSERT_EQ(st, CGQ_STATUS_OK) << cgq_last_error();
+        const cgq_fcnet &fc = *rc.rm.fc;
+        const int64_t W = fc.h[fc.n_layers - 1];
+        const double *Wl = fc.W[fc.n_layers - 1];
+        std::vector<double> Mr(n * dM, 0.0), gYr(E * nY, 0.0), gcutr(E, 0.0), grr(E, 0.0);
+        std::vector<double> a(W), da(W), aref(W), w(wn), dw(wn), we(wn), gw(wn);
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t e = row[i]; e < row[i + 1]; e++) {
+                rc.hidden(r[e], aref.data());
+                cgq_radial_hidden(&rc.rm, r[e], a.data(), da.data());
+                const double ce = cut.empty() ? 1.0 : cut[e];
+                for (int64_t k = 0; k < wn; k++) {
+                    w[k] = dw[k] = 0.0;
+                    for (int64_t j = 0; j < W; j++) w[k] += rc.alpha * aref[j] * Wl[j * wn + k];
+                    for (int64_t j = 0; j < W; j++) dw[k] += rc.alpha * da[j] * Wl[j * wn + k];
+                    we[k] = ce * w[k], gw[k] = 0.0;
+                }
+                const double *xe = &x[sender[e] * din];
+                cgq_tp_conv_forward(tp, xe, &Y[e * nY], we.data(), &Mr[i * dM]);
+                cgq_tp_conv_backward(tp, xe, &Y[e * nY], we.data(), &gM[i * dM], nullptr, &gYr[e * nY], gw.data());
+                for (int64_t k = 0; k < wn; k++) {
+                    if (!cut.empty()) gcutr[e] += gw[k] * w[k];
+                    grr[e] += gw[k] * ce * dw[k];
+                }
+            }
+        expect_close(GetParam(), 0, fp32, seed, "M (species)", M, Mr);
+        expect_close(GetParam(), 0, fp32, seed, "dE/dY (species)", gY, gYr);
+        if (!cut.empty()) expect_close(GetParam(), 0, fp32, seed, "dE/dcut (species)", gcut, gcutr);
+        expect_close(GetParam(), 0, fp32, seed, "dE/dr (species)", gr, grr);
     });
 }
 

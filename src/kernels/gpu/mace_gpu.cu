@@ -38,6 +38,7 @@ extern "C" {
 #include "kernels/gpu/node_ops.cuh"
 #include "kernels/gpu/radial_spline.cuh"
 #include "kernels/gpu/radial_conv.cuh"
+#include "kernels/gpu/species_conv.cuh"
 #include "kernels/gpu/readout.cuh"
 #include "kernels/gpu/symcon.cuh"
 
@@ -109,6 +110,8 @@ struct cgq_gpu {
     readout_plan readouts[CGQ_MAX_LAYERS]; /* MACE v2: the readouts as dense matrices (readout.cuh) */
     radial_table radial[CGQ_MAX_LAYERS]; /* fp32: the radial MLPs as tables (all layers or none) */
     bool fused_conv[CGQ_MAX_LAYERS] = {false}; /* the layer's forward runs radial_conv.cuh (choose_fused_conv) */
+    species_conv sconv;                        /* layer 0 factored through the senders' species (species_conv.cuh) */
+    std::vector<int32_t> sconv_classes;        /* the class table last uploaded to sconv.cls */
     int v2; /* every layer has the forms the v2 kernels cover (else the v1 steps run the model) */
     cgq_blas blas = nullptr; /* the radial MLP's products (gemm.cuh); none in HIP builds */
     int64_t max_chunk_edges = INT64_MAX; /* CGQ_GPU_MAX_CHUNK_EDGES: tests force several edge chunks with it */
@@ -769,6 +772,77 @@ static cgq_status choose_fused_conv(cgq_gpu *g) {
     return CGQ_STATUS_OK;
 }
 
+/* Whether fp32 MACE's first convolution runs factored through the senders' species (species_conv.cuh): its sender
+ * features are the embedding's linear_up (one scalar per channel and species), its radial MLP has a table, and no
+ * density normalisation; not where CGQ_GPU_FUSED_CONV=1 fuses that layer, or with CGQ_GPU_SPECIES_CONV=0 (the separate
+ * kernels, for comparisons and their tests). Whether a graph runs it depends on its species (sc_runs). */
+static cgq_status build_species_conv(cgq_gpu *g) {
+    species_conv &s = g->sconv;
+    s = species_conv();
+    const cgq_model *m = g->host_model;
+    const char *env = getenv("CGQ_GPU_SPECIES_CONV");
+    if ((env && atoi(env) == 0) || !g->fp32 || !g->v2 || m->n_layers < 1 || g->fused_conv[0]) return CGQ_STATUS_OK;
+    const cgq_mace_layer *ly = &m->layers[0];
+    const cgq_tp *tp = &ly->conv_tp;
+    const conv_plan &p = g->plans[0];
+    const radial_table &tab = g->radial[0];
+    const cgq_fcnet &fc = ly->radial_mlp;
+    if (!p.ok || tab.n_int == 0 || ly->density || tp->in1.n != 1 || tp->in1.b[0].l != 0 || p.p_dim > SC_MAX_P ||
+        tab.width > SC_MAX_K || tab.width % 4 || p.C % 4 || fc.h[fc.n_layers - 1] != tab.width ||
+        fc.h[fc.n_layers] != p.wn)
+        return CGQ_STATUS_OK;
+    std::vector<int> writers(tp->out.n, 0);
+    for (int k = 0; k < tp->n_ins; k++) writers[tp->io[k]]++;
+    s.split_ins = std::all_of(writers.begin(), writers.end(), [](int n) { return n <= 1; });
+    const int K = tab.width, wn = (int)p.wn;
+    const double *W = fc.W[fc.n_layers - 1];
+    std::vector<float> WT((size_t)wn * K);
+    for (int j = 0; j < K; j++)
+        for (int c = 0; c < wn; c++) WT[(size_t)c * K + j] = (float)W[(size_t)j * wn + c];
+    CGQ_TRY(device_uploader{g}(&s.WT, WT));
+    std::vector<int32_t> cls(m->n_species + SC_MAX_CLASSES, -1);
+    const int32_t *dcls = nullptr;
+    CGQ_TRY(device_uploader{g}(&dcls, cls));
+    s.cls = const_cast<int32_t *>(dcls), g->sconv_classes = cls;
+    const cgq_fcnet &ff = g->shadow_f.layers[0].radial_mlp; /* the float model's weights */
+    s.W = reinterpret_cast<const float *>(ff.W[ff.n_layers - 1]);
+    s.K = K, s.P = p.p_dim, s.x_off = tp->in1.b[0].offset, s.n_species = m->n_species, s.alpha = tab.alpha, s.tab = tab;
+    if (cudaFuncSetAttribute((const void *)k_species_conv_fwd, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)g->smem_optin) != cudaSuccess ||
+        cudaFuncSetAttribute((const void *)k_species_conv_bwd, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)g->smem_optin) != cudaSuccess) {
+        cudaGetLastError();
+        return CGQ_STATUS_OK; /* the separate kernels run the layer */
+    }
+    s.ok = 1;
+    return CGQ_STATUS_OK;
+}
+
+/* The species classes of species_conv for a graph's nodes: the species present, in increasing order, and the first
+ * node of each (its layer-0 features stand for the class). The table is uploaded when it changes. */
+static cgq_status set_species_classes(cgq_gpu *g, const int32_t *species, int64_t NA) {
+    species_conv &s = g->sconv;
+    if (!s.ok) return CGQ_STATUS_OK;
+    const int ns = s.n_species;
+    std::vector<int64_t> first(ns, -1);
+    for (int64_t i = 0; i < NA; i++)
+        if (species[i] >= 0 && species[i] < ns && first[species[i]] < 0) first[species[i]] = i;
+    std::vector<int32_t> cls(ns + SC_MAX_CLASSES, -1);
+    int S = 0;
+    for (int z = 0; z < ns; z++)
+        if (first[z] >= 0) {
+            cls[z] = S;
+            if (S < SC_MAX_CLASSES) cls[ns + S] = (int32_t)first[z];
+            S++;
+        }
+    s.S = S;
+    if (S <= SC_MAX_CLASSES && cls != g->sconv_classes) {
+        CGQ_CHECK_GPU(cudaMemcpy(s.cls, cls.data(), sizeof(int32_t) * cls.size(), cudaMemcpyHostToDevice));
+        g->sconv_classes = cls;
+    }
+    return CGQ_STATUS_OK;
+}
+
 static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm); /* nequip_gpu.cuh */
 static cgq_status build_nequip_v2(cgq_gpu *g);                    /* nequip_gpu.cuh */
 
@@ -831,6 +905,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
     if (st == CGQ_STATUS_OK && fp32) st = upload_model_f32(g);
     if (st == CGQ_STATUS_OK && fp32) st = build_model_radial_tables(g);
     if (st == CGQ_STATUS_OK && fp32) st = choose_fused_conv(g);
+    if (st == CGQ_STATUS_OK && fp32) st = build_species_conv(g);
     if (st != CGQ_STATUS_OK) {
         cgq_gpu_free(g);
         return st;
@@ -1004,6 +1079,7 @@ static cgq_status upload_graph(cgq_gpu *g, const cgq_graph *gr, mace_ctx *c) {
     char *h = static_cast<char *>(g->graph_stage), *d = static_cast<char *>(g->graph_buf);
     /* an empty domain (no atoms or no edges) may come with NULL arrays: copy only what exists */
     if (NA) memcpy(h, gr->species, sizeof(int32_t) * NA);
+    CGQ_TRY(set_species_classes(g, gr->species, NA));
     memcpy(h + o_row, gr->row_ptr, sizeof(int64_t) * (N + 1));
     if (E) memcpy(h + o_sender, gr->sender, sizeof(int32_t) * E);
     if (E) memcpy(h + o_vec, gr->vec, sizeof(double) * 3 * E);
@@ -1064,6 +1140,7 @@ extern "C" cgq_status cgq_gpu_set_pairs(cgq_gpu *g, const cgq_pair_list *pl) {
     if (C) memcpy(ps.cand, pl->candidate, sizeof(int32_t) * C);
     if (NP) memcpy(ps.point_node, pl->point_node, sizeof(int32_t) * NP);
     if (NA) memcpy(ps.species, pl->species, sizeof(int32_t) * NA);
+    CGQ_TRY(set_species_classes(g, pl->species, NA));
     /* the candidates grouped by sender node (stable); copies without a node (-1) go last, to a bucket of their own */
     ps.snode.resize(C + 1);
     for (int64_t c = 0; c < C; c++) {
@@ -1628,9 +1705,11 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         maxw = std::max<int64_t>(maxw, mlp_hidden_width(ly->radial_mlp));
         dhu = std::max<int64_t>(dhu, ly->linear_up.out.dim);
     }
+    /* layer 0 factored through the senders' species (species_conv.cuh): no per-edge weights */
+    const bool sconv = f32 && sc_runs(g->plans[0], g->sconv, g->smem_optin);
     mlp_store<T> ms; /* the radial MLP's outputs and activations */
     for (int t = 0; t < L; t++)
-        ms.wn[t] = hm->layers[t].conv_tp.weight_numel,
+        ms.wn[t] = t == 0 && sconv ? 0 : hm->layers[t].conv_tp.weight_numel,
         ms.cs[t] = table ? 0 : cgq_fcnet_cache_size(&hm->layers[t].radial_mlp);
     CGQ_TRY(mlp_keep<T>(g, L, E, want_grad, &ms));
     const int64_t dens_per_edge = dcs ? 2 + dcs + nb : 2; /* d, activations, gd, gef of the density MLP */
@@ -1691,7 +1770,13 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         prof.mark("node_fwd");
         if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, hu, a.staging, NA, dhu_t, xc, false));
         for (const edge_chunk &ch : chunks) {
-            if (f32 && g->fused_conv[t]) { /* the reverse reads w where it is kept, else forms it again */
+            if (t == 0 && sconv) {
+                species_conv_forward(p, g->sconv, ch.i0, ch.i1, c.row_ptr, c.sender, c.species, c.r,
+                                     reinterpret_cast<const float *>(Y), reinterpret_cast<const float *>(hu),
+                                     reinterpret_cast<const float *>(cut_w), reinterpret_cast<float *>(M));
+                CGQ_LAUNCH_CHECK();
+                prof.mark("species_conv_fwd");
+            } else if (f32 && g->fused_conv[t]) { /* the reverse reads w where it is kept, else forms it again */
                 radial_conv_forward(p, g->radial[t], ch.i0, ch.i1, ch.e0, ch.e1, c.row_ptr, c.sender, c.r,
                                     reinterpret_cast<const float *>(Y), reinterpret_cast<const float *>(hu),
                                     reinterpret_cast<const float *>(cut_w), reinterpret_cast<float *>(M),
@@ -1781,6 +1866,17 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             const int64_t ne = ch.e1 - ch.e0;
             const cgq_fcnet &fc = sm->layers[t].radial_mlp;
             T *const *W = reinterpret_cast<T *const *>(fc.W);
+            if (t == 0 && sconv) { /* dE/dY, dE/dcut and dE/dr straight from the factored layer */
+                species_conv_backward(p, g->sconv, ch.i0, ch.i1, ch.e0, c.row_ptr, c.sender, c.species, c.r,
+                                      reinterpret_cast<const float *>(Y), reinterpret_cast<const float *>(hu),
+                                      reinterpret_cast<const float *>(cut_w), reinterpret_cast<const float *>(gM),
+                                      reinterpret_cast<float *>(gY), reinterpret_cast<float *>(gcut), b.gr);
+                prof.mark("species_conv_bwd");
+                if (ne) k_edge_tail<T><<<blocks_for(ne), TH>>>(c, t, ch.e0, ch.e1, nullptr, gY, gcut, b.gr);
+                CGQ_LAUNCH_CHECK();
+                prof.mark("edge_tail");
+                continue;
+            }
             if (!ms.keep) CGQ_TRY(radial_forward(t, ch));
             prof.mark("mlp_fwd");
             conv_bwd_kernel<T>(p.n_in1,
@@ -2019,6 +2115,34 @@ static int layer_conv(const cgq_gpu *g, int layer, const conv_plan **plans, cons
     return 1;
 }
 
+/* Device copies for the kernel test entries, freed with the struct: in() copies n host values to the device as T (a
+ * null host pointer: an output, left unset), out() copies n device values of T back into doubles. */
+struct test_buffers {
+    std::vector<void *> bufs;
+    test_buffers() = default;
+    test_buffers(const test_buffers &) = delete;
+    test_buffers &operator=(const test_buffers &) = delete;
+    ~test_buffers() {
+        for (void *p : bufs) cudaFree(p);
+    }
+    template <class T, class H>
+    cgq_status in(const H *h, int64_t n, T **d) {
+        CGQ_CHECK_GPU(cudaMalloc((void **)d, sizeof(T) * n + 16));
+        bufs.push_back(*d);
+        if (!h || n == 0) return CGQ_STATUS_OK;
+        const std::vector<T> v(h, h + n);
+        CGQ_CHECK_GPU(cudaMemcpy(*d, v.data(), sizeof(T) * n, cudaMemcpyHostToDevice));
+        return CGQ_STATUS_OK;
+    }
+    template <class T>
+    static cgq_status out(const T *d, double *h, int64_t n) {
+        std::vector<T> v((size_t)n);
+        CGQ_CHECK_GPU(cudaMemcpy(v.data(), d, sizeof(T) * v.size(), cudaMemcpyDeviceToHost));
+        std::copy(v.begin(), v.end(), h);
+        return CGQ_STATUS_OK;
+    }
+};
+
 template <class T>
 static cgq_status conv_t(const conv_plan *plans, int n_plans, const cgq_tp *tp, int64_t n, const int64_t *row_ptr,
                          const int32_t *sender, const double *x, const double *Y, const double *w, const double *gM,
@@ -2027,58 +2151,37 @@ static cgq_status conv_t(const conv_plan *plans, int n_plans, const cgq_tp *tp, 
     std::vector<int64_t> srow(n + 1);
     std::vector<int32_t> sedge(E + 1);
     CGQ_TRY(cgq_sender_index(sender, E, n, srow.data(), sedge.data()));
-    std::vector<void *> bufs;
-    auto run = [&]() -> cgq_status {
-        auto dev = [&](const void *h, size_t bytes, void **d) -> cgq_status {
-            CGQ_CHECK_GPU(cudaMalloc(d, bytes + 16));
-            bufs.push_back(*d);
-            if (h) CGQ_CHECK_GPU(cudaMemcpy(*d, h, bytes, cudaMemcpyHostToDevice));
-            return CGQ_STATUS_OK;
-        };
-        auto devT = [&](const double *h, int64_t count,
-                        T **d) -> cgq_status { /* h NULL: an output */
-                                               if (!h) return dev(nullptr, sizeof(T) * count, (void **)d);
-                                               const std::vector<T> v(h, h + count);
-                                               return dev(v.data(), sizeof(T) * count, (void **)d);
-        };
-        int64_t *drow, *dsrow;
-        int32_t *dsend, *dsedge;
-        T *dx, *dY, *dw, *dgM, *dMsg, *dgw, *dgY, *dgx1e, *dgx, *dgcut;
-        CGQ_TRY(dev(row_ptr, sizeof(int64_t) * (n + 1), (void **)&drow));
-        CGQ_TRY(dev(sender, sizeof(int32_t) * E, (void **)&dsend));
-        CGQ_TRY(dev(srow.data(), sizeof(int64_t) * (n + 1), (void **)&dsrow));
-        CGQ_TRY(dev(sedge.data(), sizeof(int32_t) * E, (void **)&dsedge));
-        CGQ_TRY(devT(x, n * din, &dx));
-        CGQ_TRY(devT(Y, E * nY, &dY));
-        CGQ_TRY(devT(w, E * wn, &dw));
-        CGQ_TRY(devT(gM, n * dM, &dgM));
-        CGQ_TRY(devT(nullptr, n * dM, &dMsg));
-        CGQ_TRY(devT(nullptr, E * wn, &dgw));
-        CGQ_TRY(devT(nullptr, E * nY, &dgY));
-        CGQ_TRY(devT(nullptr, E * din, &dgx1e));
-        CGQ_TRY(devT(nullptr, n * din, &dgx));
-        CGQ_TRY(devT(nullptr, E, &dgcut));
-        for (int q = 0; q < n_plans; q++) {
-            const conv_plan &p = plans[q];
-            conv_fwd_kernel<T>(p)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(T))>>>(p, 0, drow, dsend, dY, dx,
-                                                                                           dw, 0, nullptr, dMsg);
-            conv_bwd_kernel<T>(p.n_in1, p.nY)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
-                p, 0, drow, dsend, dY, dx, dw, 0, nullptr, dgM, dgw, dgY, dgcut, dgx1e, q > 0);
-        }
-        k_sender_sum_rows<T><<<blocks_for(n * din), CGQ_GPU_THREADS>>>(n, (int)din, dsrow, dsedge, 0, E, 1, dgx1e, dgx);
-        CGQ_CHECK_GPU(cudaGetLastError());
-        const std::pair<T *, std::pair<double *, int64_t>> outs[] = {
-            {dMsg, {M, n * dM}}, {dgw, {gw, E * wn}}, {dgY, {gY, E * nY}}, {dgx, {gx, n * din}}};
-        for (const auto &o : outs) {
-            std::vector<T> h((size_t)o.second.second);
-            CGQ_CHECK_GPU(cudaMemcpy(h.data(), o.first, sizeof(T) * h.size(), cudaMemcpyDeviceToHost));
-            std::copy(h.begin(), h.end(), o.second.first);
-        }
-        return CGQ_STATUS_OK;
-    };
-    const cgq_status st = run();
-    for (void *b : bufs) cudaFree(b);
-    return st;
+    test_buffers tb;
+    int64_t *drow, *dsrow;
+    int32_t *dsend, *dsedge;
+    T *dx, *dY, *dw, *dgM, *dMsg, *dgw, *dgY, *dgx1e, *dgx, *dgcut;
+    CGQ_TRY(tb.in(row_ptr, n + 1, &drow));
+    CGQ_TRY(tb.in(sender, E, &dsend));
+    CGQ_TRY(tb.in(srow.data(), n + 1, &dsrow));
+    CGQ_TRY(tb.in(sedge.data(), E, &dsedge));
+    CGQ_TRY(tb.in(x, n * din, &dx));
+    CGQ_TRY(tb.in(Y, E * nY, &dY));
+    CGQ_TRY(tb.in(w, E * wn, &dw));
+    CGQ_TRY(tb.in(gM, n * dM, &dgM));
+    CGQ_TRY(tb.in((const double *)nullptr, n * dM, &dMsg));
+    CGQ_TRY(tb.in((const double *)nullptr, E * wn, &dgw));
+    CGQ_TRY(tb.in((const double *)nullptr, E * nY, &dgY));
+    CGQ_TRY(tb.in((const double *)nullptr, E * din, &dgx1e));
+    CGQ_TRY(tb.in((const double *)nullptr, n * din, &dgx));
+    CGQ_TRY(tb.in((const double *)nullptr, E, &dgcut));
+    for (int q = 0; q < n_plans; q++) {
+        const conv_plan &p = plans[q];
+        conv_fwd_kernel<T>(p)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(T))>>>(p, 0, drow, dsend, dY, dx, dw, 0,
+                                                                                       nullptr, dMsg);
+        conv_bwd_kernel<T>(p.n_in1, p.nY)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
+            p, 0, drow, dsend, dY, dx, dw, 0, nullptr, dgM, dgw, dgY, dgcut, dgx1e, q > 0);
+    }
+    k_sender_sum_rows<T><<<blocks_for(n * din), CGQ_GPU_THREADS>>>(n, (int)din, dsrow, dsedge, 0, E, 1, dgx1e, dgx);
+    CGQ_CHECK_GPU(cudaGetLastError());
+    CGQ_TRY(test_buffers::out(dMsg, M, n * dM));
+    CGQ_TRY(test_buffers::out(dgw, gw, E * wn));
+    CGQ_TRY(test_buffers::out(dgY, gY, E * nY));
+    return test_buffers::out(dgx, gx, n * din);
 }
 
 extern "C" cgq_status cgq_gpu_conv(cgq_gpu *g, int layer, int64_t n, const int64_t *row_ptr, const int32_t *sender,
@@ -2146,36 +2249,58 @@ extern "C" cgq_status cgq_gpu_radial_conv(cgq_gpu *g, int layer, int64_t n, cons
                         layer);
     const conv_plan &p = g->plans[layer];
     const int64_t E = row_ptr[n], din = p.dhu, dM = p.dM, wn = p.wn, nY = p.nY;
-    std::vector<void *> bufs;
-    auto run = [&]() -> cgq_status {
-        auto dev = [&](const void *h, size_t bytes, void **d) -> cgq_status {
-            CGQ_CHECK_GPU(cudaMalloc(d, bytes + 16));
-            bufs.push_back(*d);
-            if (h) CGQ_CHECK_GPU(cudaMemcpy(*d, h, bytes, cudaMemcpyHostToDevice));
-            return CGQ_STATUS_OK;
-        };
-        const std::vector<float> xf(x, x + n * din), Yf(Y, Y + E * nY);
-        int64_t *drow;
-        int32_t *dsend;
-        double *dr;
-        float *dx, *dY, *dMsg, *dw;
-        CGQ_TRY(dev(row_ptr, sizeof(int64_t) * (n + 1), (void **)&drow));
-        CGQ_TRY(dev(sender, sizeof(int32_t) * E, (void **)&dsend));
-        CGQ_TRY(dev(r, sizeof(double) * E, (void **)&dr));
-        CGQ_TRY(dev(xf.data(), sizeof(float) * xf.size(), (void **)&dx));
-        CGQ_TRY(dev(Yf.data(), sizeof(float) * Yf.size(), (void **)&dY));
-        CGQ_TRY(dev(nullptr, sizeof(float) * n * dM, (void **)&dMsg));
-        CGQ_TRY(dev(nullptr, sizeof(float) * E * wn, (void **)&dw));
-        radial_conv_forward(p, g->radial[layer], 0, n, 0, E, drow, dsend, dr, dY, dx, nullptr, dMsg, dw);
-        CGQ_CHECK_GPU(cudaGetLastError());
-        std::vector<float> hM((size_t)(n * dM)), hw((size_t)(E * wn));
-        CGQ_CHECK_GPU(cudaMemcpy(hM.data(), dMsg, sizeof(float) * hM.size(), cudaMemcpyDeviceToHost));
-        CGQ_CHECK_GPU(cudaMemcpy(hw.data(), dw, sizeof(float) * hw.size(), cudaMemcpyDeviceToHost));
-        std::copy(hM.begin(), hM.end(), M);
-        std::copy(hw.begin(), hw.end(), w);
-        return CGQ_STATUS_OK;
-    };
-    const cgq_status st = run();
-    for (void *b : bufs) cudaFree(b);
-    return st;
+    test_buffers tb;
+    int64_t *drow;
+    int32_t *dsend;
+    double *dr;
+    float *dx, *dY, *dMsg, *dw;
+    CGQ_TRY(tb.in(row_ptr, n + 1, &drow));
+    CGQ_TRY(tb.in(sender, E, &dsend));
+    CGQ_TRY(tb.in(r, E, &dr));
+    CGQ_TRY(tb.in(x, n * din, &dx));
+    CGQ_TRY(tb.in(Y, E * nY, &dY));
+    CGQ_TRY(tb.in((const double *)nullptr, n * dM, &dMsg));
+    CGQ_TRY(tb.in((const double *)nullptr, E * wn, &dw));
+    radial_conv_forward(p, g->radial[layer], 0, n, 0, E, drow, dsend, dr, dY, dx, nullptr, dMsg, dw);
+    CGQ_CHECK_GPU(cudaGetLastError());
+    CGQ_TRY(test_buffers::out(dMsg, M, n * dM));
+    return test_buffers::out(dw, w, E * wn);
+}
+
+extern "C" cgq_status cgq_gpu_species_conv(cgq_gpu *g, int64_t n, const int64_t *row_ptr, const int32_t *sender,
+                                           const int32_t *species, const double *r, const double *cut, const double *x,
+                                           const double *Y, const double *gM, double *M, double *gY, double *gcut,
+                                           double *gr) {
+    if (n <= 0 || !g->sconv.ok)
+        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "cgq_gpu_species_conv: layer 0 does not run factored here");
+    CGQ_TRY(set_species_classes(g, species, n));
+    const conv_plan &p = g->plans[0];
+    const species_conv &s = g->sconv;
+    if (!sc_runs(p, s, g->smem_optin))
+        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "cgq_gpu_species_conv: %d species in the graph", s.S);
+    const int64_t E = row_ptr[n], din = p.dhu, dM = p.dM, nY = p.nY;
+    test_buffers tb;
+    int64_t *drow;
+    int32_t *dsend, *dspec;
+    double *dr, *dgr;
+    float *dcut = nullptr, *dx, *dY, *dgM, *dMsg, *dgY, *dgcut;
+    CGQ_TRY(tb.in(row_ptr, n + 1, &drow));
+    CGQ_TRY(tb.in(sender, E, &dsend));
+    CGQ_TRY(tb.in(species, n, &dspec));
+    CGQ_TRY(tb.in(r, E, &dr));
+    if (cut) CGQ_TRY(tb.in(cut, E, &dcut));
+    CGQ_TRY(tb.in(x, n * din, &dx));
+    CGQ_TRY(tb.in(Y, E * nY, &dY));
+    CGQ_TRY(tb.in(gM, n * dM, &dgM));
+    CGQ_TRY(tb.in((const double *)nullptr, n * dM, &dMsg));
+    CGQ_TRY(tb.in((const double *)nullptr, E * nY, &dgY));
+    CGQ_TRY(tb.in((const double *)nullptr, E, &dgcut));
+    CGQ_TRY(tb.in((const double *)nullptr, E, &dgr));
+    species_conv_forward(p, s, 0, n, drow, dsend, dspec, dr, dY, dx, dcut, dMsg);
+    species_conv_backward(p, s, 0, n, 0, drow, dsend, dspec, dr, dY, dx, dcut, dgM, dgY, dgcut, dgr);
+    CGQ_CHECK_GPU(cudaGetLastError());
+    CGQ_TRY(test_buffers::out(dMsg, M, n * dM));
+    CGQ_TRY(test_buffers::out(dgY, gY, E * nY));
+    CGQ_TRY(test_buffers::out(dgcut, gcut, E));
+    return test_buffers::out(dgr, gr, E);
 }

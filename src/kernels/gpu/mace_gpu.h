@@ -66,6 +66,16 @@ cgq_status cgq_gpu_radial(cgq_gpu *gpu, int layer, int64_t n, const double *r, c
 cgq_status cgq_gpu_radial_conv(cgq_gpu *gpu, int layer, int64_t n, const int64_t *row_ptr, const int32_t *sender,
                                const double *r, const double *x, const double *Y, double *M, double *w);
 
+/* Kernel test entry: MACE's first convolution factored through the senders' species (fp32, species_conv.cuh) on a
+ * graph of n nodes (receiver rows, senders, species per node), edge lengths r [E], the cutoff per edge cut [E] (NULL
+ * where the model puts it in the radial basis), features x [n][in1.dim] (equal rows for equal species: the layer's
+ * input is the embedding), spherical harmonics Y [E][nY] and gM = dE/dM [n][out.dim]: the messages M [n][out.dim],
+ * and dE/dY [E][nY], dE/dcut [E] and dE/dr [E] of the layer. CGQ_STATUS_UNSUPPORTED where the evaluator does not
+ * factor that layer (fp64, no radial table, another form, more species than species_conv.cuh takes). */
+cgq_status cgq_gpu_species_conv(cgq_gpu *gpu, int64_t n, const int64_t *row_ptr, const int32_t *sender,
+                                const int32_t *species, const double *r, const double *cut, const double *x,
+                                const double *Y, const double *gM, double *M, double *gY, double *gcut, double *gr);
+
 #ifdef __cplusplus
 }
 #endif

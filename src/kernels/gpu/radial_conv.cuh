@@ -27,7 +27,7 @@ struct rcf_args {
     conv_plan p;
     radial_table s;
     int kt;                 /* the table width / 8 */
-    int64_t i0, i1, e0, e1; /* receivers [i0, i1) and their edges [e0, e1) */
+    int64_t i0, i1, e0;     /* receivers [i0, i1) and their first edge */
     const int64_t *row_ptr;
     const int32_t *sender;
     const double *r;
@@ -290,7 +290,7 @@ static void radial_conv_forward(const conv_plan &p, const radial_table &s, int64
     if (i1 <= i0) return;
     rcf_args g;
     g.p = p, g.s = s, g.kt = s.width / 8;
-    g.i0 = i0, g.i1 = i1, g.e0 = e0, g.e1 = e1;
+    g.i0 = i0, g.i1 = i1, g.e0 = e0;
     g.row_ptr = row_ptr, g.sender = sender, g.r = r, g.Y = Y, g.hu = hu, g.cut = cut, g.M = M, g.w = w;
     const unsigned blocks = (unsigned)std::max<int64_t>(1, (e1 - e0 + RCF_EDGES - 1) / RCF_EDGES);
     const int threads = 32 * ((p.C + 15) / 16);

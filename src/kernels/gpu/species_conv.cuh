@@ -1,0 +1,370 @@
+/* species_conv.cuh: MACE's first convolution factored through the senders' species (fp32, with the radial tables).
+ *
+ * The first layer's sender features are the embedding's linear_up: a function of the species alone, x[s,u] for
+ * species class s, with one value per channel (its instructions are 0e x l -> l). With the radial MLP's last layer
+ * w[e, k u] = alpha sum_j a_j(r_e) W[j, k u], the messages of receiver i are
+ *   M[i, (k,c), u] = pw_k alpha sum_s x[s,u] sum_j W[j, k u] Q[i,s,j,(k,c)],
+ *   Q[i,s,j,q] = sum over the row's edges e whose sender is of class s of a_j(r_e) cut_e P_q(e),
+ * with P_(k,c)(e) = sum_b C_k[0,b,c] Y_b(e). Q holds S x K x P values per receiver (MACE-MP-0 on water: 2 x 64 x 16),
+ * where the separate kernels write and read 512 weights per edge for the row's ~90 edges: the per-edge work drops
+ * from K x 512 (the weights) + 512 x 16 (the messages) products to K x P, and the per-edge weights never exist.
+ * The reverse, with G[s,j,q] = dE/dQ = pw_k alpha sum_u gM[i,(k,c),u] x[s,u] W[j, k u] per receiver, gives per edge
+ *   dE/da_j = cut U_j, U_j = sum_q G[s,j,q] P_q;  dE/dP_q = cut T_q, T_q = sum_j G[s,j,q] a_j;
+ *   dE/dcut = sum_j a_j U_j;  dE/dY_b = sum_(k,c) C_k[0,b,c] dE/dP_(k,c);  dE/dr = sum_j dE/da_j da_j/dr (the table),
+ * and no dE/dx (the embedding does not depend on positions). a(r) is interpolated as k_radial_tc_fwd does (the same
+ * bits). Every sum runs in a fixed order (rows in CSR order, the lanes' sums by fixed shuffles): deterministic, no
+ * atomics. The species classes are those present among the graph's nodes (set_species_classes); with more than
+ * SC_MAX_CLASSES the separate kernels run the layer. Included by mace_gpu.cu after conv.cuh and radial_spline.cuh. */
+#ifndef CGQ_GPU_SPECIES_CONV_CUH
+#define CGQ_GPU_SPECIES_CONV_CUH
+
+#define SC_MAX_CLASSES 8   /* species present in the graph */
+#define SC_MAX_P 16        /* P values per edge: (l_sh + 1)^2 at most */
+#define SC_MAX_K 128       /* the table's width (the radial MLP's last hidden layer) */
+#define SC_EB 32           /* edges per batch (their a(r), P and table intervals staged in shared memory) */
+#define SC_BWD_THREADS 128 /* the reverse's block */
+
+struct species_conv {
+    int ok = 0; /* layer 0 has the form (build_species_conv) */
+    int S = 0;  /* species classes in the current graph */
+    int K = 0, P = 0, x_off = 0, n_species = 0;
+    int split_ins =
+        0; /* every output block has one instruction: the forward's threads may take (channel, instruction) */
+    float alpha = 1;
+    radial_table tab;
+    const float *W = nullptr;  /* the radial MLP's last layer [K][wn] (the float model's) */
+    const float *WT = nullptr; /* the same transposed, [wn][K] (the reverse reads it along K) */
+    int32_t *cls =
+        nullptr; /* [n_species]: the class of each species (-1: none); then [SC_MAX_CLASSES] a node of each */
+};
+
+/* Shared memory of the two kernels, in floats from the start (offsets multiples of 4: float4 reads), the batch's ints
+ * (class and table interval per edge) last. Forward: xs [S][C] (the classes' features), acc [acc_dim][C] (messages),
+ * then the batch (a [EB][K], P times the cutoff [EB][PS], Hermite weights [EB][3]), which Q [S][P][K] replaces after
+ * the row. Reverse: xs, G [S][P][K], then Z [S][P][C] = gM x, which the batch (a and the slopes [EB][K] each, P
+ * [EB][PS], Hermite weights of both [EB][6], the cutoff [EB]) replaces, and per warp the sums T [17]. */
+__host__ __device__ inline int sc_r4(int n) {
+    return (n + 3) / 4 * 4;
+}
+struct sc_layout {
+    int acc, G, Z, ab, sb, Pb, hb, cut, tw, ints, floats;
+};
+__host__ __device__ inline sc_layout sc_layout_of(const conv_plan &p, const species_conv &s, bool bwd) {
+    sc_layout o = {};
+    const int PS = sc_r4(s.P), spk = sc_r4(s.S * s.P * s.K);
+    o.acc = o.G = sc_r4(s.S * p.C);
+    const int stage = o.acc + (bwd ? spk : sc_r4(p.acc_dim * p.C));
+    o.Z = o.ab = stage, o.sb = o.ab + sc_r4(SC_EB * s.K);
+    o.Pb = o.sb + (bwd ? sc_r4(SC_EB * s.K) : 0), o.hb = o.Pb + SC_EB * PS;
+    o.cut = o.hb + SC_EB * (bwd ? 6 : 3);
+    int end = o.cut + (bwd ? SC_EB : 0);
+    const int other = stage + (bwd ? sc_r4(s.S * s.P * p.C) : spk); /* Z (reverse) or Q (forward) */
+    end = end > other ? end : other;
+    o.tw = sc_r4(end), o.ints = o.tw + (bwd ? SC_BWD_THREADS / CGQ_WARP * (CONV_MAX_Y + 1) : 0);
+    o.floats = o.ints + 2 * SC_EB;
+    return o;
+}
+static int sc_fwd_threads(const species_conv &s) {
+    const int t = (s.S * s.K + CGQ_WARP - 1) / CGQ_WARP * CGQ_WARP;
+    return t > 128 ? t : 128;
+}
+static size_t sc_smem(const conv_plan &p, const species_conv &s, bool bwd) {
+    return sizeof(float) * sc_layout_of(p, s, bwd).floats;
+}
+/* whether the layer runs factored in a graph of s.S classes within the shared memory limit */
+static bool sc_runs(const conv_plan &p, const species_conv &s, size_t smem_limit) {
+    return s.ok && s.S >= 1 && s.S <= SC_MAX_CLASSES && sc_smem(p, s, false) <= smem_limit &&
+           sc_smem(p, s, true) <= smem_limit;
+}
+
+/* Stages the batch of nb edges from eb in shared memory: per edge its class cb, table interval kb and Hermite weights
+ * hb (with those of the slopes when slopes), the cutoff (cutb, when non-null), P (times the cutoff when cut_in_P);
+ * then a (and the slopes into sb). Two barriers. */
+__device__ __forceinline__ void sc_stage(const conv_plan &p, const species_conv &s, int64_t eb, int nb,
+                                         const int32_t *sender, const int32_t *species, const double *r, const float *Y,
+                                         const float *cut, bool cut_in_P, bool slopes, int *cb, int *kb, float *hb,
+                                         float *cutb, float *Pb, float *ab, float *sb) {
+    const int K = s.K, P = s.P, PS = sc_r4(P), tid = threadIdx.x, T = blockDim.x, hw = slopes ? 6 : 3;
+    for (int el = tid; el < nb; el += T) {
+        const int64_t e = eb + el;
+        float b[3], db[3];
+        kb[el] = hermite_weights(s.tab, r[e], b, db);
+        for (int q = 0; q < 3; q++) hb[hw * el + q] = b[q];
+        if (slopes)
+            for (int q = 0; q < 3; q++) hb[hw * el + 3 + q] = db[q];
+        cb[el] = s.cls[species[sender[e]]];
+        if (cutb) cutb[el] = cut ? cut[e] : 1.0f;
+    }
+    for (int q = tid; q < nb * PS; q += T) {
+        const int el = q / PS, pq = q % PS;
+        float v = 0.0f;
+        if (pq < P) {
+            const conv_ins &k = p.ins[p.p_ins[pq]];
+            const float *Cc = p.cg_f + k.c_off + p.p_c[pq]; /* a = 0: the one input value */
+            const float *Ye = Y + (eb + el) * p.nY + k.y_off;
+            for (int b = 0; b < k.d2; b++) v += Cc[b * k.d3] * Ye[b];
+            if (cut && cut_in_P) v *= cut[eb + el];
+        }
+        Pb[q] = v;
+    }
+    __syncthreads();
+    for (int q = tid; q < nb * K; q += T) {
+        const int el = q / K, j = q % K;
+        const float *kn = s.tab.knots + (size_t)kb[el] * 4 * K;
+        ab[q] = hermite_value(kn, K, j, hb + hw * el);
+        if (slopes) sb[q] = hermite_slope(kn, K, j, hb + hw * el + 3);
+    }
+    __syncthreads();
+}
+
+/* one instruction's messages of channel u: sum_s x[s,u] sum_j W[j, k u] Q[s][(k,c)][j], added to acc */
+template <int D3>
+__device__ __forceinline__ void sc_fwd_ins(const conv_ins &k, const species_conv &s, int C, int wn, int u,
+                                           const float *xs, const float *Qs, float *acc) {
+    float m[D3];
+#pragma unroll
+    for (int c = 0; c < D3; c++) m[c] = 0.0f;
+    const float *Wk = s.W + k.w_off + u;
+    for (int sg = 0; sg < s.S; sg++) {
+        const float *Qk = Qs + ((size_t)sg * s.P + k.p_off) * s.K;
+        float t[D3];
+#pragma unroll
+        for (int c = 0; c < D3; c++) t[c] = 0.0f;
+#pragma unroll 2
+        for (int j = 0; j < s.K; j += 4) {
+            const float w0 = Wk[(size_t)j * wn], w1 = Wk[(size_t)(j + 1) * wn], w2 = Wk[(size_t)(j + 2) * wn],
+                        w3 = Wk[(size_t)(j + 3) * wn];
+#pragma unroll
+            for (int c = 0; c < D3; c++) {
+                const float4 q = *reinterpret_cast<const float4 *>(Qk + (size_t)c * s.K + j);
+                t[c] += w0 * q.x + w1 * q.y + w2 * q.z + w3 * q.w;
+            }
+        }
+        const float x = xs[sg * C + u];
+#pragma unroll
+        for (int c = 0; c < D3; c++) m[c] += x * t[c];
+    }
+    const float sc = (float)k.pw * s.alpha;
+#pragma unroll
+    for (int c = 0; c < D3; c++) acc[(k.acc_off + c) * C + u] += sc * m[c];
+}
+
+/* Messages M of receivers [i0, i0 + gridDim.x) (rows of p.dM), from hu (layer 0's sender features), Y, the edge
+ * lengths r and cut (non-null when the weights carry the cutoff). One block per receiver: thread (s, j) sums
+ * Q[s][:][j] in registers over the row's edges of class s, batch by batch; then the threads form the messages per
+ * (channel, instruction). */
+__global__ void k_species_conv_fwd(conv_plan p, species_conv s, int64_t i0, const int64_t *row_ptr,
+                                   const int32_t *sender, const int32_t *species, const double *r, const float *Y,
+                                   const float *hu, const float *cut, float *M) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int C = p.C, K = s.K, P = s.P, PS = sc_r4(P), tid = threadIdx.x, T = blockDim.x;
+    const sc_layout o = sc_layout_of(p, s, false);
+    float *xs = reinterpret_cast<float *>(smem_raw), *acc = xs + o.acc, *ab = xs + o.ab, *Pb = xs + o.Pb;
+    float *Qs = ab; /* Q [S][P][K] replaces the batch after the row */
+    int *cb = reinterpret_cast<int *>(xs + o.ints), *kb = cb + SC_EB;
+    const int32_t *rep = s.cls + s.n_species;
+    const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
+    for (int q = tid; q < s.S * C; q += T) xs[q] = hu[(int64_t)rep[q / C] * p.dhu + s.x_off + q % C];
+    for (int q = tid; q < p.acc_dim * C; q += T) acc[q] = 0.0f;
+    const int sig = tid / K, jj = tid % K;
+    const bool owner = sig < s.S;
+    float qa[SC_MAX_P];
+#pragma unroll
+    for (int q = 0; q < SC_MAX_P; q++) qa[q] = 0.0f;
+    for (int64_t eb = r0; eb < r1; eb += SC_EB) {
+        const int nb = (int)(r1 - eb < SC_EB ? r1 - eb : SC_EB);
+        __syncthreads(); /* the previous batch is read */
+        sc_stage(p, s, eb, nb, sender, species, r, Y, cut, true, false, cb, kb, xs + o.hb, nullptr, Pb, ab, nullptr);
+        if (owner)
+            for (int el = 0; el < nb; el++)
+                if (cb[el] == sig) {
+                    const float a = ab[el * K + jj];
+                    const float4 *Pe = reinterpret_cast<const float4 *>(Pb + el * PS);
+#pragma unroll
+                    for (int q4 = 0; q4 < SC_MAX_P / 4; q4++)
+                        if (4 * q4 < P) {
+                            const float4 v = Pe[q4];
+                            qa[4 * q4] += a * v.x, qa[4 * q4 + 1] += a * v.y;
+                            qa[4 * q4 + 2] += a * v.z, qa[4 * q4 + 3] += a * v.w;
+                        }
+                }
+    }
+    __syncthreads();
+    if (owner)
+        for (int q = 0; q < P; q++) Qs[(sig * P + q) * K + jj] = qa[q];
+    __syncthreads();
+    const int n_items = s.split_ins ? C * p.n_ins : C;
+    for (int it = tid; it < n_items; it += T) {
+        const int u = it % C, q0 = s.split_ins ? it / C : 0, q1 = s.split_ins ? q0 + 1 : p.n_ins;
+        for (int q = q0; q < q1; q++) {
+            const conv_ins &k = p.ins[q];
+            switch (k.d3) {
+                case 1:
+                    sc_fwd_ins<1>(k, s, C, (int)p.wn, u, xs, Qs, acc);
+                    break;
+                case 3:
+                    sc_fwd_ins<3>(k, s, C, (int)p.wn, u, xs, Qs, acc);
+                    break;
+                case 5:
+                    sc_fwd_ins<5>(k, s, C, (int)p.wn, u, xs, Qs, acc);
+                    break;
+                case 7:
+                    sc_fwd_ins<7>(k, s, C, (int)p.wn, u, xs, Qs, acc);
+                    break;
+            }
+        }
+    }
+    __syncthreads();
+    float *Mi = M + i * p.dM;
+    for (int j = tid; j < p.acc_dim * C; j += T) {
+        const int idx = j / C, v = j % C;
+        int b = 0;
+        while (idx >= p.outb[b].acc_off + p.outb[b].d) b++;
+        const conv_block &ob = p.outb[b];
+        Mi[ob.off + v * ob.d + (idx - ob.acc_off)] = acc[j];
+    }
+}
+
+/* G[sg][(k,c)][j] = pw_k alpha sum_u Z[sg][(k,c)][u] W[j, k u] for one instruction and class (Z = gM x) */
+template <int D3>
+__device__ __forceinline__ void sc_bwd_fold(const conv_ins &k, const species_conv &s, int C, int j, int sg,
+                                            const float *Z, float *G) {
+    float t[D3];
+#pragma unroll
+    for (int c = 0; c < D3; c++) t[c] = 0.0f;
+    const float *Zk = Z + ((size_t)sg * s.P + k.p_off) * C;
+    const float *Wt = s.WT + (size_t)k.w_off * s.K + j;
+#pragma unroll 2
+    for (int u = 0; u < C; u += 4) {
+        const float w0 = Wt[(size_t)u * s.K], w1 = Wt[(size_t)(u + 1) * s.K], w2 = Wt[(size_t)(u + 2) * s.K],
+                    w3 = Wt[(size_t)(u + 3) * s.K];
+#pragma unroll
+        for (int c = 0; c < D3; c++) {
+            const float4 z = *reinterpret_cast<const float4 *>(Zk + (size_t)c * C + u);
+            t[c] += w0 * z.x + w1 * z.y + w2 * z.z + w3 * z.w;
+        }
+    }
+    const float sc = (float)k.pw * s.alpha;
+#pragma unroll
+    for (int c = 0; c < D3; c++) G[((size_t)sg * s.P + k.p_off + c) * s.K + j] = sc * t[c];
+}
+
+/* Reverse of k_species_conv_fwd given gM = dE/dM: per edge gY (dE/dY, stride nY), gcut (dE/dcut; 0 without cut) and
+ * gr[e - e0] (dE/dr through the table), as k_conv_bwd and radial_table_backward leave them for the edge tail. The
+ * block folds gM into G (thread (j, h) takes the (instruction, class) pairs h, h + H, ...), then stages the row's edges
+ * batch by batch, each warp taking the batch's edges warp, warp + warps, ... with lane j's a_j and slopes. */
+__global__ void __launch_bounds__(SC_BWD_THREADS)
+    k_species_conv_bwd(conv_plan p, species_conv s, int64_t i0, const int64_t *row_ptr, const int32_t *sender,
+                       const int32_t *species, const double *r, const float *Y, const float *hu, const float *cut,
+                       const float *gM, int64_t e0, float *gY, float *gcut, double *gr) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int C = p.C, K = s.K, P = s.P, PS = sc_r4(P), S = s.S, tid = threadIdx.x, T = blockDim.x;
+    const sc_layout o = sc_layout_of(p, s, true);
+    float *xs = reinterpret_cast<float *>(smem_raw), *G = xs + o.G, *Z = xs + o.Z;
+    float *ab = xs + o.ab, *sb = xs + o.sb, *Pb = xs + o.Pb, *cutb = xs + o.cut;
+    int *cb = reinterpret_cast<int *>(xs + o.ints), *kb = cb + SC_EB;
+    const int lane = tid % CGQ_WARP, warp = tid / CGQ_WARP, nw = T / CGQ_WARP;
+    float *Tw = xs + o.tw + warp * (CONV_MAX_Y + 1);
+    const int32_t *rep = s.cls + s.n_species;
+    const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
+    for (int q = tid; q < S * C; q += T) xs[q] = hu[(int64_t)rep[q / C] * p.dhu + s.x_off + q % C];
+    __syncthreads();
+    for (int q = tid; q < S * P * C; q += T) { /* Z[sg][q][u] = gM[(k,c), u] x[sg, u] */
+        const int sg = q / (P * C), pq = q / C % P, u = q % C;
+        const conv_ins &k = p.ins[p.p_ins[pq]];
+        Z[q] = gM[i * p.dM + k.out_off + u * k.d3 + p.p_c[pq]] * xs[sg * C + u];
+    }
+    __syncthreads();
+    const int H = T / K;
+    if (tid < H * K) {
+        const int j = tid % K;
+        for (int it = tid / K; it < p.n_ins * S; it += H) {
+            const conv_ins &k = p.ins[it / S];
+            switch (k.d3) {
+                case 1:
+                    sc_bwd_fold<1>(k, s, C, j, it % S, Z, G);
+                    break;
+                case 3:
+                    sc_bwd_fold<3>(k, s, C, j, it % S, Z, G);
+                    break;
+                case 5:
+                    sc_bwd_fold<5>(k, s, C, j, it % S, Z, G);
+                    break;
+                case 7:
+                    sc_bwd_fold<7>(k, s, C, j, it % S, Z, G);
+                    break;
+            }
+        }
+    }
+    for (int64_t eb = r0; eb < r1; eb += SC_EB) {
+        const int nb = (int)(r1 - eb < SC_EB ? r1 - eb : SC_EB);
+        __syncthreads(); /* G is complete (first batch), the previous batch is read */
+        sc_stage(p, s, eb, nb, sender, species, r, Y, cut, false, true, cb, kb, xs + o.hb, cutb, Pb, ab, sb);
+        for (int el = warp; el < nb; el += nw) {
+            const int64_t e = eb + el;
+            const float ce = cutb[el];
+            const float *Gs = G + (size_t)cb[el] * P * K, *ae = ab + el * K, *se = sb + el * K;
+            float pr[SC_MAX_P];
+            const float4 *Pe = reinterpret_cast<const float4 *>(Pb + el * PS);
+#pragma unroll
+            for (int q4 = 0; q4 < SC_MAX_P / 4; q4++) {
+                const float4 v = 4 * q4 < P ? Pe[q4] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                pr[4 * q4] = v.x, pr[4 * q4 + 1] = v.y, pr[4 * q4 + 2] = v.z, pr[4 * q4 + 3] = v.w;
+            }
+            float v[CONV_MAX_Y + 1], au = 0.0f, gu = 0.0f; /* v[q]: the lane's part of T_q */
+#pragma unroll
+            for (int q = 0; q <= CONV_MAX_Y; q++) v[q] = 0.0f;
+            for (int j = lane; j < K; j += CGQ_WARP) {
+                const float a = ae[j];
+                float U = 0.0f;
+#pragma unroll
+                for (int q = 0; q < SC_MAX_P; q++)
+                    if (q < P) {
+                        const float gq = Gs[(size_t)q * K + j];
+                        U += gq * pr[q];
+                        v[q] += gq * a;
+                    }
+                au += a * U, gu += U * se[j];
+            }
+            group_scatter_sum<float, 16>(v, P, CGQ_WARP, Tw);
+            for (int off = CGQ_WARP / 2; off > 0; off /= 2)
+                au += CGQ_SHFL_XOR_W(au, off, CGQ_WARP), gu += CGQ_SHFL_XOR_W(gu, off, CGQ_WARP);
+            CGQ_SYNCWARP();
+            if (lane < p.nY) { /* dE/dY_b = cut sum over the instructions' couplings of b of C_k[0,b,c] T_(k,c) */
+                float gyb = 0.0f;
+                for (int q = 0; q < p.n_ins; q++) {
+                    const conv_ins &k = p.ins[q];
+                    const int bb = lane - k.y_off;
+                    if (bb < 0 || bb >= k.d2) continue;
+                    const float *Cc = p.cg_f + k.c_off + bb * k.d3;
+                    for (int c = 0; c < k.d3; c++) gyb += Cc[c] * Tw[k.p_off + c];
+                }
+                gY[e * p.nY + lane] = ce * gyb;
+            }
+            if (lane == 0) {
+                gcut[e] = cut ? au : 0.0f;
+                gr[e - e0] = (double)(ce * gu) / s.tab.step;
+            }
+            CGQ_SYNCWARP(); /* Tw is the next edge's */
+        }
+    }
+}
+
+/* the layer's forward and reverse for the receivers [i0, i1) (edges from e0) */
+static void species_conv_forward(const conv_plan &p, const species_conv &s, int64_t i0, int64_t i1,
+                                 const int64_t *row_ptr, const int32_t *sender, const int32_t *species, const double *r,
+                                 const float *Y, const float *hu, const float *cut, float *M) {
+    if (i1 > i0)
+        k_species_conv_fwd<<<(unsigned)(i1 - i0), sc_fwd_threads(s), sc_smem(p, s, false)>>>(p, s, i0, row_ptr, sender,
+                                                                                             species, r, Y, hu, cut, M);
+}
+static void species_conv_backward(const conv_plan &p, const species_conv &s, int64_t i0, int64_t i1, int64_t e0,
+                                  const int64_t *row_ptr, const int32_t *sender, const int32_t *species,
+                                  const double *r, const float *Y, const float *hu, const float *cut, const float *gM,
+                                  float *gY, float *gcut, double *gr) {
+    if (i1 > i0)
+        k_species_conv_bwd<<<(unsigned)(i1 - i0), SC_BWD_THREADS, sc_smem(p, s, true)>>>(
+            p, s, i0, row_ptr, sender, species, r, Y, hu, cut, gM, e0, gY, gcut, gr);
+}
+
+#endif
