@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # device_ctest.sh: on the GPU machine, the proof run of a session's final GPU code in one call: build with the tests,
 # `ctest -L gpu -j12`, and meanwhile compute-sanitizer memcheck and racecheck on the kernel tests of the kernels the
-# session changed (FILTER, default the radial MLP and fused-forward tests). Only a few small files go to $OUT, and the
-# summary is printed first-to-last in a few lines (a long tail is cut by the device tool).
+# session changed (FILTER for memcheck, RACE_FILTER for racecheck; default the radial MLP and fused-forward tests).
+# Only a few small files go to $OUT, and the summary is printed first-to-last in a few lines (a long tail is cut by the
+# device tool).
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 source bench/device_build.sh
 build_gpu
 K=build-gpu/tests/test_gpu_kernels F=${FILTER:-'*Fused*:*RadialTable*'}
+R=${RACE_FILTER:-'*Fused*mace01*:*Fused*water_mace*:*RadialTable*mace01*:*RadialTable*nequip_l2_parity_2layer_wide*'}
 [ "${SANITIZE:-1}" = 1 ] && ( compute-sanitizer --tool memcheck $K --gtest_filter="$F" >/tmp/memcheck.log 2>&1
-  compute-sanitizer --tool racecheck $K --gtest_filter='*Fused*mace01*:*Fused*water_mace*:*RadialTable*mace01*:*RadialTable*nequip_l2_parity_2layer_wide*' >/tmp/racecheck.log 2>&1
+  compute-sanitizer --tool racecheck $K --gtest_filter="$R" >/tmp/racecheck.log 2>&1
   { grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" /tmp/memcheck.log /tmp/racecheck.log; } >"$OUT/sanitizers.txt" ) &
 
 start=$(date +%s)
