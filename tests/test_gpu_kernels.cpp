@@ -50,6 +50,18 @@ void expect_close(const std::string &file, int layer, bool fp32, unsigned seed, 
     EXPECT_LE(err, fp32 ? 1e-5 : 1e-12) << what << " layer " << layer << " seed " << seed;
 }
 
+// Receiver rows of n nodes (n > 71) with random senders: degrees 0..40, every 9th node (from 4) without edges, and
+// nodes 40 and 71 with rows of 150 and 300 edges (longer than the kernels' batches and chunks).
+void long_rows_graph(std::mt19937_64 &rng, int64_t n, std::vector<int64_t> &row, std::vector<int32_t> &sender) {
+    row.assign(n + 1, 0);
+    sender.clear();
+    for (int64_t i = 0; i < n; i++) {
+        const int deg = i == 40 ? 150 : i == 71 ? 300 : i % 9 == 4 ? 0 : (int)(rng() % 41);
+        for (int k = 0; k < deg; k++) sender.push_back((int32_t)(rng() % (uint64_t)n));
+        row[i + 1] = (int64_t)sender.size();
+    }
+}
+
 std::vector<double> uniform(std::mt19937_64 &rng, size_t n) {
     std::uniform_real_distribution<double> ud(-1.0, 1.0);
     std::vector<double> v(n);
@@ -258,13 +270,9 @@ TEST_P(GpuKernels, FusedRadialConvolutionMatchesCpu) {
         for (int t = 0; t < m->n_layers; t++) {
             const cgq_tp *tp = &m->layers[t].conv_tp;
             const int64_t n = 97, din = tp->in1.dim, dM = tp->out.dim, wn = tp->weight_numel;
-            std::vector<int64_t> row(n + 1, 0);
+            std::vector<int64_t> row;
             std::vector<int32_t> sender;
-            for (int64_t i = 0; i < n; i++) {
-                const int deg = i == 40 ? 150 : i == 71 ? 300 : i % 9 == 4 ? 0 : (int)(rng() % 41);
-                for (int k = 0; k < deg; k++) sender.push_back((int32_t)(rng() % (uint64_t)n));
-                row[i + 1] = (int64_t)sender.size();
-            }
+            long_rows_graph(rng, n, row, sender);
             const int64_t E = row[n];
             std::uniform_real_distribution<double> ur(cases[t].lo, cases[t].rm.r_max);
             std::vector<double> r(E);
@@ -313,13 +321,9 @@ TEST_P(GpuKernels, SpeciesConvolutionMatchesCpu) {
         for (int z : {0, m->n_species - 1, m->n_species / 2})
             if (std::find(kinds.begin(), kinds.end(), z) == kinds.end()) kinds.push_back(z);
         std::vector<int32_t> species(n), sender;
-        std::vector<int64_t> row(n + 1, 0);
-        for (int64_t i = 0; i < n; i++) {
-            species[i] = kinds[rng() % kinds.size()];
-            const int deg = i == 40 ? 150 : i == 71 ? 300 : i % 9 == 4 ? 0 : (int)(rng() % 41);
-            for (int k = 0; k < deg; k++) sender.push_back((int32_t)(rng() % (uint64_t)n));
-            row[i + 1] = (int64_t)sender.size();
-        }
+        std::vector<int64_t> row;
+        for (int32_t &z : species) z = kinds[rng() % kinds.size()];
+        long_rows_graph(rng, n, row, sender);
         const int64_t E = row[n];
         std::uniform_real_distribution<double> ur(rc.lo, rc.rm.r_max), uc(0.0, 1.0);
         std::vector<double> r(E), cut(m->apply_cutoff ? 0 : E);

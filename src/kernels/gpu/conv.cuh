@@ -45,6 +45,7 @@ struct conv_plan {
     int slots_bwd, threads_bwd; /* the reverse's (more slots: they share G, see build_conv_group) */
     int fwd_eb;                 /* edges per batch of the forward (its P tables in shared memory) */
     int double_sums;            /* the forward sums messages in double also for float T (k_conv_fwd's A) */
+    int single_writer;          /* every output block has exactly one instruction (its sums have one writer) */
     int rcf_pd; /* > 0: the forward may run fused (radial_conv.cuh); the largest d1 d3 of an instruction */
     int64_t wn;
     conv_ins *ins;
@@ -68,6 +69,26 @@ __device__ __forceinline__ void conv_load_x(const conv_block *in1b, const T *x, 
         if (in1b[l].d)
 #pragma unroll
             for (int a = 0; a < 2 * l + 1; a++) xv[l * l + a] = x[in1b[l].off + u * (2 * l + 1) + a];
+}
+
+/* P_k[a][c] = sum_b C_k[a,b,c] Y[b] of the plan's P entry q (instruction, a, c), from the edge's SH row Ye */
+template <class T>
+__device__ inline T conv_p_entry(const conv_plan &p, int q, const T *Ye) {
+    const conv_ins &k = p.ins[p.p_ins[q]];
+    const T *C = conv_cg<T>(p) + k.c_off + p.p_a[q] * k.d2 * k.d3 + p.p_c[q];
+    T s = 0;
+    for (int b = 0; b < k.d2; b++) s += C[b * k.d3] * Ye[k.y_off + b];
+    return s;
+}
+
+/* The place in a receiver's message row (e3nn layout) of the sums' entry j = idx C + v (output component idx of the
+ * plan's blocks, channel v) */
+__device__ inline int conv_out_place(const conv_plan &p, int j) {
+    const int idx = j / p.C, v = j % p.C;
+    int b = 0;
+    while (idx >= p.outb[b].acc_off + p.outb[b].d) b++;
+    const conv_block &ob = p.outb[b];
+    return ob.off + v * ob.d + (idx - ob.acc_off);
 }
 
 #define CONV_L12_CASES(F) \
@@ -131,12 +152,7 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
         __syncthreads();
         for (int j = threadIdx.x; j < nb * p.p_dim; j += blockDim.x) {
             const int el = j / p.p_dim, q = j % p.p_dim;
-            const conv_ins &k = p.ins[p.p_ins[q]];
-            const T *C = conv_cg<T>(p) + k.c_off + p.p_a[q] * k.d2 * k.d3 + p.p_c[q];
-            const T *Ye = Ys + el * p.nY + k.y_off;
-            T s = 0;
-            for (int b = 0; b < k.d2; b++) s += C[b * k.d3] * Ye[b];
-            Pb[j] = s;
+            Pb[j] = conv_p_entry(p, q, Ys + el * p.nY);
         }
         __syncthreads();
         if (u >= p.C) continue;
@@ -155,13 +171,9 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
     __syncthreads();
     T *Mi = M + i * p.dM;
     for (int j = threadIdx.x; j < stride; j += blockDim.x) { /* slots in order */
-        const int idx = j / p.C, v = j % p.C;
         A m = 0;
         for (int q = 0; q < S; q++) m += acc[(size_t)q * stride + j];
-        int b = 0;
-        while (idx >= p.outb[b].acc_off + p.outb[b].d) b++;
-        const conv_block &ob = p.outb[b];
-        Mi[ob.off + v * ob.d + (idx - ob.acc_off)] = (T)m;
+        Mi[conv_out_place(p, j)] = (T)m;
     }
 }
 

@@ -539,11 +539,11 @@ static cgq_status build_conv_group(cgq_gpu *g, const cgq_tp *tp, int lmax_sh, in
             for (int d = 0; d < c.d3; d++) p_ins.push_back((int)q), p_a.push_back(a), p_c.push_back(d);
     }
     p->n_ins = (int)ins.size(), p->n_out = (int)outb.size(), p->n_in1 = NL1;
-    /* the fused forward's lanes own an instruction's output block: each block must have exactly one writer */
     std::vector<int> writers(outb.size(), 0);
     for (const int k : mine) writers[local[tp->io[k]]]++;
-    p->rcf_pd = 0;
-    if (!double_sums && std::all_of(writers.begin(), writers.end(), [](int n) { return n == 1; }))
+    p->single_writer = std::all_of(writers.begin(), writers.end(), [](int n) { return n == 1; });
+    p->rcf_pd = 0; /* the fused forward's lanes own an instruction's output block */
+    if (!double_sums && p->single_writer)
         for (const conv_ins &c : ins) p->rcf_pd = std::max(p->rcf_pd, c.d1 * c.d3);
     p->C = C, p->acc_dim = acc, p->p_dim = (int)p_ins.size(), p->g_dim = g_dim, p->x_dim = NL1 * NL1;
     p->nY = (lmax_sh + 1) * (lmax_sh + 1), p->dhu = tp->in1.dim, p->dM = tp->out.dim, p->wn = tp->weight_numel;
@@ -791,9 +791,6 @@ static cgq_status build_species_conv(cgq_gpu *g) {
         tab.width > SC_MAX_K || tab.width % 4 || p.C % 4 || fc.h[fc.n_layers - 1] != tab.width ||
         fc.h[fc.n_layers] != p.wn)
         return CGQ_STATUS_OK;
-    std::vector<int> writers(tp->out.n, 0);
-    for (int k = 0; k < tp->n_ins; k++) writers[tp->io[k]]++;
-    s.split_ins = std::all_of(writers.begin(), writers.end(), [](int n) { return n <= 1; });
     const int K = tab.width, wn = (int)p.wn;
     const double *W = fc.W[fc.n_layers - 1];
     std::vector<float> WT((size_t)wn * K);
@@ -806,7 +803,8 @@ static cgq_status build_species_conv(cgq_gpu *g) {
     s.cls = const_cast<int32_t *>(dcls), g->sconv_classes = cls;
     const cgq_fcnet &ff = g->shadow_f.layers[0].radial_mlp; /* the float model's weights */
     s.W = reinterpret_cast<const float *>(ff.W[ff.n_layers - 1]);
-    s.K = K, s.P = p.p_dim, s.x_off = tp->in1.b[0].offset, s.n_species = m->n_species, s.alpha = tab.alpha, s.tab = tab;
+    s.split_ins = p.single_writer, s.K = K, s.P = p.p_dim, s.x_off = tp->in1.b[0].offset, s.n_species = m->n_species,
+    s.alpha = tab.alpha, s.tab = tab;
     if (cudaFuncSetAttribute((const void *)k_species_conv_fwd, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)g->smem_optin) != cudaSuccess ||
         cudaFuncSetAttribute((const void *)k_species_conv_bwd, cudaFuncAttributeMaxDynamicSharedMemorySize,

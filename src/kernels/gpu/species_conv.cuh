@@ -18,6 +18,8 @@
 #ifndef CGQ_GPU_SPECIES_CONV_CUH
 #define CGQ_GPU_SPECIES_CONV_CUH
 
+#include <type_traits>
+
 #define SC_MAX_CLASSES 8   /* species present in the graph */
 #define SC_MAX_P 16        /* P values per edge: (l_sh + 1)^2 at most */
 #define SC_MAX_K 128       /* the table's width (the radial MLP's last hidden layer) */
@@ -99,10 +101,7 @@ __device__ __forceinline__ void sc_stage(const conv_plan &p, const species_conv 
         const int el = q / PS, pq = q % PS;
         float v = 0.0f;
         if (pq < P) {
-            const conv_ins &k = p.ins[p.p_ins[pq]];
-            const float *Cc = p.cg_f + k.c_off + p.p_c[pq]; /* a = 0: the one input value */
-            const float *Ye = Y + (eb + el) * p.nY + k.y_off;
-            for (int b = 0; b < k.d2; b++) v += Cc[b * k.d3] * Ye[b];
+            v = conv_p_entry(p, pq, Y + (eb + el) * p.nY);
             if (cut && cut_in_P) v *= cut[eb + el];
         }
         Pb[q] = v;
@@ -115,6 +114,25 @@ __device__ __forceinline__ void sc_stage(const conv_plan &p, const species_conv 
         if (slopes) sb[q] = hermite_slope(kn, K, j, hb + hw * el + 3);
     }
     __syncthreads();
+}
+
+/* f(D3) with D3 = d3 as a compile-time constant (std::integral_constant), for instructions of 2l+1 = d3 <= 7 */
+template <class F>
+__device__ __forceinline__ void sc_by_d3(int d3, F f) {
+    switch (d3) {
+        case 1:
+            f(std::integral_constant<int, 1>());
+            break;
+        case 3:
+            f(std::integral_constant<int, 3>());
+            break;
+        case 5:
+            f(std::integral_constant<int, 5>());
+            break;
+        case 7:
+            f(std::integral_constant<int, 7>());
+            break;
+    }
 }
 
 /* one instruction's messages of channel u: sum_s x[s,u] sum_j W[j, k u] Q[s][(k,c)][j], added to acc */
@@ -198,31 +216,12 @@ __global__ void k_species_conv_fwd(conv_plan p, species_conv s, int64_t i0, cons
         const int u = it % C, q0 = s.split_ins ? it / C : 0, q1 = s.split_ins ? q0 + 1 : p.n_ins;
         for (int q = q0; q < q1; q++) {
             const conv_ins &k = p.ins[q];
-            switch (k.d3) {
-                case 1:
-                    sc_fwd_ins<1>(k, s, C, (int)p.wn, u, xs, Qs, acc);
-                    break;
-                case 3:
-                    sc_fwd_ins<3>(k, s, C, (int)p.wn, u, xs, Qs, acc);
-                    break;
-                case 5:
-                    sc_fwd_ins<5>(k, s, C, (int)p.wn, u, xs, Qs, acc);
-                    break;
-                case 7:
-                    sc_fwd_ins<7>(k, s, C, (int)p.wn, u, xs, Qs, acc);
-                    break;
-            }
+            sc_by_d3(k.d3, [&](auto D3) { sc_fwd_ins<decltype(D3)::value>(k, s, C, (int)p.wn, u, xs, Qs, acc); });
         }
     }
     __syncthreads();
     float *Mi = M + i * p.dM;
-    for (int j = tid; j < p.acc_dim * C; j += T) {
-        const int idx = j / C, v = j % C;
-        int b = 0;
-        while (idx >= p.outb[b].acc_off + p.outb[b].d) b++;
-        const conv_block &ob = p.outb[b];
-        Mi[ob.off + v * ob.d + (idx - ob.acc_off)] = acc[j];
-    }
+    for (int j = tid; j < p.acc_dim * C; j += T) Mi[conv_out_place(p, j)] = acc[j];
 }
 
 /* G[sg][(k,c)][j] = pw_k alpha sum_u Z[sg][(k,c)][u] W[j, k u] for one instruction and class (Z = gM x) */
@@ -280,20 +279,7 @@ __global__ void __launch_bounds__(SC_BWD_THREADS)
         const int j = tid % K;
         for (int it = tid / K; it < p.n_ins * S; it += H) {
             const conv_ins &k = p.ins[it / S];
-            switch (k.d3) {
-                case 1:
-                    sc_bwd_fold<1>(k, s, C, j, it % S, Z, G);
-                    break;
-                case 3:
-                    sc_bwd_fold<3>(k, s, C, j, it % S, Z, G);
-                    break;
-                case 5:
-                    sc_bwd_fold<5>(k, s, C, j, it % S, Z, G);
-                    break;
-                case 7:
-                    sc_bwd_fold<7>(k, s, C, j, it % S, Z, G);
-                    break;
-            }
+            sc_by_d3(k.d3, [&](auto D3) { sc_bwd_fold<decltype(D3)::value>(k, s, C, j, it % S, Z, G); });
         }
     }
     for (int64_t eb = r0; eb < r1; eb += SC_EB) {
