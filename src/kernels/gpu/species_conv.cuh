@@ -18,8 +18,6 @@
 #ifndef CGQ_GPU_SPECIES_CONV_CUH
 #define CGQ_GPU_SPECIES_CONV_CUH
 
-#include <type_traits>
-
 #define SC_MAX_CLASSES 8   /* species present in the graph */
 #define SC_MAX_P 16        /* P values per edge: (l_sh + 1)^2 at most */
 #define SC_MAX_K 128       /* the table's width (the radial MLP's last hidden layer) */
@@ -116,24 +114,8 @@ __device__ __forceinline__ void sc_stage(const conv_plan &p, const species_conv 
     __syncthreads();
 }
 
-/* f(D3) with D3 = d3 as a compile-time constant (std::integral_constant), for instructions of 2l+1 = d3 <= 7 */
-template <class F>
-__device__ __forceinline__ void sc_by_d3(int d3, F f) {
-    switch (d3) {
-        case 1:
-            f(std::integral_constant<int, 1>());
-            break;
-        case 3:
-            f(std::integral_constant<int, 3>());
-            break;
-        case 5:
-            f(std::integral_constant<int, 5>());
-            break;
-        case 7:
-            f(std::integral_constant<int, 7>());
-            break;
-    }
-}
+/* the cases of 2l+1 = d3 <= 7, for switches that instantiate a template per d3 */
+#define SC_D3_CASES(F) F(1) F(3) F(5) F(7)
 
 /* one instruction's messages of channel u: sum_s x[s,u] sum_j W[j, k u] Q[s][(k,c)][j], added to acc */
 template <int D3>
@@ -216,7 +198,14 @@ __global__ void k_species_conv_fwd(conv_plan p, species_conv s, int64_t i0, cons
         const int u = it % C, q0 = s.split_ins ? it / C : 0, q1 = s.split_ins ? q0 + 1 : p.n_ins;
         for (int q = q0; q < q1; q++) {
             const conv_ins &k = p.ins[q];
-            sc_by_d3(k.d3, [&](auto D3) { sc_fwd_ins<decltype(D3)::value>(k, s, C, (int)p.wn, u, xs, Qs, acc); });
+            switch (k.d3) {
+#define SC_FWD_CASE(D3)                                     \
+    case D3:                                                \
+        sc_fwd_ins<D3>(k, s, C, (int)p.wn, u, xs, Qs, acc); \
+        break;
+                SC_D3_CASES(SC_FWD_CASE)
+#undef SC_FWD_CASE
+            }
         }
     }
     __syncthreads();
@@ -279,7 +268,14 @@ __global__ void __launch_bounds__(SC_BWD_THREADS)
         const int j = tid % K;
         for (int it = tid / K; it < p.n_ins * S; it += H) {
             const conv_ins &k = p.ins[it / S];
-            sc_by_d3(k.d3, [&](auto D3) { sc_bwd_fold<decltype(D3)::value>(k, s, C, j, it % S, Z, G); });
+            switch (k.d3) {
+#define SC_BWD_CASE(D3)                            \
+    case D3:                                       \
+        sc_bwd_fold<D3>(k, s, C, j, it % S, Z, G); \
+        break;
+                SC_D3_CASES(SC_BWD_CASE)
+#undef SC_BWD_CASE
+            }
         }
     }
     for (int64_t eb = r0; eb < r1; eb += SC_EB) {
