@@ -373,5 +373,72 @@ TEST_P(GpuKernels, SpeciesConvolutionMatchesCpu) {
     });
 }
 
+// The convolution with its weights from the layer's weight table (fp32; conv.cuh conv_weights), every MACE layer that
+// has one, on long_rows_graph with random features, edge lengths, SH, cutoff values and dE/dM, against the float64
+// CPU functions with the weights from the MLP itself (w = alpha a(r) W, times the cutoff where the model applies it to
+// the weights): the messages, dE/dY, dE/dcut, dE/dx of the senders and dE/dr = sum_k dE/dw_k cut dw_k/dr (the MLP's
+// exact derivative). The table's own error (1e-8 of the values, 1e-6 of the slopes) is within the fp32 limit.
+TEST_P(GpuKernels, WeightTableConvolutionMatchesCpu) {
+    if (m->nequip) GTEST_SKIP() << "MACE layers only";
+    const int nY = (m->lmax_sh + 1) * (m->lmax_sh + 1);
+    cgq_radial_mlps mlps;
+    const std::vector<RadialCase> cases = radial_cases(m, mlps);
+    for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
+        for (const RadialCase &rc : cases) {
+            const int t = rc.layer;
+            const cgq_tp *tp = &m->layers[t].conv_tp;
+            const int64_t n = 97, din = tp->in1.dim, dM = tp->out.dim, wn = tp->weight_numel;
+            std::vector<int32_t> sender;
+            std::vector<int64_t> row;
+            long_rows_graph(rng, n, row, sender);
+            const int64_t E = row[n];
+            std::uniform_real_distribution<double> ur(rc.lo, rc.rm.r_max), uc(0.0, 1.0);
+            std::vector<double> r(E), cut(m->apply_cutoff ? 0 : E);
+            for (double &v : r) v = ur(rng);
+            for (double &v : cut) v = uc(rng);
+            const std::vector<double> x = uniform(rng, n * din), Y = uniform(rng, E * nY), gM = uniform(rng, n * dM);
+            std::vector<double> M(n * dM, NAN), gY(E * nY, NAN), gcut(E, NAN), gx(n * din, NAN), gr(E, NAN);
+            const cgq_status st =
+                cgq_gpu_table_conv(g, t, n, row.data(), sender.data(), r.data(), cut.empty() ? nullptr : cut.data(),
+                                   x.data(), Y.data(), gM.data(), M.data(), gY.data(), gcut.data(), gx.data(), gr.data());
+            if (st == CGQ_STATUS_UNSUPPORTED) {
+                std::printf("  layer %d %s: %s\n", t, fp32 ? "fp32" : "fp64", cgq_last_error());
+                continue;
+            }
+            ASSERT_EQ(st, CGQ_STATUS_OK) << cgq_last_error();
+            const cgq_fcnet &fc = *rc.rm.fc;
+            const int64_t W = fc.h[fc.n_layers - 1];
+            const double *Wl = fc.W[fc.n_layers - 1];
+            std::vector<double> Mr(n * dM, 0.0), gYr(E * nY, 0.0), gcutr(E, 0.0), gxr(n * din, 0.0), grr(E, 0.0);
+            std::vector<double> a(W), da(W), aref(W), w(wn), dw(wn), we(wn), gw(wn);
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t e = row[i]; e < row[i + 1]; e++) {
+                    rc.hidden(r[e], aref.data());
+                    cgq_radial_hidden(&rc.rm, r[e], a.data(), da.data());
+                    const double ce = cut.empty() ? 1.0 : cut[e];
+                    for (int64_t k = 0; k < wn; k++) {
+                        w[k] = dw[k] = 0.0;
+                        for (int64_t j = 0; j < W; j++) w[k] += rc.alpha * aref[j] * Wl[j * wn + k];
+                        for (int64_t j = 0; j < W; j++) dw[k] += rc.alpha * da[j] * Wl[j * wn + k];
+                        we[k] = ce * w[k], gw[k] = 0.0;
+                    }
+                    const double *xe = &x[sender[e] * din];
+                    cgq_tp_conv_forward(tp, xe, &Y[e * nY], we.data(), &Mr[i * dM]);
+                    cgq_tp_conv_backward(tp, xe, &Y[e * nY], we.data(), &gM[i * dM], &gxr[sender[e] * din],
+                                         &gYr[e * nY], gw.data());
+                    for (int64_t k = 0; k < wn; k++) {
+                        if (!cut.empty()) gcutr[e] += gw[k] * w[k];
+                        grr[e] += gw[k] * ce * dw[k];
+                    }
+                }
+            expect_close(GetParam(), t, fp32, seed, "M (table)", M, Mr);
+            expect_close(GetParam(), t, fp32, seed, "dE/dY (table)", gY, gYr);
+            expect_close(GetParam(), t, fp32, seed, "dE/dx (table)", gx, gxr);
+            if (!cut.empty()) expect_close(GetParam(), t, fp32, seed, "dE/dcut (table)", gcut, gcutr);
+            expect_close(GetParam(), t, fp32, seed, "dE/dr (table)", gr, grr);
+        }
+    });
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, GpuKernels, ::testing::ValuesIn(fixture_files()), fixture_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GpuKernels);

@@ -14,11 +14,14 @@
 #ifndef CGQ_GPU_CONV_CUH
 #define CGQ_GPU_CONV_CUH
 
+#include "kernels/gpu/radial_table.cuh"
+
 #define CONV_MAX_D 7        /* 2l+1, l <= 3 */
 #define CONV_MAX_XDIM 16    /* per-channel width of the sender features (sum of 2l+1) */
 #define CONV_MAX_Y 16       /* (l_sh+1)^2 */
 #define CONV_BWD_STEPS 8    /* edge steps of the reverse between barriers (its per-edge channel sums buffered) */
 #define CONV_MAX_GROUPS 8   /* plans of one layer (build_conv_group) */
+#define CONV_RED_W 18       /* per-edge channel sums of the reverse: dE/dY (16), dE/dcut, dE/dr (weight tables) */
 
 struct conv_ins {
     int d1, d2, d3;
@@ -54,6 +57,33 @@ struct conv_plan {
     float *cg_f; /* the same couplings in float, for the float kernels */
     int *p_ins, *p_a, *p_c; /* for each P entry: instruction and (a, c) */
 };
+
+/* Where the kernels take the per-edge weights (the radial MLP's outputs) from: rows of w (edges from e0, row stride
+ * wn), or, when tab.knots is set (fp32), the layer's weight table at the edges' table variable r. The weights are
+ * linear in the MLP's last hidden layer a(r), so w(r) = alpha a(r) W interpolates, over a's intervals, the rows of
+ * a's table times alpha W (formed in double on the host, build_weight_tables): per edge 4 reads and 3 products per
+ * weight instead of a K-long product, and the weights never exist in memory. Its reverse needs no dE/dw either: the
+ * reverse sums dE/dw dw/dr over the channels into dE/dr, as it sums dE/dY. */
+template <class T>
+struct conv_weights {
+    const T *w = nullptr;
+    int64_t e0 = 0;
+    radial_table tab; /* knots [n_int][4][wn] */
+    const double *r = nullptr;
+    __host__ __device__ bool tabled() const { return sizeof(T) == sizeof(float) && tab.knots; }
+};
+template <class T>
+static conv_weights<T> conv_rows(const T *w, int64_t e0) {
+    conv_weights<T> c;
+    c.w = w, c.e0 = e0;
+    return c;
+}
+/* edges from e0 weighted from the table tab at their table variable r (fp32) */
+static conv_weights<float> conv_table(const radial_table &tab, const double *r, int64_t e0) {
+    conv_weights<float> c;
+    c.e0 = e0, c.tab = tab, c.r = r;
+    return c;
+}
 
 template <class T>
 __device__ inline const T *conv_cg(const conv_plan &p) {
@@ -98,8 +128,8 @@ __device__ inline int conv_out_place(const conv_plan &p, int j) {
  * < nb): sum_e s_e sum_a x_e[a] P_e[a][c] in registers, then added to the slot's sums my[(acc_off + c) C]. */
 template <class T, class A, int L1, int D3>
 __device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins &k, int u, int slot, int nb, int64_t eb,
-                                             const int32_t *sid, const T *hu, const T *w, int64_t e0, const T *cut,
-                                             const T *Pb, A *my) {
+                                             const int32_t *sid, const T *hu, const conv_weights<T> &cw,
+                                             const int32_t *kb, const float *hb, const T *cut, const T *Pb, A *my) {
     constexpr int D1 = 2 * L1 + 1;
     A racc[D3];
 #pragma unroll
@@ -111,7 +141,9 @@ __device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins 
         T x[D1];
 #pragma unroll
         for (int a = 0; a < D1; a++) x[a] = xs[a];
-        const T wr = w[(e - e0) * p.wn + k.w_off + u];
+        const T wr = cw.tabled()
+                         ? (T)hermite_value(cw.tab.knots + (size_t)kb[el] * 4 * p.wn + k.w_off, (int)p.wn, u, hb + 3 * el)
+                         : cw.w[(e - cw.e0) * p.wn + k.w_off + u];
         const T s = (T)k.pw * (cut ? wr * cut[e] : wr);
         const T *Pk = Pb + (size_t)el * p.p_dim + k.p_off;
 #pragma unroll
@@ -129,18 +161,19 @@ __device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins 
 #define CONV_L1D3_CASES(F) \
     F(0, 1) F(0, 3) F(0, 5) F(0, 7) F(1, 1) F(1, 3) F(1, 5) F(1, 7) F(2, 1) F(2, 3) F(2, 5) F(2, 7) F(3, 1) F(3, 3) F(3, 5) F(3, 7)
 
-/* Receivers [i0, i0 + gridDim.x); w holds the raw MLP outputs of edges from e0 (row stride wn); cut is
- * non-NULL when the model multiplies the weights by the cutoff (apply_cutoff off). A: the type of the message sums
- * (T; double for NequIP in fp32, whose dense cells sum many edges: conv_fwd_kernel). */
+/* Receivers [i0, i0 + gridDim.x); cw: the raw MLP outputs (conv_weights); cut is non-NULL when the model multiplies
+ * the weights by the cutoff (apply_cutoff off). A: the type of the message sums (T; double for NequIP in fp32, whose
+ * dense cells sum many edges: conv_fwd_kernel). */
 template <class T, class A = T>
 __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y,
-                           const T *hu, const T *w, int64_t e0, const T *cut, T *M) {
+                           const T *hu, conv_weights<T> cw, const T *cut, T *M) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots, stride = p.acc_dim * p.C, EB = p.fwd_eb;
     A *acc = reinterpret_cast<A *>(smem_raw);                /* message sums per slot */
     T *Pb = reinterpret_cast<T *>(acc + (size_t)stride * S); /* [EB][p_dim] */
     T *Ys = Pb + (size_t)EB * p.p_dim;                       /* [EB][nY] */
-    int32_t *sid = reinterpret_cast<int32_t *>(Ys + (size_t)EB * p.nY);
+    int32_t *sid = reinterpret_cast<int32_t *>(Ys + (size_t)EB * p.nY), *kb = sid + EB; /* senders, table intervals */
+    float *hb = reinterpret_cast<float *>(kb + EB);                                     /* [EB][3] Hermite weights */
     A *my = acc + (size_t)slot * stride + u;
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
     for (int j = threadIdx.x; j < stride * S; j += blockDim.x) acc[j] = 0;
@@ -148,7 +181,13 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
         const int nb = (int)(r1 - eb < EB ? r1 - eb : EB);
         __syncthreads(); /* the previous batch's tables are no longer read */
         for (int j = threadIdx.x; j < nb * p.nY; j += blockDim.x) Ys[j] = Y[eb * p.nY + j];
-        for (int j = threadIdx.x; j < nb; j += blockDim.x) sid[j] = sender[eb + j];
+        for (int j = threadIdx.x; j < nb; j += blockDim.x) {
+            sid[j] = sender[eb + j];
+            if (cw.tabled()) {
+                float db[3];
+                kb[j] = hermite_weights(cw.tab, cw.r[eb + j], hb + 3 * j, db);
+            }
+        }
         __syncthreads();
         for (int j = threadIdx.x; j < nb * p.p_dim; j += blockDim.x) {
             const int el = j / p.p_dim, q = j % p.p_dim;
@@ -161,7 +200,7 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
             switch ((k.l12 >> 2) * 8 + k.d3) {
 #define CONV_FWD_CASE(L1, D3)                                                           \
     case L1 * 8 + D3:                                                                   \
-        conv_fwd_ins<T, A, L1, D3>(p, k, u, slot, nb, eb, sid, hu, w, e0, cut, Pb, my); \
+        conv_fwd_ins<T, A, L1, D3>(p, k, u, slot, nb, eb, sid, hu, cw, kb, hb, cut, Pb, my); \
         break;
                 CONV_L1D3_CASES(CONV_FWD_CASE)
 #undef CONV_FWD_CASE
@@ -248,28 +287,33 @@ __device__ __forceinline__ T conv_bwd_ins(int C, const T (&xv)[CONV_MAX_XDIM], c
 template <class T>
 constexpr int conv_bwd_max_threads() { return sizeof(T) == sizeof(float) ? 512 : 256; }
 
-/* Bytes of k_conv_bwd's shared arrays before its tables (reduction buffers, G, the weights), rounded up to 16 */
-__host__ __device__ inline size_t conv_bwd_table_offset(const conv_plan &p, size_t es) {
+/* Bytes of k_conv_bwd's shared arrays before its tables (reduction buffers, G, the weights: one per instruction, or
+ * the 4 rows of the weight table's interval), rounded up to 16 */
+__host__ __device__ inline size_t conv_bwd_table_offset(const conv_plan &p, size_t es, bool tabled) {
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP;
-    const size_t n = (size_t)p.g_dim * p.C + 2 * (size_t)CONV_BWD_STEPS * (p.threads_bwd / width) * (CONV_MAX_Y + 1) +
-                     (size_t)p.n_ins * p.threads_bwd;
+    const size_t n = (size_t)p.g_dim * p.C + 2 * (size_t)CONV_BWD_STEPS * (p.threads_bwd / width) * CONV_RED_W +
+                     (size_t)(tabled ? 4 : 1) * p.n_ins * p.threads_bwd;
     return (es * n + 15) / 16 * 16;
 }
 
 template <class T, int NL1, int NY>
 __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
-               const T *w, int64_t e0, const T *cut, const T *gM, T *gw, T *gY, T *gcut, T *gx1e, int accumulate) {
+               conv_weights<T> cw, const T *cut, const T *gM, T *gw, T *gY, T *gcut, T *gx1e, double *gr,
+               int accumulate) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots_bwd, nred = NY + 1;
+    const bool tabled = cw.tabled();
+    const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots_bwd, nred = NY + (tabled ? 2 : 1);
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP, groups = p.cw / width, nbuf = S * groups;
-    T *red = reinterpret_cast<T *>(smem_raw), *G = red + 2 * (size_t)CONV_BWD_STEPS * nbuf * (CONV_MAX_Y + 1);
-    /* this thread's weights of its current edge, [n_ins] with stride blockDim.x: fetched all at once, since the
-     * instruction loop's loads one after the other each waited a memory latency */
+    const int64_t e0 = cw.e0, wn = p.wn;
+    T *red = reinterpret_cast<T *>(smem_raw), *G = red + 2 * (size_t)CONV_BWD_STEPS * nbuf * CONV_RED_W;
+    /* this thread's weights of its current edge, [n_ins] (tabled: [n_ins][4], the interval's rows) with stride
+     * blockDim.x: fetched all at once, since the instruction loop's loads one after the other each waited a memory
+     * latency */
     T *ws = G + (size_t)p.g_dim * p.C + threadIdx.x;
     /* the plan's instructions and input blocks, read per edge: from shared memory, as global loads they waited on L1
      * or L2 in every instruction of every edge */
-    conv_ins *ins = reinterpret_cast<conv_ins *>(smem_raw + conv_bwd_table_offset(p, sizeof(T)));
+    conv_ins *ins = reinterpret_cast<conv_ins *>(smem_raw + conv_bwd_table_offset(p, sizeof(T), tabled));
     conv_block *in1b = reinterpret_cast<conv_block *>(ins + p.n_ins);
     for (int q = threadIdx.x; q < p.n_ins; q += blockDim.x) ins[q] = p.ins[q];
     for (int l = threadIdx.x; l < p.n_in1; l += blockDim.x) in1b[l] = p.in1b[l];
@@ -294,9 +338,19 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     /* the thread's edge operands: its weights (ws), sender features, SH and cutoff, loaded for the next edge as soon
      * as the current one's products are done, so that their latency overlaps the channel sums below */
     T xv[CONV_MAX_XDIM], yv[CONV_MAX_Y], cs = 1;
+    float h0 = 0, h1 = 0, h2 = 0, d0 = 0, d1 = 0, d2 = 0; /* tabled: the edge's Hermite weights of w, step dw/dr */
     auto load_edge = [&](int64_t e) {
-        const T *we = w + (e - e0) * p.wn + u;
-        for (int q = 0; q < p.n_ins; q++) cgq_copy_async(ws + q * blockDim.x, we + ins[q].w_off);
+        if (tabled) {
+            float b[3], db[3];
+            const float *kn = cw.tab.knots + (size_t)hermite_weights(cw.tab, cw.r[e], b, db) * 4 * wn + u;
+            h0 = b[0], h1 = b[1], h2 = b[2], d0 = db[0], d1 = db[1], d2 = db[2];
+            for (int q = 0; q < p.n_ins; q++)
+                for (int j = 0; j < 4; j++)
+                    cgq_copy_async(reinterpret_cast<float *>(ws) + (4 * q + j) * blockDim.x, kn + j * wn + ins[q].w_off);
+        } else {
+            const T *we = cw.w + (e - e0) * wn + u;
+            for (int q = 0; q < p.n_ins; q++) cgq_copy_async(ws + q * blockDim.x, we + ins[q].w_off);
+        }
         conv_load_x<T, NL1>(in1b, hu + (int64_t)sender[e] * p.dhu, u, xv);
 #pragma unroll
         for (int b = 0; b < NY; b++) yv[b] = Y[e * NY + b];
@@ -306,18 +360,27 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     int step = 0;
     for (int64_t base = r0; base < r1; base += S, step++) {
         const int64_t e = base + slot;
-        T gy[CONV_MAX_Y + 1]; /* gy[CONV_MAX_Y]: dE/dcut */
+        T gy[CONV_MAX_Y + 1], gt = 0; /* gy[CONV_MAX_Y]: dE/dcut; gt: dE/dr / step (tabled) */
 #pragma unroll
         for (int b = 0; b <= CONV_MAX_Y; b++) gy[b] = 0;
         if (active && e < r1) {
             T gx[CONV_MAX_XDIM];
 #pragma unroll
             for (int a = 0; a < CONV_MAX_XDIM; a++) gx[a] = 0;
-            T *gwe = gw + (e - e0) * p.wn;
+            T *gwe = tabled ? nullptr : gw + (e - e0) * wn;
             cgq_copy_wait();
             for (int q = 0; q < p.n_ins; q++) {
                 const conv_ins &k = ins[q];
-                const T wraw = ws[q * blockDim.x], wk = cut ? wraw * cs : wraw, pww = (T)k.pw * wk;
+                T wraw, slope = 0;
+                if (tabled) { /* hermite_value / hermite_slope of the staged rows */
+                    const float *v = reinterpret_cast<const float *>(ws) + 4 * q * blockDim.x;
+                    const float v1 = v[blockDim.x], v2 = v[2 * blockDim.x], v3 = v[3 * blockDim.x];
+                    wraw = (T)(v[0] + (h0 * v1 + h1 * v2 + h2 * v3));
+                    slope = (T)(d0 * v1 + d1 * v2 + d2 * v3);
+                } else {
+                    wraw = ws[q * blockDim.x];
+                }
+                const T wk = cut ? wraw * cs : wraw, pww = (T)k.pw * wk;
                 const T *Gk = G + (size_t)k.g_off * p.C + u;
                 T s = 0;
                 switch (k.l12) {
@@ -329,13 +392,11 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
                     CONV_L12_CASES(CONV_BWD_CASE)
 #undef CONV_BWD_CASE
                 }
-                const T gwk = (T)k.pw * s; /* dE/dw */
-                if (cut) {
-                    gy[CONV_MAX_Y] += gwk * wraw;
-                    gwe[k.w_off + u] = gwk * cs;
-                } else {
-                    gwe[k.w_off + u] = gwk;
-                }
+                const T gwk = (T)k.pw * s; /* dE/d(w cut) */
+                if (cut) gy[CONV_MAX_Y] += gwk * wraw;
+                const T graw = cut ? gwk * cs : gwk; /* dE/dw */
+                if (tabled) gt += graw * slope;
+                else gwe[k.w_off + u] = graw;
             }
             T *gxe = gx1e + (e - e0) * p.dhu;
 #pragma unroll
@@ -348,10 +409,11 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
         /* sums over each slot's channels: shuffles within groups of lanes into the step's buffer, then, every
          * CONV_BWD_STEPS steps, the groups in order (the batches double-buffered: one barrier per batch) */
         const int bi = step % CONV_BWD_STEPS, half = (step / CONV_BWD_STEPS) & 1;
-        T *rb = red + ((size_t)half * CONV_BWD_STEPS + bi) * nbuf * (CONV_MAX_Y + 1);
+        T *rb = red + ((size_t)half * CONV_BWD_STEPS + bi) * nbuf * CONV_RED_W;
         const int grp = threadIdx.x / width; /* = slot * groups + group within the slot */
-        T *rg = rb + grp * (CONV_MAX_Y + 1);
+        T *rg = rb + grp * CONV_RED_W;
         group_sum_to_red(gy[CONV_MAX_Y], width, rg + NY); /* dE/dcut */
+        if (tabled) group_sum_to_red(gt, width, rg + NY + 1);
         if (NY == 1)
             group_sum_to_red(gy[0], width, rg);
         else if (NY <= 4 && width >= 4)
@@ -368,19 +430,23 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
             const int st = j / (S * nred), s2 = (j / nred) % S, b = j % nred;
             const int64_t e2 = base0 + (int64_t)st * S + s2;
             if (e2 >= r1) continue;
-            const T *rs = red + ((size_t)half * CONV_BWD_STEPS + st) * nbuf * (CONV_MAX_Y + 1);
+            const T *rs = red + ((size_t)half * CONV_BWD_STEPS + st) * nbuf * CONV_RED_W;
             T acc = 0;
-            for (int q = 0; q < groups; q++) acc += rs[(s2 * groups + q) * (CONV_MAX_Y + 1) + b];
+            for (int q = 0; q < groups; q++) acc += rs[(s2 * groups + q) * CONV_RED_W + b];
             if (b < NY)
                 gY[e2 * NY + b] = accumulate ? gY[e2 * NY + b] + acc : acc;
-            else if (gcut) gcut[e2] = cut ? acc : 0.0;
+            else if (b == NY) {
+                if (gcut) gcut[e2] = cut ? acc : 0.0;
+            } else {
+                gr[e2 - e0] = (double)acc / cw.tab.step;
+            }
         }
     }
 }
 
 template <class T>
-using conv_bwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const T *, const T *, const T *,
-                             int64_t, const T *, const T *, T *, T *, T *, T *, int);
+using conv_bwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const T *, const T *,
+                             conv_weights<T>, const T *, const T *, T *, T *, T *, T *, double *, int);
 
 /* the reverse kernel for the plan's in1 blocks and SH width (NULL: none instantiated) */
 template <class T>
@@ -507,20 +573,20 @@ __global__ void k_density_edge_bwd(int64_t e0, int64_t e1, const int32_t *erecv,
 static size_t conv_fwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
     const size_t acc_es = p.double_sums ? sizeof(double) : es;
     return acc_es * (size_t)p.acc_dim * p.C * p.slots + es * (size_t)p.fwd_eb * (p.p_dim + p.nY) +
-           sizeof(int32_t) * (size_t)p.fwd_eb;
+           (2 * sizeof(int32_t) + 3 * sizeof(float)) * (size_t)p.fwd_eb;
 }
 
 template <class T>
-using conv_fwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const T *, const T *, const T *,
-                             int64_t, const T *, T *);
+using conv_fwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const T *, const T *,
+                             conv_weights<T>, const T *, T *);
 
 /* the forward kernel for the plan's message sums */
 template <class T>
 static conv_fwd_fn<T> conv_fwd_kernel(const conv_plan &p) {
     return p.double_sums ? k_conv_fwd<T, double> : k_conv_fwd<T, T>;
 }
-static size_t conv_bwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
-    return conv_bwd_table_offset(p, es) + sizeof(conv_ins) * p.n_ins + sizeof(conv_block) * p.n_in1;
+static size_t conv_bwd_smem(const conv_plan &p, size_t es = sizeof(double), bool tabled = false) {
+    return conv_bwd_table_offset(p, es, tabled) + sizeof(conv_ins) * p.n_ins + sizeof(conv_block) * p.n_in1;
 }
 
 #endif

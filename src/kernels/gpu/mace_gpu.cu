@@ -109,6 +109,7 @@ struct cgq_gpu {
     skip_plan skips[CGQ_MAX_LAYERS];
     readout_plan readouts[CGQ_MAX_LAYERS]; /* MACE v2: the readouts as dense matrices (readout.cuh) */
     radial_table radial[CGQ_MAX_LAYERS]; /* fp32: the radial MLPs as tables (all layers or none) */
+    radial_table wtab[CGQ_MAX_LAYERS];   /* fp32 MACE: the convolution weights' tables (build_weight_tables) */
     bool fused_conv[CGQ_MAX_LAYERS] = {false}; /* the layer's forward runs radial_conv.cuh (choose_fused_conv) */
     species_conv sconv;                        /* layer 0 factored through the senders' species (species_conv.cuh) */
     std::vector<int32_t> sconv_classes;        /* the class table last uploaded to sconv.cls */
@@ -696,6 +697,67 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     delete g;
 }
 
+/* out[row, n] = alpha sum_j a[row, j] W[j, n] in double, rounded to float: rows of a table times a last layer */
+__global__ void k_weight_table(int64_t rows, int K, int wn, const double *a, const double *W, double alpha, float *out) {
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < rows * wn; q += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t row = q / wn;
+        const int n = (int)(q % wn);
+        double s = 0.0;
+        for (int j = 0; j < K; j++) s += a[row * K + j] * W[(int64_t)j * wn + n];
+        out[q] = (float)(alpha * s);
+    }
+}
+
+/* The weight table of one layer (conv.cuh, conv_weights): h's intervals, each with its 4 rows (a_k, a_k+1 - a_k and
+ * the scaled slopes, in double) times alpha W (K x wn, double), formed on the device. */
+static cgq_status build_weight_table(cgq_gpu *g, const cgq_radial_spline &h, const double *W, int wn, double alpha,
+                                     radial_table *out) {
+    const int K = h.width;
+    const int64_t rows = 4 * (int64_t)h.n_int;
+    std::vector<double> a((size_t)rows * K);
+    for (int k = 0; k < h.n_int; k++) {
+        const double *a0 = h.knots + (size_t)k * 2 * K, *m0 = a0 + K, *a1 = m0 + K, *m1 = a1 + K;
+        double *q = a.data() + (size_t)k * 4 * K;
+        for (int j = 0; j < K; j++) q[j] = a0[j], q[K + j] = a1[j] - a0[j], q[2 * K + j] = m0[j], q[3 * K + j] = m1[j];
+    }
+    double *da = nullptr, *dW = nullptr;
+    float *dt = nullptr;
+    cudaError_t e = cudaMalloc(&da, sizeof(double) * a.size());
+    if (e == cudaSuccess) e = cudaMalloc(&dW, sizeof(double) * K * wn);
+    if (e == cudaSuccess) e = cudaMalloc(&dt, sizeof(float) * rows * wn);
+    if (e == cudaSuccess) e = cudaMemcpy(da, a.data(), sizeof(double) * a.size(), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemcpy(dW, W, sizeof(double) * K * wn, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) {
+        const unsigned blocks = (unsigned)std::min<int64_t>((rows * wn + 255) / 256, 65535);
+        k_weight_table<<<blocks, 256>>>(rows, K, wn, da, dW, alpha, dt);
+        e = cudaDeviceSynchronize();
+    }
+    cudaFree(da);
+    cudaFree(dW);
+    if (e != cudaSuccess) {
+        cudaFree(dt);
+        cudaGetLastError();
+        return cgq_fail(e == cudaErrorMemoryAllocation ? CGQ_STATUS_OUT_OF_MEMORY : CGQ_STATUS_DEVICE_ERROR,
+                        "building the convolution's weight table (%lld x %d floats) on the GPU: %s", (long long)rows, wn,
+                        cudaGetErrorString(e));
+    }
+    g->allocations.push_back(dt);
+    g->model_bytes += sizeof(float) * rows * wn;
+    *out = radial_table();
+    out->n_int = h.n_int, out->width = wn, out->step = h.step, out->knots = dt;
+    return CGQ_STATUS_OK;
+}
+
+/* Whether MACE layer t's convolution reads its weights from a table (fp32, conv_weights): a radial table, no density
+ * normalisation (its MLP runs per edge anyway), the reverse's staged table rows within shared memory; not with
+ * CGQ_GPU_WEIGHT_TABLE=0 (the radial MLP's kernels, for comparisons and their tests). */
+static bool weight_table_fits(const cgq_gpu *g, int t) {
+    const char *env = getenv("CGQ_GPU_WEIGHT_TABLE");
+    const cgq_model *m = g->host_model;
+    return !(env && atoi(env) == 0) && !m->nequip && g->v2 && !m->layers[t].density && g->plans[t].ok &&
+           conv_bwd_smem(g->plans[t], sizeof(float), true) <= g->smem_optin;
+}
+
 /* fp32: every layer's radial MLP as a table of its hidden output (radial_spline.cuh), when each layer's table
  * meets 1e-8 (values) and 1e-6 (slopes) of its largest magnitude; else none, and the MLP runs per edge. rm[t]: the
  * layers' MLPs (host weights); alpha[t]: their last layers' scale. CGQ_GPU_RADIAL_MLP=1 runs the MLP per edge;
@@ -727,6 +789,8 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
         float *kd = knots.data();
         st = upload<float>(g, &kd, knots.size());
         s.n_int = h.n_int, s.width = h.width, s.step = h.step, s.alpha = (float)alpha[t], s.knots = kd;
+        if (st == CGQ_STATUS_OK && weight_table_fits(g, t))
+            st = build_weight_table(g, h, fc.W[fc.n_layers - 1], fc.h[fc.n_layers], alpha[t], &g->wtab[t]);
         if (st != CGQ_STATUS_OK || !radial_tc_fits(W, g->cc_major)) continue;
         st = device_uploader{g}(&s.w_tc, radial_tc_layout(fc.W[fc.n_layers - 1], W, fc.h[fc.n_layers]));
         if (st == CGQ_STATUS_OK && !getenv("CGQ_GPU_RADIAL_BWD_SGEMM"))
@@ -734,7 +798,7 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
     }
     for (int t = 0; t < L; t++) cgq_radial_spline_free(&hs[t]);
     if (!all)
-        for (int t = 0; t < L; t++) g->radial[t] = radial_table();
+        for (int t = 0; t < L; t++) g->radial[t] = g->wtab[t] = radial_table();
     return st;
 }
 
@@ -1690,7 +1754,13 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     CGQ_TRY(gr ? upload_graph(g, gr, &c) : pairs_fill(g, &c));
     prof.mark("graph_upload");
 
+    /* layer 0 factored through the senders' species (species_conv.cuh), layers with weight tables (conv_weights): no
+     * per-edge weights */
+    const bool sconv = f32 && sc_runs(g->plans[0], g->sconv, g->smem_optin);
+    bool wtab[CGQ_MAX_LAYERS];
+    for (int t = 0; t < L; t++) wtab[t] = f32 && g->wtab[t].knots && !(t == 0 && sconv) && !g->fused_conv[t];
     /* per-edge buffers of one chunk of receivers: MLP outputs and activations (+ their gradients) */
+    mlp_store<T> ms; /* the radial MLP's outputs and activations */
     int64_t wn = 1, cs = 1, maxw = 1, dhu = 1, dcs = 0;
     for (int t = 0; t < L; t++) {
         const cgq_mace_layer *ly = &hm->layers[t];
@@ -1698,17 +1768,13 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             dcs = std::max<int64_t>(dcs, cgq_fcnet_cache_size(&ly->density_fn));
             maxw = std::max<int64_t>(maxw, mlp_hidden_width(ly->density_fn));
         }
-        wn = std::max<int64_t>(wn, ly->conv_tp.weight_numel);
+        ms.wn[t] = (t == 0 && sconv) || wtab[t] ? 0 : ly->conv_tp.weight_numel;
+        ms.cs[t] = table ? 0 : cgq_fcnet_cache_size(&ly->radial_mlp);
+        wn = std::max<int64_t>(wn, ms.wn[t]);
         if (!table) cs = std::max<int64_t>(cs, cgq_fcnet_cache_size(&ly->radial_mlp));
         maxw = std::max<int64_t>(maxw, mlp_hidden_width(ly->radial_mlp));
         dhu = std::max<int64_t>(dhu, ly->linear_up.out.dim);
     }
-    /* layer 0 factored through the senders' species (species_conv.cuh): no per-edge weights */
-    const bool sconv = f32 && sc_runs(g->plans[0], g->sconv, g->smem_optin);
-    mlp_store<T> ms; /* the radial MLP's outputs and activations */
-    for (int t = 0; t < L; t++)
-        ms.wn[t] = t == 0 && sconv ? 0 : hm->layers[t].conv_tp.weight_numel,
-        ms.cs[t] = table ? 0 : cgq_fcnet_cache_size(&hm->layers[t].radial_mlp);
     CGQ_TRY(mlp_keep<T>(g, L, E, want_grad, &ms));
     const int64_t dens_per_edge = dcs ? 2 + dcs + nb : 2; /* d, activations, gd, gef of the density MLP */
     const int64_t trows = table ? radial_table_rows<T>(g->radial, L) : 0; /* per chunk, kept outputs or not */
@@ -1747,6 +1813,12 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         return mlp_check(
             mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, ms.act_at(t, ch), ms.w_at(t, ch), ms.wn[t], g->blas, 0));
     };
+    /* where layer t's convolution takes the chunk's weights from: its table, or the MLP's outputs */
+    auto edge_weights = [&](int t, const edge_chunk &ch) {
+        conv_weights<T> w = conv_rows<T>(ms.w_at(t, ch), ch.e0);
+        if (wtab[t]) w.tab = g->wtab[t], w.r = c.r;
+        return w;
+    };
     prof.mark("geometry");
     for (int t = 0; t < L; t++) {
         const cgq_mace_layer *ly = &hm->layers[t];
@@ -1782,10 +1854,10 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
                 CGQ_LAUNCH_CHECK();
                 prof.mark("radial_conv_fwd");
             } else {
-                CGQ_TRY(radial_forward(t, ch));
+                if (!wtab[t]) CGQ_TRY(radial_forward(t, ch));
                 prof.mark("mlp_fwd");
                 k_conv_fwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
-                    p, ch.i0, c.row_ptr, c.sender, Y, hu, ms.w_at(t, ch), ch.e0, cut_w, M);
+                    p, ch.i0, c.row_ptr, c.sender, Y, hu, edge_weights(t, ch), cut_w, M);
                 CGQ_LAUNCH_CHECK();
                 prof.mark("conv_fwd");
             }
@@ -1875,15 +1947,17 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
                 prof.mark("edge_tail");
                 continue;
             }
-            if (!ms.keep) CGQ_TRY(radial_forward(t, ch));
+            if (!ms.keep && !wtab[t]) CGQ_TRY(radial_forward(t, ch));
             prof.mark("mlp_fwd");
-            conv_bwd_kernel<T>(p.n_in1,
-                               p.nY)<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
-                p, ch.i0, c.row_ptr, c.sender, Y, hu, ms.w_at(t, ch), ch.e0, cut_w, gM, gw, gY, gcut, gx1e, 0);
+            conv_bwd_kernel<T>(p.n_in1, p.nY)<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd,
+                                                conv_bwd_smem(p, sizeof(T), wtab[t])>>>(
+                p, ch.i0, c.row_ptr, c.sender, Y, hu, edge_weights(t, ch), cut_w, gM, gw, gY, gcut, gx1e, b.gr, 0);
             prof.mark("conv_bwd");
             T *gef_tail = gef; /* dE/d(edge features) for the tail: the MLP's and the density's */
             double *gr_tail = nullptr;
-            if (table) {
+            if (wtab[t]) { /* dE/dr came with the reverse (no density: weight_table_fits) */
+                gr_tail = b.gr, gef_tail = nullptr;
+            } else if (table) {
                 gr_tail = b.gr, gef_tail = ly->density ? gef : nullptr;
                 CGQ_TRY(mlp_check(radial_table_backward<T>(g->radial[t], fc, W[fc.n_layers - 1], c.r, ch.e0, ne, gw,
                                                            gtmp, gr_tail, g->blas)));
@@ -2169,10 +2243,10 @@ static cgq_status conv_t(const conv_plan *plans, int n_plans, const cgq_tp *tp, 
     CGQ_TRY(tb.in((const double *)nullptr, E, &dgcut));
     for (int q = 0; q < n_plans; q++) {
         const conv_plan &p = plans[q];
-        conv_fwd_kernel<T>(p)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(T))>>>(p, 0, drow, dsend, dY, dx, dw, 0,
-                                                                                       nullptr, dMsg);
+        conv_fwd_kernel<T>(p)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(T))>>>(p, 0, drow, dsend, dY, dx,
+                                                                                       conv_rows<T>(dw, 0), nullptr, dMsg);
         conv_bwd_kernel<T>(p.n_in1, p.nY)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
-            p, 0, drow, dsend, dY, dx, dw, 0, nullptr, dgM, dgw, dgY, dgcut, dgx1e, q > 0);
+            p, 0, drow, dsend, dY, dx, conv_rows<T>(dw, 0), nullptr, dgM, dgw, dgY, dgcut, dgx1e, nullptr, q > 0);
     }
     k_sender_sum_rows<T><<<blocks_for(n * din), CGQ_GPU_THREADS>>>(n, (int)din, dsrow, dsedge, 0, E, 1, dgx1e, dgx);
     CGQ_CHECK_GPU(cudaGetLastError());
@@ -2300,5 +2374,50 @@ extern "C" cgq_status cgq_gpu_species_conv(cgq_gpu *g, int64_t n, const int64_t 
     CGQ_TRY(test_buffers::out(dMsg, M, n * dM));
     CGQ_TRY(test_buffers::out(dgY, gY, E * nY));
     CGQ_TRY(test_buffers::out(dgcut, gcut, E));
+    return test_buffers::out(dgr, gr, E);
+}
+
+extern "C" cgq_status cgq_gpu_table_conv(cgq_gpu *g, int layer, int64_t n, const int64_t *row_ptr,
+                                         const int32_t *sender, const double *r, const double *cut, const double *x,
+                                         const double *Y, const double *gM, double *M, double *gY, double *gcut,
+                                         double *gx, double *gr) {
+    if (n <= 0 || layer < 0 || layer >= g->host_model->n_layers || !g->fp32 || !g->wtab[layer].knots)
+        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "cgq_gpu_table_conv: layer %d has no weight table here", layer);
+    const conv_plan &p = g->plans[layer];
+    const int64_t E = row_ptr[n], din = p.dhu, dM = p.dM, nY = p.nY;
+    std::vector<int64_t> srow(n + 1);
+    std::vector<int32_t> sedge(E + 1);
+    CGQ_TRY(cgq_sender_index(sender, E, n, srow.data(), sedge.data()));
+    test_buffers tb;
+    int64_t *drow, *dsrow;
+    int32_t *dsend, *dsedge;
+    double *dr, *dgr;
+    float *dcut = nullptr, *dx, *dY, *dgM, *dMsg, *dgY, *dgcut, *dgx1e, *dgx;
+    CGQ_TRY(tb.in(row_ptr, n + 1, &drow));
+    CGQ_TRY(tb.in(sender, E, &dsend));
+    CGQ_TRY(tb.in(srow.data(), n + 1, &dsrow));
+    CGQ_TRY(tb.in(sedge.data(), E, &dsedge));
+    CGQ_TRY(tb.in(r, E, &dr));
+    if (cut) CGQ_TRY(tb.in(cut, E, &dcut));
+    CGQ_TRY(tb.in(x, n * din, &dx));
+    CGQ_TRY(tb.in(Y, E * nY, &dY));
+    CGQ_TRY(tb.in(gM, n * dM, &dgM));
+    CGQ_TRY(tb.in((const double *)nullptr, n * dM, &dMsg));
+    CGQ_TRY(tb.in((const double *)nullptr, E * nY, &dgY));
+    CGQ_TRY(tb.in((const double *)nullptr, E, &dgcut));
+    CGQ_TRY(tb.in((const double *)nullptr, E * din, &dgx1e));
+    CGQ_TRY(tb.in((const double *)nullptr, n * din, &dgx));
+    CGQ_TRY(tb.in((const double *)nullptr, E, &dgr));
+    const conv_weights<float> cw = conv_table(g->wtab[layer], dr, 0);
+    k_conv_fwd<float><<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(float))>>>(p, 0, drow, dsend, dY, dx, cw, dcut,
+                                                                                   dMsg);
+    conv_bwd_kernel<float>(p.n_in1, p.nY)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(float), true)>>>(
+        p, 0, drow, dsend, dY, dx, cw, dcut, dgM, nullptr, dgY, dgcut, dgx1e, dgr, 0);
+    k_sender_sum_rows<float><<<blocks_for(n * din), CGQ_GPU_THREADS>>>(n, (int)din, dsrow, dsedge, 0, E, 1, dgx1e, dgx);
+    CGQ_CHECK_GPU(cudaGetLastError());
+    CGQ_TRY(test_buffers::out(dMsg, M, n * dM));
+    CGQ_TRY(test_buffers::out(dgY, gY, E * nY));
+    CGQ_TRY(test_buffers::out(dgcut, gcut, E));
+    CGQ_TRY(test_buffers::out(dgx, gx, n * din));
     return test_buffers::out(dgr, gr, E);
 }

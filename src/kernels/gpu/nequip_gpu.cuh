@@ -488,7 +488,7 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
             for (int q = 0; q < g->nq_groups[t]; q++) {
                 const conv_plan &p = g->nq_plans[t][q];
                 conv_fwd_kernel<T>(p)<<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
-                    p, ch.i0, c.row_ptr, c.sender, Y, h, ms.w_at(t, ch), ch.e0, mask, M);
+                    p, ch.i0, c.row_ptr, c.sender, Y, h, conv_rows<T>(ms.w_at(t, ch), ch.e0), mask, M);
             }
             CGQ_LAUNCH_CHECK();
             prof.mark("conv_fwd");
@@ -553,7 +553,7 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
                 const conv_plan &p = g->nq_plans[t][q];
                 conv_bwd_kernel<T>(p.n_in1,
                                    p.nY)<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
-                    p, ch.i0, c.row_ptr, c.sender, Y, h, w, ch.e0, mask, gM, gw, gY, gcut, gx1e, q > 0);
+                    p, ch.i0, c.row_ptr, c.sender, Y, h, conv_rows<T>(w, ch.e0), mask, gM, gw, gY, gcut, gx1e, nullptr, q > 0);
             }
             CGQ_LAUNCH_CHECK();
             prof.mark("conv_bwd");

@@ -12,43 +12,7 @@
 extern "C" {
 #include "kernels/cpu/radial_spline.h"
 }
-
-/* One layer's table on the GPU */
-struct radial_table {
-    int n_int = 0, width = 0; /* n_int = 0: no table, the MLP runs per edge */
-    double step = 0;          /* of the table's variable: r (MACE), r / r_max(pair) (NequIP) */
-    float alpha = 1;          /* the last layer's scale: 1/sqrt(width) (e3nn), 1 (nequip's weights carry it) */
-    /* [n_int][4][width]: per interval a(r_k), a(r_k+1) - a(r_k), and step * da/dr at both ends. The difference is
-     * formed in double: the slope from a(r_k+1) and a(r_k) in float would lose 3 digits to cancellation. */
-    const float *knots = nullptr;
-    const uint32_t *w_tc = nullptr; /* the last layer on the tensor cores: radial_tc_layout (null: SGEMM) */
-    const uint32_t *w_tc_bwd = nullptr; /* its reverse on the tensor cores: radial_tc_layout_bwd (null: SGEMM) */
-};
-
-/* The interval k of r and the Hermite weights b of its rows 1-3 (difference d, scaled slopes m_k, m_k+1), and db of
- * the same for step * da/dr: a = a_k + h01 d + h10 m_k + h11 m_k+1 (as h00 + h01 = 1), step a' = h01' d + h10' m_k +
- * h11' m_k+1. */
-__device__ __forceinline__ int hermite_weights(const radial_table &s, double r, float b[3], float db[3]) {
-    double x = r / s.step;
-    if (!(x > 0.0)) x = 0.0;
-    int k = (int)fmin(x, (double)s.n_int);
-    if (k >= s.n_int) k = s.n_int - 1;
-    const bool beyond = x - k > 1.0; /* past r_max: the last value, flat */
-    const float t = beyond ? 1.0f : (float)(x - k), u = 1.0f - t;
-    b[0] = t * t * (3.0f - 2.0f * t), b[1] = t * u * u, b[2] = -t * t * u;
-    db[0] = 6.0f * t * u, db[1] = u * (1.0f - 3.0f * t), db[2] = t * (3.0f * t - 2.0f);
-    if (beyond) db[0] = db[1] = db[2] = 0.0f;
-    return k;
-}
-
-/* a_j, and step * da_j/dr, of the interval whose rows start at p (width W), from hermite_weights' b and db: the one
- * expression every kernel evaluates, so the tensor-core and SGEMM paths interpolate the same bits */
-__device__ __forceinline__ float hermite_value(const float *p, int W, int j, const float b[3]) {
-    return p[j] + (b[0] * p[W + j] + b[1] * p[2 * W + j] + b[2] * p[3 * W + j]);
-}
-__device__ __forceinline__ float hermite_slope(const float *p, int W, int j, const float db[3]) {
-    return db[0] * p[W + j] + db[1] * p[2 * W + j] + db[2] * p[3 * W + j];
-}
+#include "kernels/gpu/radial_table.cuh"
 
 /* x rounded to TF32 (10 mantissa bits, to nearest): exactly what the tensor cores read (host: the split weights) */
 __host__ __device__ inline float tf32_round(float x) {
