@@ -141,9 +141,9 @@ __device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins 
         T x[D1];
 #pragma unroll
         for (int a = 0; a < D1; a++) x[a] = xs[a];
-        const T wr = cw.tabled()
-                         ? (T)hermite_value(cw.tab.knots + (size_t)kb[el] * 4 * p.wn + k.w_off, (int)p.wn, u, hb + 3 * el)
-                         : cw.w[(e - cw.e0) * p.wn + k.w_off + u];
+        const float *h = hb + 3 * el;
+        const T wr = cw.tabled() ? (T)wtable_value(__ldg(wtable_at(cw.tab, kb[el], k.w_off + u)), h[0], h[1], h[2])
+                                 : cw.w[(e - cw.e0) * p.wn + k.w_off + u];
         const T s = (T)k.pw * (cut ? wr * cut[e] : wr);
         const T *Pk = Pb + (size_t)el * p.p_dim + k.p_off;
 #pragma unroll
@@ -287,12 +287,16 @@ __device__ __forceinline__ T conv_bwd_ins(int C, const T (&xv)[CONV_MAX_XDIM], c
 template <class T>
 constexpr int conv_bwd_max_threads() { return sizeof(T) == sizeof(float) ? 512 : 256; }
 
-/* Bytes of k_conv_bwd's shared arrays before its tables (reduction buffers, G, the weights: one per instruction, or
- * the 4 rows of the weight table's interval), rounded up to 16 */
-__host__ __device__ inline size_t conv_bwd_table_offset(const conv_plan &p, size_t es, bool tabled) {
+/* Elements of T of k_conv_bwd's reduction buffers and G, the weights' offset (16-byte aligned when tabled) */
+__host__ __device__ inline size_t conv_bwd_ws_offset(const conv_plan &p, bool tabled) {
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP;
-    const size_t n = (size_t)p.g_dim * p.C + 2 * (size_t)CONV_BWD_STEPS * (p.threads_bwd / width) * CONV_RED_W +
-                     (size_t)(tabled ? 4 : 1) * p.n_ins * p.threads_bwd;
+    const size_t n = (size_t)p.g_dim * p.C + 2 * (size_t)CONV_BWD_STEPS * (p.threads_bwd / width) * CONV_RED_W;
+    return tabled ? (n + 3) / 4 * 4 : n;
+}
+/* Bytes of k_conv_bwd's shared arrays before its tables (reduction buffers, G, the weights: one per instruction, or
+ * the weight table's 4 values), rounded up to 16 */
+__host__ __device__ inline size_t conv_bwd_table_offset(const conv_plan &p, size_t es, bool tabled) {
+    const size_t n = conv_bwd_ws_offset(p, tabled) + (size_t)(tabled ? 4 : 1) * p.n_ins * p.threads_bwd;
     return (es * n + 15) / 16 * 16;
 }
 
@@ -307,10 +311,10 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP, groups = p.cw / width, nbuf = S * groups;
     const int64_t e0 = cw.e0, wn = p.wn;
     T *red = reinterpret_cast<T *>(smem_raw), *G = red + 2 * (size_t)CONV_BWD_STEPS * nbuf * CONV_RED_W;
-    /* this thread's weights of its current edge, [n_ins] (tabled: [n_ins][4], the interval's rows) with stride
-     * blockDim.x: fetched all at once, since the instruction loop's loads one after the other each waited a memory
-     * latency */
-    T *ws = G + (size_t)p.g_dim * p.C + threadIdx.x;
+    /* this thread's weights of its current edge, [n_ins] with stride blockDim.x (tabled: the table's 4 values, float4
+     * ws4): fetched all at once, since the instruction loop's loads one after the other each waited a memory latency */
+    T *ws = red + conv_bwd_ws_offset(p, tabled) + threadIdx.x;
+    float4 *ws4 = reinterpret_cast<float4 *>(red + conv_bwd_ws_offset(p, tabled)) + threadIdx.x;
     /* the plan's instructions and input blocks, read per edge: from shared memory, as global loads they waited on L1
      * or L2 in every instruction of every edge */
     conv_ins *ins = reinterpret_cast<conv_ins *>(smem_raw + conv_bwd_table_offset(p, sizeof(T), tabled));
@@ -342,11 +346,9 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     auto load_edge = [&](int64_t e) {
         if (tabled) {
             float b[3], db[3];
-            const float *kn = cw.tab.knots + (size_t)hermite_weights(cw.tab, cw.r[e], b, db) * 4 * wn + u;
+            const float4 *kn = wtable_at(cw.tab, hermite_weights(cw.tab, cw.r[e], b, db), u);
             h0 = b[0], h1 = b[1], h2 = b[2], d0 = db[0], d1 = db[1], d2 = db[2];
-            for (int q = 0; q < p.n_ins; q++)
-                for (int j = 0; j < 4; j++)
-                    cgq_copy_async(reinterpret_cast<float *>(ws) + (4 * q + j) * blockDim.x, kn + j * wn + ins[q].w_off);
+            for (int q = 0; q < p.n_ins; q++) cgq_copy_async(ws4 + q * blockDim.x, kn + ins[q].w_off);
         } else {
             const T *we = cw.w + (e - e0) * wn + u;
             for (int q = 0; q < p.n_ins; q++) cgq_copy_async(ws + q * blockDim.x, we + ins[q].w_off);
@@ -372,11 +374,10 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
             for (int q = 0; q < p.n_ins; q++) {
                 const conv_ins &k = ins[q];
                 T wraw, slope = 0;
-                if (tabled) { /* hermite_value / hermite_slope of the staged rows */
-                    const float *v = reinterpret_cast<const float *>(ws) + 4 * q * blockDim.x;
-                    const float v1 = v[blockDim.x], v2 = v[2 * blockDim.x], v3 = v[3 * blockDim.x];
-                    wraw = (T)(v[0] + (h0 * v1 + h1 * v2 + h2 * v3));
-                    slope = (T)(d0 * v1 + d1 * v2 + d2 * v3);
+                if (tabled) {
+                    const float4 v = ws4[q * blockDim.x];
+                    wraw = (T)wtable_value(v, h0, h1, h2);
+                    slope = (T)wtable_slope(v, d0, d1, d2);
                 } else {
                     wraw = ws[q * blockDim.x];
                 }

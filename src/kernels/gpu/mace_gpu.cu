@@ -697,14 +697,15 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     delete g;
 }
 
-/* out[row, n] = alpha sum_j a[row, j] W[j, n] in double, rounded to float: rows of a table times a last layer */
+/* out[k, n, q] = alpha sum_j a[4 k + q, j] W[j, n] in double, rounded to float: the 4 rows of each interval of a
+ * table times a last layer, a column's 4 values adjacent (radial_table's weight-table layout) */
 __global__ void k_weight_table(int64_t rows, int K, int wn, const double *a, const double *W, double alpha, float *out) {
-    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < rows * wn; q += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t row = q / wn;
-        const int n = (int)(q % wn);
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < rows * wn; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t row = i / wn;
+        const int n = (int)(i % wn);
         double s = 0.0;
         for (int j = 0; j < K; j++) s += a[row * K + j] * W[(int64_t)j * wn + n];
-        out[q] = (float)(alpha * s);
+        out[((row / 4) * wn + n) * 4 + row % 4] = (float)(alpha * s);
     }
 }
 

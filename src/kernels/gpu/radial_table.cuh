@@ -10,7 +10,8 @@ struct radial_table {
     double step = 0;          /* of the table's variable: r (MACE), r / r_max(pair) (NequIP) */
     float alpha = 1;          /* the last layer's scale: 1/sqrt(width) (e3nn), 1 (nequip's weights carry it) */
     /* [n_int][4][width]: per interval a(r_k), a(r_k+1) - a(r_k), and step * da/dr at both ends. The difference is
-     * formed in double: the slope from a(r_k+1) and a(r_k) in float would lose 3 digits to cancellation. */
+     * formed in double: the slope from a(r_k+1) and a(r_k) in float would lose 3 digits to cancellation. A weight
+     * table (conv.cuh) stores the same 4 rows as [n_int][width][4]: a column's 4 values in one 16-byte read. */
     const float *knots = nullptr;
     const uint32_t *w_tc = nullptr; /* the last layer on the tensor cores: radial_tc_layout (null: SGEMM) */
     const uint32_t *w_tc_bwd = nullptr; /* its reverse on the tensor cores: radial_tc_layout_bwd (null: SGEMM) */
@@ -39,6 +40,17 @@ __device__ __forceinline__ float hermite_value(const float *p, int W, int j, con
 }
 __device__ __forceinline__ float hermite_slope(const float *p, int W, int j, const float db[3]) {
     return db[0] * p[W + j] + db[1] * p[2 * W + j] + db[2] * p[3 * W + j];
+}
+
+/* The same for a weight table's column (its 4 values v, [n_int][width][4]) */
+__device__ __forceinline__ const float4 *wtable_at(const radial_table &s, int k, int64_t col) {
+    return reinterpret_cast<const float4 *>(s.knots) + (size_t)k * s.width + col;
+}
+__device__ __forceinline__ float wtable_value(const float4 &v, float b0, float b1, float b2) {
+    return v.x + (b0 * v.y + b1 * v.z + b2 * v.w);
+}
+__device__ __forceinline__ float wtable_slope(const float4 &v, float d0, float d1, float d2) {
+    return d0 * v.y + d1 * v.z + d2 * v.w;
 }
 
 #endif
