@@ -481,6 +481,27 @@ static std::vector<int> conv_groups(const cgq_tp *tp, int *n_groups) {
     return grp;
 }
 
+/* The reverse keeps G (g_dim x C) in shared memory for the whole block; for wide models few blocks then fit on an SM
+ * (the per-block limit is about the SM's memory). Its slots are independent (every output is per edge), so it takes
+ * more of them until 512 threads can be resident per SM by shared memory (the float reverse's 127 registers allow 512
+ * anyway); tabled: with the weight table's staged values (conv_weights). Picks (conv_workbench, H100): MACE-MP-0
+ * fp32 128 threads in both layers (G of layer 1 lets 4 blocks fit), fp64 layer 1 256; the water model 128. Measured
+ * with every layer forced to one size (MP-0 fp32, 5,184 atoms): 128 threads 109.5 ms/step, 256: 105.8, 512: 107.2
+ * (within run-to-run spread); the water model's reverse 0.75 / 0.88 / 1.22 ms. */
+static void choose_bwd_slots(const cgq_gpu *g, conv_plan *p, bool tabled) {
+    const size_t es = g->fp32 ? sizeof(float) : sizeof(double);
+    const int max_bwd = g->fp32 ? conv_bwd_max_threads<float>() : conv_bwd_max_threads<double>();
+    p->slots_bwd = p->slots, p->threads_bwd = p->threads;
+    for (;;) {
+        const size_t per_sm = g->smem_optin / std::max<size_t>(conv_bwd_smem(*p, es, tabled), 1);
+        if (per_sm * (size_t)p->threads_bwd >= 512 || 2 * p->threads_bwd > max_bwd) break;
+        conv_plan q = *p;
+        q.slots_bwd *= 2, q.threads_bwd *= 2;
+        if (conv_bwd_smem(q) > g->smem_optin || conv_bwd_smem(q, es, tabled) > g->smem_optin) break;
+        p->slots_bwd = q.slots_bwd, p->threads_bwd = q.threads_bwd;
+    }
+}
+
 /* The plan of group `group` of the layer's convolution tp (conv_groups): its instructions, the output blocks they
  * write (each output block must be written by one group; blocks no instruction writes go with group 0, as zeros),
  * shared-memory sizes and block shapes. p->ok = 0 where the form is not covered (the caller runs the v1 steps). */
@@ -571,23 +592,7 @@ static cgq_status build_conv_group(cgq_gpu *g, const cgq_tp *tp, int lmax_sh, in
         if (conv_fwd_smem(q) > g->smem_optin) break;
         p->fwd_eb = q.fwd_eb;
     }
-    /* The reverse keeps G (g_dim x C) in shared memory for the whole block; for wide models few blocks then
-     * fit on an SM (the per-block limit is about the SM's memory). Its slots are independent (every output is
-     * per edge), so it takes more of them until 512 threads can be resident per SM by shared memory (the
-     * float reverse's 127 registers allow 512 anyway). Picks (conv_workbench, H100): MACE-MP-0 fp32 128
-     * threads in both layers (G of layer 1 lets 4 blocks fit), fp64 layer 1 256; the water model 128.
-     * Measured with every layer forced to one size (MP-0 fp32, 5,184 atoms): 128 threads 109.5 ms/step,
-     * 256: 105.8, 512: 107.2 (within run-to-run spread); the water model's reverse 0.75 / 0.88 / 1.22 ms. */
-    const size_t es = g->fp32 ? sizeof(float) : sizeof(double);
-    const int max_bwd = g->fp32 ? conv_bwd_max_threads<float>() : conv_bwd_max_threads<double>();
-    for (;;) {
-        const size_t per_sm = g->smem_optin / std::max<size_t>(conv_bwd_smem(*p, es), 1);
-        if (per_sm * (size_t)p->threads_bwd >= 512 || 2 * p->threads_bwd > max_bwd) break;
-        conv_plan q = *p;
-        q.slots_bwd *= 2, q.threads_bwd *= 2;
-        if (conv_bwd_smem(q) > g->smem_optin) break;
-        p->slots_bwd = q.slots_bwd, p->threads_bwd = q.threads_bwd;
-    }
+    choose_bwd_slots(g, p, false);
     conv_ins *di = ins.data();
     conv_block *dob = outb.data(), *dib = in1b.data();
     double *dcg = cg.data();
@@ -714,12 +719,16 @@ __global__ void k_weight_table(int64_t rows, int K, int wn, const double *a, con
 static cgq_status build_weight_table(cgq_gpu *g, const cgq_radial_spline &h, const double *W, int wn, double alpha,
                                      radial_table *out) {
     const int K = h.width;
-    const int64_t rows = 4 * (int64_t)h.n_int;
+    const char *cenv = getenv("CGQ_GPU_WEIGHT_TABLE_COARSE"); /* EXPERIMENT */
+    const int f = cenv ? 1 << atoi(cenv) : 1, n_int = h.n_int / f;
+    const int64_t rows = 4 * (int64_t)n_int;
     std::vector<double> a((size_t)rows * K);
-    for (int k = 0; k < h.n_int; k++) {
-        const double *a0 = h.knots + (size_t)k * 2 * K, *m0 = a0 + K, *a1 = m0 + K, *m1 = a1 + K;
+    for (int k = 0; k < n_int; k++) {
+        const double *a0 = h.knots + (size_t)k * f * 2 * K, *m0 = a0 + K, *a1 = h.knots + (size_t)(k + 1) * f * 2 * K,
+                     *m1 = a1 + K;
         double *q = a.data() + (size_t)k * 4 * K;
-        for (int j = 0; j < K; j++) q[j] = a0[j], q[K + j] = a1[j] - a0[j], q[2 * K + j] = m0[j], q[3 * K + j] = m1[j];
+        for (int j = 0; j < K; j++)
+            q[j] = a0[j], q[K + j] = a1[j] - a0[j], q[2 * K + j] = f * m0[j], q[3 * K + j] = f * m1[j];
     }
     double *da = nullptr, *dW = nullptr;
     float *dt = nullptr;
@@ -745,7 +754,7 @@ static cgq_status build_weight_table(cgq_gpu *g, const cgq_radial_spline &h, con
     g->allocations.push_back(dt);
     g->model_bytes += sizeof(float) * rows * wn;
     *out = radial_table();
-    out->n_int = h.n_int, out->width = wn, out->step = h.step, out->knots = dt;
+    out->n_int = n_int, out->width = wn, out->step = h.step * f, out->knots = dt;
     return CGQ_STATUS_OK;
 }
 
@@ -790,8 +799,10 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
         float *kd = knots.data();
         st = upload<float>(g, &kd, knots.size());
         s.n_int = h.n_int, s.width = h.width, s.step = h.step, s.alpha = (float)alpha[t], s.knots = kd;
-        if (st == CGQ_STATUS_OK && weight_table_fits(g, t))
+        if (st == CGQ_STATUS_OK && weight_table_fits(g, t)) {
             st = build_weight_table(g, h, fc.W[fc.n_layers - 1], fc.h[fc.n_layers], alpha[t], &g->wtab[t]);
+            choose_bwd_slots(g, &g->plans[t], true);
+        }
         if (st != CGQ_STATUS_OK || !radial_tc_fits(W, g->cc_major)) continue;
         st = device_uploader{g}(&s.w_tc, radial_tc_layout(fc.W[fc.n_layers - 1], W, fc.h[fc.n_layers]));
         if (st == CGQ_STATUS_OK && !getenv("CGQ_GPU_RADIAL_BWD_SGEMM"))
