@@ -126,7 +126,7 @@ __device__ inline int conv_out_place(const conv_plan &p, int j) {
 
 /* One instruction's messages for channel u over the slot's edges of a batch (edges eb + el, el = slot, slot + S, ...
  * < nb): sum_e s_e sum_a x_e[a] P_e[a][c] in registers, then added to the slot's sums my[(acc_off + c) C]. */
-template <class T, class A, int L1, int D3>
+template <class T, class A, bool TAB, int L1, int D3>
 __device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins &k, int u, int slot, int nb, int64_t eb,
                                              const int32_t *sid, const T *hu, const conv_weights<T> &cw,
                                              const int32_t *kb, const float *hb, const T *cut, const T *Pb, A *my) {
@@ -142,7 +142,7 @@ __device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins 
 #pragma unroll
         for (int a = 0; a < D1; a++) x[a] = xs[a];
         const float *h = hb + 3 * el;
-        const T wr = cw.tabled() ? (T)wtable_value(__ldg(wtable_at(cw.tab, kb[el], k.w_off + u)), h[0], h[1], h[2])
+        const T wr = TAB ? (T)wtable_value(__ldg(wtable_at(cw.tab, kb[el], k.w_off + u)), h[0], h[1], h[2])
                                  : cw.w[(e - cw.e0) * p.wn + k.w_off + u];
         const T s = (T)k.pw * (cut ? wr * cut[e] : wr);
         const T *Pk = Pb + (size_t)el * p.p_dim + k.p_off;
@@ -161,10 +161,11 @@ __device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins 
 #define CONV_L1D3_CASES(F) \
     F(0, 1) F(0, 3) F(0, 5) F(0, 7) F(1, 1) F(1, 3) F(1, 5) F(1, 7) F(2, 1) F(2, 3) F(2, 5) F(2, 7) F(3, 1) F(3, 3) F(3, 5) F(3, 7)
 
-/* Receivers [i0, i0 + gridDim.x); cw: the raw MLP outputs (conv_weights); cut is non-NULL when the model multiplies
- * the weights by the cutoff (apply_cutoff off). A: the type of the message sums (T; double for NequIP in fp32, whose
- * dense cells sum many edges: conv_fwd_kernel). */
-template <class T, class A = T>
+/* Receivers [i0, i0 + gridDim.x); cw: the raw MLP outputs (conv_weights; TAB: from its table, fp32); cut is non-NULL
+ * when the model multiplies the weights by the cutoff (apply_cutoff off). A: the type of the message sums (T; double
+ * for NequIP in fp32, whose dense cells sum many edges: conv_fwd_kernel). TAB is a template parameter: a runtime
+ * branch in the edge loops cost the untabled forward a third of its speed. */
+template <class T, class A = T, bool TAB = false>
 __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y,
                            const T *hu, conv_weights<T> cw, const T *cut, T *M) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -183,7 +184,7 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
         for (int j = threadIdx.x; j < nb * p.nY; j += blockDim.x) Ys[j] = Y[eb * p.nY + j];
         for (int j = threadIdx.x; j < nb; j += blockDim.x) {
             sid[j] = sender[eb + j];
-            if (cw.tabled()) {
+            if (TAB) {
                 float db[3];
                 kb[j] = hermite_weights(cw.tab, cw.r[eb + j], hb + 3 * j, db);
             }
@@ -200,7 +201,7 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
             switch ((k.l12 >> 2) * 8 + k.d3) {
 #define CONV_FWD_CASE(L1, D3)                                                           \
     case L1 * 8 + D3:                                                                   \
-        conv_fwd_ins<T, A, L1, D3>(p, k, u, slot, nb, eb, sid, hu, cw, kb, hb, cut, Pb, my); \
+        conv_fwd_ins<T, A, TAB, L1, D3>(p, k, u, slot, nb, eb, sid, hu, cw, kb, hb, cut, Pb, my); \
         break;
                 CONV_L1D3_CASES(CONV_FWD_CASE)
 #undef CONV_FWD_CASE
@@ -300,13 +301,13 @@ __host__ __device__ inline size_t conv_bwd_table_offset(const conv_plan &p, size
     return (es * n + 15) / 16 * 16;
 }
 
-template <class T, int NL1, int NY>
+template <class T, int NL1, int NY, bool TAB>
 __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
                conv_weights<T> cw, const T *cut, const T *gM, T *gw, T *gY, T *gcut, T *gx1e, double *gr,
                int accumulate) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const bool tabled = cw.tabled();
+    constexpr bool tabled = TAB;
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots_bwd, nred = NY + (tabled ? 2 : 1);
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP, groups = p.cw / width, nbuf = S * groups;
     const int64_t e0 = cw.e0, wn = p.wn;
@@ -438,8 +439,9 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
                 gY[e2 * NY + b] = accumulate ? gY[e2 * NY + b] + acc : acc;
             else if (b == NY) {
                 if (gcut) gcut[e2] = cut ? acc : 0.0;
-            } else {
-                gr[e2 - e0] = (double)acc / cw.tab.step;
+            } else { /* dE/dr: added to the earlier plans' (as gY) */
+                const double v = (double)acc / cw.tab.step;
+                gr[e2 - e0] = accumulate ? gr[e2 - e0] + v : v;
             }
         }
     }
@@ -451,9 +453,10 @@ using conv_bwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t 
 
 /* the reverse kernel for the plan's in1 blocks and SH width (NULL: none instantiated) */
 template <class T>
-static conv_bwd_fn<T> conv_bwd_kernel(int n_in1, int nY) {
+static conv_bwd_fn<T> conv_bwd_kernel(int n_in1, int nY, bool tabled = false) {
+    constexpr bool F = sizeof(T) == sizeof(float); /* the tables are fp32's */
 #define CONV_BWD_KERNEL(NL1, NY) \
-    if (n_in1 == NL1 && nY == NY) return k_conv_bwd<T, NL1, NY>;
+    if (n_in1 == NL1 && nY == NY) return tabled && F ? k_conv_bwd<T, NL1, NY, F> : k_conv_bwd<T, NL1, NY, false>;
 #define CONV_BWD_KERNELS(NL1) \
     CONV_BWD_KERNEL(NL1, 1) CONV_BWD_KERNEL(NL1, 4) CONV_BWD_KERNEL(NL1, 9) CONV_BWD_KERNEL(NL1, 16)
     CONV_BWD_KERNELS(1)
@@ -583,7 +586,9 @@ using conv_fwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t 
 
 /* the forward kernel for the plan's message sums */
 template <class T>
-static conv_fwd_fn<T> conv_fwd_kernel(const conv_plan &p) {
+static conv_fwd_fn<T> conv_fwd_kernel(const conv_plan &p, bool tabled = false) {
+    constexpr bool F = sizeof(T) == sizeof(float); /* the tables are fp32's */
+    if (tabled && F) return p.double_sums ? k_conv_fwd<T, double, F> : k_conv_fwd<T, T, F>;
     return p.double_sums ? k_conv_fwd<T, double> : k_conv_fwd<T, T>;
 }
 static size_t conv_bwd_smem(const conv_plan &p, size_t es = sizeof(double), bool tabled = false) {

@@ -626,13 +626,17 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
 
 template <class T>
 static cudaError_t set_smem_limits(int cap) {
-    std::vector<const void *> kernels = {(const void *)k_conv_fwd<T>,      (const void *)k_conv_fwd<T, double>,
+    constexpr bool F = sizeof(T) == sizeof(float); /* the weight tables' instantiations */
+    std::vector<const void *> kernels = {(const void *)k_conv_fwd<T, T, F>, (const void *)k_conv_fwd<T, double, F>,
+                                         (const void *)k_conv_fwd<T>,      (const void *)k_conv_fwd<T, double>,
                                          (const void *)k_symcon_fwd<T, 1>, (const void *)k_symcon_fwd<T, 2>,
                                          (const void *)k_symcon_fwd<T, 3>, (const void *)k_symcon_fwd<T, 4>,
                                          (const void *)k_symcon_bwd<T, 1>, (const void *)k_symcon_bwd<T, 2>,
                                          (const void *)k_symcon_bwd<T, 3>, (const void *)k_symcon_bwd<T, 4>};
     for (int n_in1 = 1; n_in1 <= 4; n_in1++)
-        for (int l = 0; l <= 3; l++) kernels.push_back((const void *)conv_bwd_kernel<T>(n_in1, (l + 1) * (l + 1)));
+        for (int l = 0; l <= 3; l++)
+            for (bool tabled : {false, true})
+                kernels.push_back((const void *)conv_bwd_kernel<T>(n_in1, (l + 1) * (l + 1), tabled));
     for (const void *k : kernels) {
         cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, cap);
         if (e != cudaSuccess) return e;
@@ -719,16 +723,12 @@ __global__ void k_weight_table(int64_t rows, int K, int wn, const double *a, con
 static cgq_status build_weight_table(cgq_gpu *g, const cgq_radial_spline &h, const double *W, int wn, double alpha,
                                      radial_table *out) {
     const int K = h.width;
-    const char *cenv = getenv("CGQ_GPU_WEIGHT_TABLE_COARSE"); /* EXPERIMENT */
-    const int f = cenv ? 1 << atoi(cenv) : 1, n_int = h.n_int / f;
-    const int64_t rows = 4 * (int64_t)n_int;
+    const int64_t rows = 4 * (int64_t)h.n_int;
     std::vector<double> a((size_t)rows * K);
-    for (int k = 0; k < n_int; k++) {
-        const double *a0 = h.knots + (size_t)k * f * 2 * K, *m0 = a0 + K, *a1 = h.knots + (size_t)(k + 1) * f * 2 * K,
-                     *m1 = a1 + K;
+    for (int k = 0; k < h.n_int; k++) {
+        const double *a0 = h.knots + (size_t)k * 2 * K, *m0 = a0 + K, *a1 = m0 + K, *m1 = a1 + K;
         double *q = a.data() + (size_t)k * 4 * K;
-        for (int j = 0; j < K; j++)
-            q[j] = a0[j], q[K + j] = a1[j] - a0[j], q[2 * K + j] = f * m0[j], q[3 * K + j] = f * m1[j];
+        for (int j = 0; j < K; j++) q[j] = a0[j], q[K + j] = a1[j] - a0[j], q[2 * K + j] = m0[j], q[3 * K + j] = m1[j];
     }
     double *da = nullptr, *dW = nullptr;
     float *dt = nullptr;
@@ -754,17 +754,23 @@ static cgq_status build_weight_table(cgq_gpu *g, const cgq_radial_spline &h, con
     g->allocations.push_back(dt);
     g->model_bytes += sizeof(float) * rows * wn;
     *out = radial_table();
-    out->n_int = n_int, out->width = wn, out->step = h.step * f, out->knots = dt;
+    out->n_int = h.n_int, out->width = wn, out->step = h.step, out->knots = dt;
     return CGQ_STATUS_OK;
 }
 
-/* Whether MACE layer t's convolution reads its weights from a table (fp32, conv_weights): a radial table, no density
- * normalisation (its MLP runs per edge anyway), the reverse's staged table rows within shared memory; not with
- * CGQ_GPU_WEIGHT_TABLE=0 (the radial MLP's kernels, for comparisons and their tests). */
+/* Whether layer t's convolution reads its weights from a table (fp32, conv_weights): a radial table, no density
+ * normalisation (MACE; its MLP runs per edge anyway), the reverse's staged table values within shared memory (every
+ * plan of the layer); not with CGQ_GPU_WEIGHT_TABLE=0 (the radial MLP's kernels, for comparisons and their tests). */
 static bool weight_table_fits(const cgq_gpu *g, int t) {
     const char *env = getenv("CGQ_GPU_WEIGHT_TABLE");
     const cgq_model *m = g->host_model;
-    return !(env && atoi(env) == 0) && !m->nequip && g->v2 && !m->layers[t].density && g->plans[t].ok &&
+    if (env && atoi(env) == 0) return false;
+    if (m->nequip) {
+        for (int q = 0; q < g->nq_groups[t]; q++)
+            if (conv_bwd_smem(g->nq_plans[t][q], sizeof(float), true) > g->smem_optin) return false;
+        return g->nq_v2;
+    }
+    return g->v2 && !m->layers[t].density && g->plans[t].ok &&
            conv_bwd_smem(g->plans[t], sizeof(float), true) <= g->smem_optin;
 }
 
@@ -801,7 +807,9 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
         s.n_int = h.n_int, s.width = h.width, s.step = h.step, s.alpha = (float)alpha[t], s.knots = kd;
         if (st == CGQ_STATUS_OK && weight_table_fits(g, t)) {
             st = build_weight_table(g, h, fc.W[fc.n_layers - 1], fc.h[fc.n_layers], alpha[t], &g->wtab[t]);
-            choose_bwd_slots(g, &g->plans[t], true);
+            if (g->host_model->nequip)
+                for (int q = 0; q < g->nq_groups[t]; q++) choose_bwd_slots(g, &g->nq_plans[t][q], true);
+            else choose_bwd_slots(g, &g->plans[t], true);
         }
         if (st != CGQ_STATUS_OK || !radial_tc_fits(W, g->cc_major)) continue;
         st = device_uploader{g}(&s.w_tc, radial_tc_layout(fc.W[fc.n_layers - 1], W, fc.h[fc.n_layers]));
@@ -1868,7 +1876,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             } else {
                 if (!wtab[t]) CGQ_TRY(radial_forward(t, ch));
                 prof.mark("mlp_fwd");
-                k_conv_fwd<T><<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
+                conv_fwd_kernel<T>(p, wtab[t])<<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
                     p, ch.i0, c.row_ptr, c.sender, Y, hu, edge_weights(t, ch), cut_w, M);
                 CGQ_LAUNCH_CHECK();
                 prof.mark("conv_fwd");
@@ -1961,7 +1969,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             }
             if (!ms.keep && !wtab[t]) CGQ_TRY(radial_forward(t, ch));
             prof.mark("mlp_fwd");
-            conv_bwd_kernel<T>(p.n_in1, p.nY)<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd,
+            conv_bwd_kernel<T>(p.n_in1, p.nY, wtab[t])<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd,
                                                 conv_bwd_smem(p, sizeof(T), wtab[t])>>>(
                 p, ch.i0, c.row_ptr, c.sender, Y, hu, edge_weights(t, ch), cut_w, gM, gw, gY, gcut, gx1e, b.gr, 0);
             prof.mark("conv_bwd");
@@ -2421,9 +2429,9 @@ extern "C" cgq_status cgq_gpu_table_conv(cgq_gpu *g, int layer, int64_t n, const
     CGQ_TRY(tb.in((const double *)nullptr, n * din, &dgx));
     CGQ_TRY(tb.in((const double *)nullptr, E, &dgr));
     const conv_weights<float> cw = conv_table(g->wtab[layer], dr, 0);
-    k_conv_fwd<float><<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(float))>>>(p, 0, drow, dsend, dY, dx, cw, dcut,
-                                                                                   dMsg);
-    conv_bwd_kernel<float>(p.n_in1, p.nY)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(float), true)>>>(
+    conv_fwd_kernel<float>(p, true)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(float))>>>(p, 0, drow, dsend, dY,
+                                                                                                dx, cw, dcut, dMsg);
+    conv_bwd_kernel<float>(p.n_in1, p.nY, true)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(float), true)>>>(
         p, 0, drow, dsend, dY, dx, cw, dcut, dgM, nullptr, dgY, dgcut, dgx1e, dgr, 0);
     k_sender_sum_rows<float><<<blocks_for(n * din), CGQ_GPU_THREADS>>>(n, (int)din, dsrow, dsedge, 0, E, 1, dgx1e, dgx);
     CGQ_CHECK_GPU(cudaGetLastError());

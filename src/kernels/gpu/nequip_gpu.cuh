@@ -410,20 +410,22 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
     c.edge_grad = g->edge_grad;
     prof.mark("graph_upload");
 
-    /* per-edge buffers of one chunk of receivers: MLP outputs and activations, and in reverse their gradients */
+    /* per-edge buffers of one chunk of receivers: MLP outputs and activations, and in reverse their gradients (none
+     * for the weights of layers with weight tables, conv_weights) */
+    const bool table = f32 && g->radial[0].n_int > 0; /* the edge MLPs from their tables (radial_spline.cuh) */
+    bool wtab[CGQ_MAX_LAYERS];
+    mlp_store<T> ms; /* the edge MLP's outputs and activations */
     int64_t wn = 1, cs = 1, maxw = 1, din_max = 1;
     for (int t = 0; t < L; t++) {
         const cgq_fcnet &fc = g->nq_mlp[t];
-        wn = std::max<int64_t>(wn, nq->layers[t].tp.weight_numel);
+        wtab[t] = f32 && g->wtab[t].knots;
+        ms.wn[t] = wtab[t] ? 0 : nq->layers[t].tp.weight_numel, ms.cs[t] = table ? 0 : cgq_fcnet_cache_size(&fc);
+        wn = std::max<int64_t>(wn, ms.wn[t]);
         cs = std::max<int64_t>(cs, cgq_fcnet_cache_size(&fc));
         maxw = std::max<int64_t>(maxw, mlp_hidden_width(fc));
         din_max = std::max<int64_t>(din_max, nq_layer_in_dim(nq, t));
     }
-    const bool table = f32 && g->radial[0].n_int > 0; /* the edge MLPs from their tables (radial_spline.cuh) */
     const int64_t trows = table ? radial_table_rows<T>(g->radial, L) : 0; /* per chunk, kept outputs or not */
-    mlp_store<T> ms; /* the edge MLP's outputs and activations */
-    for (int t = 0; t < L; t++)
-        ms.wn[t] = nq->layers[t].tp.weight_numel, ms.cs[t] = table ? 0 : cgq_fcnet_cache_size(&g->nq_mlp[t]);
     CGQ_TRY(mlp_keep<T>(g, L, E, want_grad, &ms));
     const int64_t mlp_rows = (ms.keep ? 0 : table ? wn : wn + cs) + trows;
     const int64_t per_edge = mlp_rows + (want_grad ? wn + 2 * maxw + nb + din_max : 0);
@@ -451,6 +453,12 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
             return mlp_check(radial_table_forward<T>(g->radial[t], fc, W[fc.n_layers - 1], c.xn, ch.e0, ne,
                                                      reinterpret_cast<T *>(b.act), w, wnt, g->blas));
         return mlp_check(mlp_forward<T>(fc, W, ne, ef + ch.e0 * nb, nb, act, w, wnt, g->blas, 0, true));
+    };
+    /* where layer t's convolution takes the chunk's weights from: its table (at x = r / r_max(pair)), or w */
+    auto edge_weights = [&](int t, const edge_chunk &ch, T *w) {
+        conv_weights<T> cw = conv_rows<T>(w, ch.e0);
+        if (wtab[t]) cw.tab = g->wtab[t], cw.r = c.xn;
+        return cw;
     };
     prof.mark("buffers");
 
@@ -483,12 +491,12 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
         if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, h, c.h[t], NA, din, xc, false));
         prof.mark("node_fwd");
         for (const edge_chunk &ch : chunks) {
-            CGQ_TRY(radial_forward(t, ch, ms.act_at(t, ch), ms.w_at(t, ch)));
+            if (!wtab[t]) CGQ_TRY(radial_forward(t, ch, ms.act_at(t, ch), ms.w_at(t, ch)));
             prof.mark("mlp_fwd");
             for (int q = 0; q < g->nq_groups[t]; q++) {
                 const conv_plan &p = g->nq_plans[t][q];
-                conv_fwd_kernel<T>(p)<<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
-                    p, ch.i0, c.row_ptr, c.sender, Y, h, conv_rows<T>(ms.w_at(t, ch), ch.e0), mask, M);
+                conv_fwd_kernel<T>(p, wtab[t])<<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
+                    p, ch.i0, c.row_ptr, c.sender, Y, h, edge_weights(t, ch, ms.w_at(t, ch)), mask, M);
             }
             CGQ_LAUNCH_CHECK();
             prof.mark("conv_fwd");
@@ -547,20 +555,21 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
         for (const edge_chunk &ch : chunks) {
             const int64_t ne = ch.e1 - ch.e0;
             T *w = ms.w_at(t, ch), *act = ms.act_at(t, ch);
-            if (!ms.keep) CGQ_TRY(radial_forward(t, ch, act, w));
+            if (!ms.keep && !wtab[t]) CGQ_TRY(radial_forward(t, ch, act, w));
             prof.mark("mlp_fwd");
-            for (int q = 0; q < g->nq_groups[t]; q++) { /* the groups' dE/dY add up in group order */
+            for (int q = 0; q < g->nq_groups[t]; q++) { /* the groups' dE/dY (and dE/dx) add up in group order */
                 const conv_plan &p = g->nq_plans[t][q];
-                conv_bwd_kernel<T>(p.n_in1,
-                                   p.nY)<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
-                    p, ch.i0, c.row_ptr, c.sender, Y, h, conv_rows<T>(w, ch.e0), mask, gM, gw, gY, gcut, gx1e, nullptr, q > 0);
+                conv_bwd_kernel<T>(p.n_in1, p.nY, wtab[t])<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd,
+                                                             conv_bwd_smem(p, sizeof(T), wtab[t])>>>(
+                    p, ch.i0, c.row_ptr, c.sender, Y, h, edge_weights(t, ch, w), mask, gM, gw, gY, gcut, gx1e, b.gr,
+                    q > 0);
             }
             CGQ_LAUNCH_CHECK();
             prof.mark("conv_bwd");
-            if (table)
+            if (table && !wtab[t]) /* (with a weight table, dE/dr came with the reverse) */
                 CGQ_TRY(mlp_check(radial_table_backward<T>(g->radial[t], fc, W[fc.n_layers - 1], c.xn, ch.e0, ne, gw,
                                                            gtmp, b.gr, g->blas)));
-            else
+            else if (!table)
                 CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, act, gw, wnt, gef, nb, gtmp, g->blas, 0, true)));
             prof.mark("mlp_bwd");
             if (ne)
