@@ -7,6 +7,8 @@
 // conditioning, not the GPU. The fp32 tests allow max(1e-6 of the scale, kFp32FloorFactor x the floor).
 #pragma once
 
+#include <unistd.h>
+
 #include <fstream>
 #include <memory>
 
@@ -73,7 +75,9 @@ class Fp32Floor {
     explicit Fp32Floor(const std::string &model_file) {
         const std::string base = model_file.substr(model_file.find_last_of('/') + 1);
         for (int k = 0; k < 3; k++) {
-            const std::string copy = ::testing::TempDir() + "fp32floor_" + std::to_string(k) + "_" + base;
+            /* per process: ctest runs several test_gpu processes on one fixture at once */
+            const std::string copy =
+                ::testing::TempDir() + "fp32floor_" + std::to_string(getpid()) + "_" + std::to_string(k) + "_" + base;
             if (!detail::write_perturbed_copy(model_file, copy, 1000 + k)) return;
             models_.push_back(std::make_unique<Model>(copy));
             std::remove(copy.c_str());
