@@ -107,7 +107,8 @@ static int run_layer(const conv_plan &p, int t, const cgq_neighbor_list &nl, int
     };
     auto bwd = [&] {
         conv_bwd_kernel<T>(p.n_in1, p.nY)<<<(unsigned)N, p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
-            p, 0, d_row, d_sender, d_Y, d_hu, conv_rows<T>(d_w, 0), nullptr, d_gM, d_gw, d_gY, nullptr, d_gx, nullptr, 0);
+            p, 0, d_row, d_sender, d_Y, d_hu, conv_rows<T>(d_w, 0), nullptr, d_gM, d_gw, d_gY, nullptr, d_gx, nullptr,
+            0);
     };
     fwd(), bwd();
     if (cudaDeviceSynchronize() != cudaSuccess) {

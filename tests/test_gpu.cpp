@@ -176,7 +176,8 @@ static void check_pairs_on_device(const std::string &file, cgq_precision prec) {
                         file.substr(file.find_last_of('/') + 1).c_str(), what.c_str(),
                         std::fabs(a.energy - b.energy) / escale, fl / escale,
                         max_abs_diff(a.forces.data(), b.forces.data(), 3 * p.n) / fs);
-            EXPECT_LE(std::fabs(a.energy - b.energy), f32 ? std::fmax(1e-6 * escale, kFp32FloorFactor * fl) : 1e-10 * escale)
+            EXPECT_LE(std::fabs(a.energy - b.energy),
+                      f32 ? std::fmax(1e-6 * escale, kFp32FloorFactor * fl) : 1e-10 * escale)
                 << what;
             EXPECT_LE(max_abs_diff(a.forces.data(), b.forces.data(), 3 * p.n), (f32 ? 1e-3 : 1e-10) * fs) << what;
             EXPECT_LE(max_abs_diff(a.virial, b.virial, 9), (f32 ? 1e-3 : 1e-10) * vs) << what;

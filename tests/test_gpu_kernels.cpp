@@ -398,9 +398,9 @@ TEST_P(GpuKernels, WeightTableConvolutionMatchesCpu) {
             for (double &v : cut) v = uc(rng);
             const std::vector<double> x = uniform(rng, n * din), Y = uniform(rng, E * nY), gM = uniform(rng, n * dM);
             std::vector<double> M(n * dM, NAN), gY(E * nY, NAN), gcut(E, NAN), gx(n * din, NAN), gr(E, NAN);
-            const cgq_status st =
-                cgq_gpu_table_conv(g, t, n, row.data(), sender.data(), r.data(), cut.empty() ? nullptr : cut.data(),
-                                   x.data(), Y.data(), gM.data(), M.data(), gY.data(), gcut.data(), gx.data(), gr.data());
+            const cgq_status st = cgq_gpu_table_conv(g, t, n, row.data(), sender.data(), r.data(),
+                                                     cut.empty() ? nullptr : cut.data(), x.data(), Y.data(), gM.data(),
+                                                     M.data(), gY.data(), gcut.data(), gx.data(), gr.data());
             if (st == CGQ_STATUS_UNSUPPORTED) {
                 std::printf("  layer %d %s: %s\n", t, fp32 ? "fp32" : "fp64", cgq_last_error());
                 continue;

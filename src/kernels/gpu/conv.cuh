@@ -143,7 +143,7 @@ __device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins 
         for (int a = 0; a < D1; a++) x[a] = xs[a];
         const float *h = hb + 3 * el;
         const T wr = TAB ? (T)wtable_value(__ldg(wtable_at(cw.tab, kb[el], k.w_off + u)), h[0], h[1], h[2])
-                                 : cw.w[(e - cw.e0) * p.wn + k.w_off + u];
+                         : cw.w[(e - cw.e0) * p.wn + k.w_off + u];
         const T s = (T)k.pw * (cut ? wr * cut[e] : wr);
         const T *Pk = Pb + (size_t)el * p.p_dim + k.p_off;
 #pragma unroll
@@ -199,8 +199,8 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
         for (int q = 0; q < p.n_ins; q++) {
             const conv_ins &k = p.ins[q];
             switch ((k.l12 >> 2) * 8 + k.d3) {
-#define CONV_FWD_CASE(L1, D3)                                                           \
-    case L1 * 8 + D3:                                                                   \
+#define CONV_FWD_CASE(L1, D3)                                                                     \
+    case L1 * 8 + D3:                                                                             \
         conv_fwd_ins<T, A, TAB, L1, D3>(p, k, u, slot, nb, eb, sid, hu, cw, kb, hb, cut, Pb, my); \
         break;
                 CONV_L1D3_CASES(CONV_FWD_CASE)
@@ -397,8 +397,10 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
                 const T gwk = (T)k.pw * s; /* dE/d(w cut) */
                 if (cut) gy[CONV_MAX_Y] += gwk * wraw;
                 const T graw = cut ? gwk * cs : gwk; /* dE/dw */
-                if (tabled) gt += graw * slope;
-                else gwe[k.w_off + u] = graw;
+                if (tabled)
+                    gt += graw * slope;
+                else
+                    gwe[k.w_off + u] = graw;
             }
             T *gxe = gx1e + (e - e0) * p.dhu;
 #pragma unroll

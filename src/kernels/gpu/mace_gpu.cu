@@ -627,12 +627,11 @@ static cgq_status build_conv_plan(cgq_gpu *g, const cgq_model *m, int t, conv_pl
 template <class T>
 static cudaError_t set_smem_limits(int cap) {
     constexpr bool F = sizeof(T) == sizeof(float); /* the weight tables' instantiations */
-    std::vector<const void *> kernels = {(const void *)k_conv_fwd<T, T, F>, (const void *)k_conv_fwd<T, double, F>,
-                                         (const void *)k_conv_fwd<T>,      (const void *)k_conv_fwd<T, double>,
-                                         (const void *)k_symcon_fwd<T, 1>, (const void *)k_symcon_fwd<T, 2>,
-                                         (const void *)k_symcon_fwd<T, 3>, (const void *)k_symcon_fwd<T, 4>,
-                                         (const void *)k_symcon_bwd<T, 1>, (const void *)k_symcon_bwd<T, 2>,
-                                         (const void *)k_symcon_bwd<T, 3>, (const void *)k_symcon_bwd<T, 4>};
+    std::vector<const void *> kernels = {
+        (const void *)k_conv_fwd<T, T, F>,   (const void *)k_conv_fwd<T, double, F>, (const void *)k_conv_fwd<T>,
+        (const void *)k_conv_fwd<T, double>, (const void *)k_symcon_fwd<T, 1>,       (const void *)k_symcon_fwd<T, 2>,
+        (const void *)k_symcon_fwd<T, 3>,    (const void *)k_symcon_fwd<T, 4>,       (const void *)k_symcon_bwd<T, 1>,
+        (const void *)k_symcon_bwd<T, 2>,    (const void *)k_symcon_bwd<T, 3>,       (const void *)k_symcon_bwd<T, 4>};
     for (int n_in1 = 1; n_in1 <= 4; n_in1++)
         for (int l = 0; l <= 3; l++)
             for (bool tabled : {false, true})
@@ -708,8 +707,10 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
 
 /* out[k, n, q] = alpha sum_j a[4 k + q, j] W[j, n] in double, rounded to float: the 4 rows of each interval of a
  * table times a last layer, a column's 4 values adjacent (radial_table's weight-table layout) */
-__global__ void k_weight_table(int64_t rows, int K, int wn, const double *a, const double *W, double alpha, float *out) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < rows * wn; i += (int64_t)gridDim.x * blockDim.x) {
+__global__ void k_weight_table(int64_t rows, int K, int wn, const double *a, const double *W, double alpha,
+                               float *out) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < rows * wn;
+         i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t row = i / wn;
         const int n = (int)(i % wn);
         double s = 0.0;
@@ -748,8 +749,8 @@ static cgq_status build_weight_table(cgq_gpu *g, const cgq_radial_spline &h, con
         cudaFree(dt);
         cudaGetLastError();
         return cgq_fail(e == cudaErrorMemoryAllocation ? CGQ_STATUS_OUT_OF_MEMORY : CGQ_STATUS_DEVICE_ERROR,
-                        "building the convolution's weight table (%lld x %d floats) on the GPU: %s", (long long)rows, wn,
-                        cudaGetErrorString(e));
+                        "building the convolution's weight table (%lld x %d floats) on the GPU: %s", (long long)rows,
+                        wn, cudaGetErrorString(e));
     }
     g->allocations.push_back(dt);
     g->model_bytes += sizeof(float) * rows * wn;
@@ -809,7 +810,8 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
             st = build_weight_table(g, h, fc.W[fc.n_layers - 1], fc.h[fc.n_layers], alpha[t], &g->wtab[t]);
             if (g->host_model->nequip)
                 for (int q = 0; q < g->nq_groups[t]; q++) choose_bwd_slots(g, &g->nq_plans[t][q], true);
-            else choose_bwd_slots(g, &g->plans[t], true);
+            else
+                choose_bwd_slots(g, &g->plans[t], true);
         }
         if (st != CGQ_STATUS_OK || !radial_tc_fits(W, g->cc_major)) continue;
         st = device_uploader{g}(&s.w_tc, radial_tc_layout(fc.W[fc.n_layers - 1], W, fc.h[fc.n_layers]));
@@ -1969,8 +1971,9 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             }
             if (!ms.keep && !wtab[t]) CGQ_TRY(radial_forward(t, ch));
             prof.mark("mlp_fwd");
-            conv_bwd_kernel<T>(p.n_in1, p.nY, wtab[t])<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd,
-                                                conv_bwd_smem(p, sizeof(T), wtab[t])>>>(
+            conv_bwd_kernel<T>(
+                p.n_in1, p.nY,
+                wtab[t])<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T), wtab[t])>>>(
                 p, ch.i0, c.row_ptr, c.sender, Y, hu, edge_weights(t, ch), cut_w, gM, gw, gY, gcut, gx1e, b.gr, 0);
             prof.mark("conv_bwd");
             T *gef_tail = gef; /* dE/d(edge features) for the tail: the MLP's and the density's */
@@ -2263,8 +2266,8 @@ static cgq_status conv_t(const conv_plan *plans, int n_plans, const cgq_tp *tp, 
     CGQ_TRY(tb.in((const double *)nullptr, E, &dgcut));
     for (int q = 0; q < n_plans; q++) {
         const conv_plan &p = plans[q];
-        conv_fwd_kernel<T>(p)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(T))>>>(p, 0, drow, dsend, dY, dx,
-                                                                                       conv_rows<T>(dw, 0), nullptr, dMsg);
+        conv_fwd_kernel<T>(p)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(T))>>>(
+            p, 0, drow, dsend, dY, dx, conv_rows<T>(dw, 0), nullptr, dMsg);
         conv_bwd_kernel<T>(p.n_in1, p.nY)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
             p, 0, drow, dsend, dY, dx, conv_rows<T>(dw, 0), nullptr, dgM, dgw, dgY, dgcut, dgx1e, nullptr, q > 0);
     }
@@ -2430,7 +2433,7 @@ extern "C" cgq_status cgq_gpu_table_conv(cgq_gpu *g, int layer, int64_t n, const
     CGQ_TRY(tb.in((const double *)nullptr, E, &dgr));
     const conv_weights<float> cw = conv_table(g->wtab[layer], dr, 0);
     conv_fwd_kernel<float>(p, true)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(float))>>>(p, 0, drow, dsend, dY,
-                                                                                                dx, cw, dcut, dMsg);
+                                                                                                 dx, cw, dcut, dMsg);
     conv_bwd_kernel<float>(p.n_in1, p.nY, true)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(float), true)>>>(
         p, 0, drow, dsend, dY, dx, cw, dcut, dgM, nullptr, dgY, dgcut, dgx1e, dgr, 0);
     k_sender_sum_rows<float><<<blocks_for(n * din), CGQ_GPU_THREADS>>>(n, (int)din, dsrow, dsedge, 0, E, 1, dgx1e, dgx);

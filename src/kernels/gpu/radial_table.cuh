@@ -13,7 +13,7 @@ struct radial_table {
      * formed in double: the slope from a(r_k+1) and a(r_k) in float would lose 3 digits to cancellation. A weight
      * table (conv.cuh) stores the same 4 rows as [n_int][width][4]: a column's 4 values in one 16-byte read. */
     const float *knots = nullptr;
-    const uint32_t *w_tc = nullptr; /* the last layer on the tensor cores: radial_tc_layout (null: SGEMM) */
+    const uint32_t *w_tc = nullptr;     /* the last layer on the tensor cores: radial_tc_layout (null: SGEMM) */
     const uint32_t *w_tc_bwd = nullptr; /* its reverse on the tensor cores: radial_tc_layout_bwd (null: SGEMM) */
 };
 
