@@ -68,6 +68,45 @@ std::vector<double> uniform(std::mt19937_64 &rng, size_t n) {
     for (double &x : v) x = ud(rng);
     return v;
 }
+
+// The float64 reference of a layer's convolution on a graph (rows, senders) whose weights come from the layer's radial
+// MLP at each edge's length r (w = alpha a(r) W, times the cutoff where the model applies it to the weights; cut
+// empty otherwise): the messages (cgq_tp_conv_forward), dE/dY and the senders' dE/dx (cgq_tp_conv_backward), dE/dcut
+// = sum_k dE/dw_k w_k and dE/dr = sum_k dE/dw_k cut dw_k/dr (the MLP's exact derivative).
+struct ConvReference {
+    std::vector<double> M, gY, gcut, gx, gr;
+    ConvReference(const RadialCase &rc, const cgq_tp *tp, int nY, const std::vector<int64_t> &row,
+                  const std::vector<int32_t> &sender, const std::vector<double> &r, const std::vector<double> &cut,
+                  const std::vector<double> &x, const std::vector<double> &Y, const std::vector<double> &gM) {
+        const int64_t n = (int64_t)row.size() - 1, E = row[n], din = tp->in1.dim, dM = tp->out.dim;
+        const int64_t wn = tp->weight_numel;
+        const cgq_fcnet &fc = *rc.rm.fc;
+        const int64_t W = fc.h[fc.n_layers - 1];
+        const double *Wl = fc.W[fc.n_layers - 1];
+        M.assign(n * dM, 0.0), gY.assign(E * nY, 0.0), gcut.assign(E, 0.0), gx.assign(n * din, 0.0), gr.assign(E, 0.0);
+        std::vector<double> a(W), da(W), aref(W), w(wn), dw(wn), we(wn), gw(wn);
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t e = row[i]; e < row[i + 1]; e++) {
+                rc.hidden(r[e], aref.data());
+                cgq_radial_hidden(&rc.rm, r[e], a.data(), da.data());
+                const double ce = cut.empty() ? 1.0 : cut[e];
+                for (int64_t k = 0; k < wn; k++) {
+                    w[k] = dw[k] = 0.0;
+                    for (int64_t j = 0; j < W; j++) w[k] += rc.alpha * aref[j] * Wl[j * wn + k];
+                    for (int64_t j = 0; j < W; j++) dw[k] += rc.alpha * da[j] * Wl[j * wn + k];
+                    we[k] = ce * w[k], gw[k] = 0.0;
+                }
+                const double *xe = &x[sender[e] * din];
+                cgq_tp_conv_forward(tp, xe, &Y[e * nY], we.data(), &M[i * dM]);
+                cgq_tp_conv_backward(tp, xe, &Y[e * nY], we.data(), &gM[i * dM], &gx[sender[e] * din], &gY[e * nY],
+                                     gw.data());
+                for (int64_t k = 0; k < wn; k++) {
+                    if (!cut.empty()) gcut[e] += gw[k] * w[k];
+                    gr[e] += gw[k] * ce * dw[k];
+                }
+            }
+    }
+};
 }  // namespace
 
 // Each test loads the fixture GetParam() (skipped without a GPU); m: the model.
@@ -342,34 +381,11 @@ TEST_P(GpuKernels, SpeciesConvolutionMatchesCpu) {
             return;
         }
         ASSERT_EQ(st, CGQ_STATUS_OK) << cgq_last_error();
-        const cgq_fcnet &fc = *rc.rm.fc;
-        const int64_t W = fc.h[fc.n_layers - 1];
-        const double *Wl = fc.W[fc.n_layers - 1];
-        std::vector<double> Mr(n * dM, 0.0), gYr(E * nY, 0.0), gcutr(E, 0.0), grr(E, 0.0);
-        std::vector<double> a(W), da(W), aref(W), w(wn), dw(wn), we(wn), gw(wn);
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t e = row[i]; e < row[i + 1]; e++) {
-                rc.hidden(r[e], aref.data());
-                cgq_radial_hidden(&rc.rm, r[e], a.data(), da.data());
-                const double ce = cut.empty() ? 1.0 : cut[e];
-                for (int64_t k = 0; k < wn; k++) {
-                    w[k] = dw[k] = 0.0;
-                    for (int64_t j = 0; j < W; j++) w[k] += rc.alpha * aref[j] * Wl[j * wn + k];
-                    for (int64_t j = 0; j < W; j++) dw[k] += rc.alpha * da[j] * Wl[j * wn + k];
-                    we[k] = ce * w[k], gw[k] = 0.0;
-                }
-                const double *xe = &x[sender[e] * din];
-                cgq_tp_conv_forward(tp, xe, &Y[e * nY], we.data(), &Mr[i * dM]);
-                cgq_tp_conv_backward(tp, xe, &Y[e * nY], we.data(), &gM[i * dM], nullptr, &gYr[e * nY], gw.data());
-                for (int64_t k = 0; k < wn; k++) {
-                    if (!cut.empty()) gcutr[e] += gw[k] * w[k];
-                    grr[e] += gw[k] * ce * dw[k];
-                }
-            }
-        expect_close(GetParam(), 0, fp32, seed, "M (species)", M, Mr);
-        expect_close(GetParam(), 0, fp32, seed, "dE/dY (species)", gY, gYr);
-        if (!cut.empty()) expect_close(GetParam(), 0, fp32, seed, "dE/dcut (species)", gcut, gcutr);
-        expect_close(GetParam(), 0, fp32, seed, "dE/dr (species)", gr, grr);
+        const ConvReference ref(rc, tp, nY, row, sender, r, cut, x, Y, gM);
+        expect_close(GetParam(), 0, fp32, seed, "M (species)", M, ref.M);
+        expect_close(GetParam(), 0, fp32, seed, "dE/dY (species)", gY, ref.gY);
+        if (!cut.empty()) expect_close(GetParam(), 0, fp32, seed, "dE/dcut (species)", gcut, ref.gcut);
+        expect_close(GetParam(), 0, fp32, seed, "dE/dr (species)", gr, ref.gr);
     });
 }
 
@@ -406,36 +422,12 @@ TEST_P(GpuKernels, WeightTableConvolutionMatchesCpu) {
                 continue;
             }
             ASSERT_EQ(st, CGQ_STATUS_OK) << cgq_last_error();
-            const cgq_fcnet &fc = *rc.rm.fc;
-            const int64_t W = fc.h[fc.n_layers - 1];
-            const double *Wl = fc.W[fc.n_layers - 1];
-            std::vector<double> Mr(n * dM, 0.0), gYr(E * nY, 0.0), gcutr(E, 0.0), gxr(n * din, 0.0), grr(E, 0.0);
-            std::vector<double> a(W), da(W), aref(W), w(wn), dw(wn), we(wn), gw(wn);
-            for (int64_t i = 0; i < n; i++)
-                for (int64_t e = row[i]; e < row[i + 1]; e++) {
-                    rc.hidden(r[e], aref.data());
-                    cgq_radial_hidden(&rc.rm, r[e], a.data(), da.data());
-                    const double ce = cut.empty() ? 1.0 : cut[e];
-                    for (int64_t k = 0; k < wn; k++) {
-                        w[k] = dw[k] = 0.0;
-                        for (int64_t j = 0; j < W; j++) w[k] += rc.alpha * aref[j] * Wl[j * wn + k];
-                        for (int64_t j = 0; j < W; j++) dw[k] += rc.alpha * da[j] * Wl[j * wn + k];
-                        we[k] = ce * w[k], gw[k] = 0.0;
-                    }
-                    const double *xe = &x[sender[e] * din];
-                    cgq_tp_conv_forward(tp, xe, &Y[e * nY], we.data(), &Mr[i * dM]);
-                    cgq_tp_conv_backward(tp, xe, &Y[e * nY], we.data(), &gM[i * dM], &gxr[sender[e] * din],
-                                         &gYr[e * nY], gw.data());
-                    for (int64_t k = 0; k < wn; k++) {
-                        if (!cut.empty()) gcutr[e] += gw[k] * w[k];
-                        grr[e] += gw[k] * ce * dw[k];
-                    }
-                }
-            expect_close(GetParam(), t, fp32, seed, "M (table)", M, Mr);
-            expect_close(GetParam(), t, fp32, seed, "dE/dY (table)", gY, gYr);
-            expect_close(GetParam(), t, fp32, seed, "dE/dx (table)", gx, gxr);
-            if (!cut.empty()) expect_close(GetParam(), t, fp32, seed, "dE/dcut (table)", gcut, gcutr);
-            expect_close(GetParam(), t, fp32, seed, "dE/dr (table)", gr, grr);
+            const ConvReference ref(rc, tp, nY, row, sender, r, cut, x, Y, gM);
+            expect_close(GetParam(), t, fp32, seed, "M (table)", M, ref.M);
+            expect_close(GetParam(), t, fp32, seed, "dE/dY (table)", gY, ref.gY);
+            expect_close(GetParam(), t, fp32, seed, "dE/dx (table)", gx, ref.gx);
+            if (!cut.empty()) expect_close(GetParam(), t, fp32, seed, "dE/dcut (table)", gcut, ref.gcut);
+            expect_close(GetParam(), t, fp32, seed, "dE/dr (table)", gr, ref.gr);
         }
     });
 }
