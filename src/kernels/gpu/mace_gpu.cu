@@ -720,11 +720,16 @@ __global__ void k_weight_table(int64_t rows, int K, int wn, const double *a, con
 }
 
 /* The weight table of one layer (conv.cuh, conv_weights): h's intervals, each with its 4 rows (a_k, a_k+1 - a_k and
- * the scaled slopes, in double) times alpha W (K x wn, double), formed on the device. */
+ * the scaled slopes, in double) times alpha W (K x wn, double), formed on the device. The table is an optimisation:
+ * above CGQ_WEIGHT_TABLE_MAX_BYTES (its reads would mostly miss L2), or where the GPU has no memory for it, the layer
+ * keeps the radial MLP's kernels (out stays empty). */
+#define CGQ_WEIGHT_TABLE_MAX_BYTES (256ull << 20)
 static cgq_status build_weight_table(cgq_gpu *g, const cgq_radial_spline &h, const double *W, int wn, double alpha,
                                      radial_table *out) {
     const int K = h.width;
     const int64_t rows = 4 * (int64_t)h.n_int;
+    *out = radial_table();
+    if (sizeof(float) * (uint64_t)rows * wn > CGQ_WEIGHT_TABLE_MAX_BYTES) return CGQ_STATUS_OK;
     std::vector<double> a((size_t)rows * K);
     for (int k = 0; k < h.n_int; k++) {
         const double *a0 = h.knots + (size_t)k * 2 * K, *m0 = a0 + K, *a1 = m0 + K, *m1 = a1 + K;
@@ -748,13 +753,14 @@ static cgq_status build_weight_table(cgq_gpu *g, const cgq_radial_spline &h, con
     if (e != cudaSuccess) {
         cudaFree(dt);
         cudaGetLastError();
-        return cgq_fail(e == cudaErrorMemoryAllocation ? CGQ_STATUS_OUT_OF_MEMORY : CGQ_STATUS_DEVICE_ERROR,
-                        "building the convolution's weight table (%lld x %d floats) on the GPU: %s", (long long)rows,
-                        wn, cudaGetErrorString(e));
+        if (e == cudaErrorMemoryAllocation) return CGQ_STATUS_OK; /* the MLP kernels run the layer */
+        return cgq_fail(CGQ_STATUS_DEVICE_ERROR,
+                        "building the convolution's weight table (%lld x %d floats) on the "
+                        "GPU: %s",
+                        (long long)rows, wn, cudaGetErrorString(e));
     }
     g->allocations.push_back(dt);
     g->model_bytes += sizeof(float) * rows * wn;
-    *out = radial_table();
     out->n_int = h.n_int, out->width = wn, out->step = h.step, out->knots = dt;
     return CGQ_STATUS_OK;
 }
@@ -808,9 +814,9 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
         s.n_int = h.n_int, s.width = h.width, s.step = h.step, s.alpha = (float)alpha[t], s.knots = kd;
         if (st == CGQ_STATUS_OK && weight_table_fits(g, t)) {
             st = build_weight_table(g, h, fc.W[fc.n_layers - 1], fc.h[fc.n_layers], alpha[t], &g->wtab[t]);
-            if (g->host_model->nequip)
+            if (g->wtab[t].knots && g->host_model->nequip)
                 for (int q = 0; q < g->nq_groups[t]; q++) choose_bwd_slots(g, &g->nq_plans[t][q], true);
-            else
+            else if (g->wtab[t].knots)
                 choose_bwd_slots(g, &g->plans[t], true);
         }
         if (st != CGQ_STATUS_OK || !radial_tc_fits(W, g->cc_major)) continue;
