@@ -275,9 +275,10 @@ __device__ __forceinline__ T conv_bwd_ins(int C, const T (&xv)[CONV_MAX_XDIM], c
 }
 
 /* Reverse of k_conv_fwd for receivers [i0, i0 + gridDim.x), given gM = dE/dM. Writes per edge: gw (dE/d raw
- * MLP output, row stride wn, from e0), gY (dE/dY, stride nY; added to it when accumulate: the second and later
- * plans of a layer split by build_conv_group), gcut (dE/dcut through the weights, when cut), gx1e (this edge's
- * dE/dx of its sender, stride dhu, from e0; the plan's in1 blocks).
+ * MLP output, row stride wn, from e0), or with the weight table (TAB) gr[e - e0] = dE/d(table variable) instead;
+ * gY (dE/dY, stride nY; gY and gr added to when accumulate: the second and later plans of a layer split by
+ * build_conv_group), gcut (dE/dcut through the weights, when cut), gx1e (this edge's dE/dx of its sender, stride
+ * dhu, from e0; the plan's in1 blocks).
  * gM[i] is fixed along the row, so each channel first folds it into G_k[a][b] = sum_c C_k[a,b,c] gM[u,c];
  * then per edge and instruction, with t[a] = sum_b Y[b] G[a][b]:
  *   dE/dw = pw sum_a x[a] t[a],  dE/dx[a] = pw w t[a],  dE/dY[b] = pw w sum_a x[a] G[a][b]. */
