@@ -246,18 +246,23 @@ CGQ_INTERNAL void mace_reshape_from_cd(const cgq_mace_layer *ly, const double *A
 }
 
 /* ---- forward steps -------------------------------------------------------------------------------- */
-/* Edge e's spherical harmonics Y (nY), edge features ef (nb) and cutoff; returns its length. */
-CGQ_INTERNAL double mace_edge_geometry(const mace_ctx *c, int64_t e, double *Y, double *ef, double *cut) {
+/* Edge e's spherical harmonics Y (degrees <= lmax: the model's, a constant on the GPU as in mace_edge_tail_sh),
+ * edge features ef (nb) and cutoff; returns its length. */
+CGQ_INTERNAL double mace_edge_geometry_sh(const mace_ctx *c, int64_t e, double *Y, double *ef, double *cut, int lmax) {
     const cgq_model *m = c->m;
     const double *v = c->vec + 3 * e;
     const double r = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
-    cgq_sh_eval(m->lmax_sh, v, Y, NULL);
+    cgq_sh_eval(lmax, v, Y, NULL);
     double B[64];
     const double rb = m->agnesi ? cgq_agnesi(m, c->species[c->sender[e]], c->species[c->erecv[e]], r, NULL) : r;
     cgq_bessel(m, rb, B, NULL);
     *cut = cgq_poly_cutoff(m->cutoff_p, m->cutoff_r_max, r, NULL);
     for (int n = 0; n < c->nb; n++) ef[n] = m->apply_cutoff ? B[n] * *cut : B[n];
     return r;
+}
+
+CGQ_INTERNAL double mace_edge_geometry(const mace_ctx *c, int64_t e, double *Y, double *ef, double *cut) {
+    return mace_edge_geometry_sh(c, e, Y, ef, cut, c->m->lmax_sh);
 }
 
 CGQ_INTERNAL void mace_step_edge_geometry(const mace_ctx *c, int64_t e) {
@@ -519,11 +524,12 @@ CGQ_INTERNAL void mace_step_node_backward(const mace_ctx *c, int t, int64_t i, d
 
 /* Last part of an edge's reverse pass, shared by the backends: from dE/d(edge features) gef, dE/d(cutoff)
  * gcut and dE/dY gY to dE/dvec (+=), through the Bessel basis, the Agnesi transform, the polynomial cutoff,
- * the spherical harmonics and (layer 0) the ZBL pair term. B, dB: n_bessel each; dY: 3*nY scratch. */
-CGQ_INTERNAL void mace_edge_tail(const mace_ctx *c, int t, int64_t i, int64_t e, const double *gef, double gcut,
-                                 const double *gY, double *B, double *dB, double *dY) {
+ * the spherical harmonics (degrees <= lmax, nY = (lmax + 1)^2: the model's; the GPU passes them as constants, so
+ * that its arrays stay in registers) and (layer 0) the ZBL pair term. B, dB: n_bessel each; dY: 3*nY scratch. */
+CGQ_INTERNAL void mace_edge_tail_sh(const mace_ctx *c, int t, int64_t i, int64_t e, const double *gef, double gcut,
+                                    const double *gY, double *B, double *dB, double *dY, int lmax, int nY) {
     const cgq_model *m = c->m;
-    const int nb = c->nb, nY = c->nY;
+    const int nb = c->nb;
     const double *v = c->vec + 3 * e, r = c->r[e];
     double dcut, drb = 1.0;
     const double cut = cgq_poly_cutoff(m->cutoff_p, m->cutoff_r_max, r, &dcut);
@@ -544,13 +550,18 @@ CGQ_INTERNAL void mace_edge_tail(const mace_ctx *c, int t, int64_t i, int64_t e,
         gr += m->scale * dz;
     }
     double Yt[16];
-    cgq_sh_eval(m->lmax_sh, v, Yt, dY);
+    cgq_sh_eval(lmax, v, Yt, dY);
     double *ge = c->edge_grad + 3 * e;
     for (int k = 0; k < 3; k++) {
         double acc = gr * v[k] / r;
         for (int j = 0; j < nY; j++) acc += gY[j] * dY[3 * j + k];
         ge[k] += acc;
     }
+}
+
+CGQ_INTERNAL void mace_edge_tail(const mace_ctx *c, int t, int64_t i, int64_t e, const double *gef, double gcut,
+                                 const double *gY, double *B, double *dB, double *dY) {
+    mace_edge_tail_sh(c, t, i, e, gef, gcut, gY, B, dB, dY, c->m->lmax_sh, c->nY);
 }
 
 /* dE/dv of edge e (receiver i) of layer t through Y, the radial MLP, the density (+=); each edge is

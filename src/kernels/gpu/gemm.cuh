@@ -64,7 +64,7 @@ struct gemm_args {
 
 /* One shared-memory tile of a 256-thread block's 64 x 64 output: thread (tx, ty) owns rows ty + 16 i and
    columns tx + 16 j, i, j < 4. Products in T, sums in Acc, k in order (the result does not depend on the
-   launch). As/Bs are padded by one column against bank conflicts.
+   launch). As/Bs are padded by one column against bank conflicts. Shared with the node linears (node_ops.cuh).
    A 128 x 128 tile with 8 x 8 per thread was slower for the radial MLP on H100 (MP-0 fp32 MLP forward 17.6 vs
    14.8 ms, reverse 12.0 vs 7.7 ms; bench/RESULTS.md, session 4). */
 template <typename T, typename Acc>

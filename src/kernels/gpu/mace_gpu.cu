@@ -1009,13 +1009,16 @@ __global__ void k_edge_geometry(mace_ctx c) {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < c.E; e += (int64_t)gridDim.x * blockDim.x)
         mace_step_edge_geometry(&c, e);
 }
-/* v2: the same in the working precision (Y, edge features and cutoff computed in double, then rounded) */
-template <class T>
+/* v2: the same in the working precision (Y, edge features and cutoff computed in double, then rounded); NY: the SH
+ * width as a constant (as k_edge_tail's) */
+template <class T, int NY>
 __global__ void k_edge_geometry_t(mace_ctx c, T *Y, T *ef, T *cut) {
+    constexpr int LMAX = NY == 1 ? 0 : NY == 4 ? 1 : NY == 9 ? 2 : 3;
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < c.E; e += (int64_t)gridDim.x * blockDim.x) {
-        double y[CONV_MAX_Y], f[64], ct;
-        c.r[e] = mace_edge_geometry(&c, e, y, f, &ct);
-        for (int j = 0; j < c.nY; j++) Y[e * c.nY + j] = (T)y[j];
+        double y[NY], f[64], ct;
+        c.r[e] = mace_edge_geometry_sh(&c, e, y, f, &ct, LMAX);
+#pragma unroll
+        for (int j = 0; j < NY; j++) Y[e * NY + j] = (T)y[j];
         for (int n = 0; n < c.nb; n++) ef[e * c.nb + n] = (T)f[n];
         cut[e] = (T)ct;
     }
@@ -1441,19 +1444,46 @@ static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
 }
 
 /* ---- v2: GEMM radial MLP, block-per-receiver conv, thread-per-element node maps ------------------- */
-template <class T>
+/* NY: the SH width (1, 4, 9, 16) as a constant, so that the tail's SH arrays stay in registers (with the width read
+ * at run time they went through local memory: 0.26 ms per layer at 5,184 water atoms, DRAM 66% busy) */
+template <class T, int NY>
 __global__ void k_edge_tail(mace_ctx c, int t, int64_t e0, int64_t e1, const T *gef, const T *gY, const T *gcut,
                             const double *gr) {
+    constexpr int LMAX = NY == 1 ? 0 : NY == 4 ? 1 : NY == 9 ? 2 : 3;
+    static_assert((LMAX + 1) * (LMAX + 1) == NY, "SH width");
     for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1; e += (int64_t)gridDim.x * blockDim.x) {
-        double B[64], dB[64], dY[3 * CONV_MAX_Y], ge[64], gy[CONV_MAX_Y]; /* the tail and the sums run in double */
+        double B[64], dB[64], dY[3 * NY], ge[64], gy[NY]; /* the tail and the sums run in double */
         if (gef)
             for (int n = 0; n < c.nb; n++) ge[n] = (double)gef[(e - e0) * c.nb + n];
-        for (int j = 0; j < c.nY; j++) gy[j] = (double)gY[e * c.nY + j];
-        mace_edge_tail(&c, t, c.erecv[e], e, gef ? ge : nullptr, (double)gcut[e], gy, B, dB, dY);
+#pragma unroll
+        for (int j = 0; j < NY; j++) gy[j] = (double)gY[e * NY + j];
+        mace_edge_tail_sh(&c, t, c.erecv[e], e, gef ? ge : nullptr, (double)gcut[e], gy, B, dB, dY, LMAX, NY);
         if (gr) { /* dE/dr through the radial table (radial_spline.cuh) */
             const double s = gr[e - e0] / c.r[e];
             for (int k = 0; k < 3; k++) c.edge_grad[3 * e + k] += s * c.vec[3 * e + k];
         }
+    }
+}
+
+/* dE/dvec of edges [e0, e1) of layer t (+=): k_edge_tail for the model's SH width */
+template <class T>
+static void edge_tail(const mace_ctx &c, int t, int64_t e0, int64_t e1, const T *gef, const T *gY, const T *gcut,
+                      const double *gr) {
+    if (e1 <= e0) return;
+    const unsigned blocks = blocks_for(e1 - e0);
+    switch (c.nY) {
+        case 1:
+            k_edge_tail<T, 1><<<blocks, CGQ_GPU_THREADS>>>(c, t, e0, e1, gef, gY, gcut, gr);
+            break;
+        case 4:
+            k_edge_tail<T, 4><<<blocks, CGQ_GPU_THREADS>>>(c, t, e0, e1, gef, gY, gcut, gr);
+            break;
+        case 9:
+            k_edge_tail<T, 9><<<blocks, CGQ_GPU_THREADS>>>(c, t, e0, e1, gef, gY, gcut, gr);
+            break;
+        default:
+            k_edge_tail<T, 16><<<blocks, CGQ_GPU_THREADS>>>(c, t, e0, e1, gef, gY, gcut, gr);
+            break;
     }
 }
 
@@ -1823,7 +1853,20 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     c.m = g->dev_model; /* the double steps (geometry, embedding, energies, edge tail) */
     const int TH = CGQ_GPU_THREADS;
     prof.mark("buffers");
-    if (E) k_edge_geometry_t<T><<<blocks_for(E), TH>>>(c, a.Y, a.ef, a.cut);
+    if (E) switch (c.nY) { /* the model's SH width as a constant */
+            case 1:
+                k_edge_geometry_t<T, 1><<<blocks_for(E), TH>>>(c, a.Y, a.ef, a.cut);
+                break;
+            case 4:
+                k_edge_geometry_t<T, 4><<<blocks_for(E), TH>>>(c, a.Y, a.ef, a.cut);
+                break;
+            case 9:
+                k_edge_geometry_t<T, 9><<<blocks_for(E), TH>>>(c, a.Y, a.ef, a.cut);
+                break;
+            default:
+                k_edge_geometry_t<T, 16><<<blocks_for(E), TH>>>(c, a.Y, a.ef, a.cut);
+                break;
+        }
     if (NA) k_embed<T><<<blocks_for(NA * hm->node_embedding.out.dim), TH>>>(c, a.h[0]);
     if (N) k_energy_start<<<blocks_for(N * CGQ_WARP), TH>>>(c, a.e_acc);
     CGQ_LAUNCH_CHECK();
@@ -1970,7 +2013,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
                                       reinterpret_cast<const float *>(cut_w), reinterpret_cast<const float *>(gM),
                                       reinterpret_cast<float *>(gY), reinterpret_cast<float *>(gcut), b.gr);
                 prof.mark("species_conv_bwd");
-                if (ne) k_edge_tail<T><<<blocks_for(ne), TH>>>(c, t, ch.e0, ch.e1, nullptr, gY, gcut, b.gr);
+                edge_tail<T>(c, t, ch.e0, ch.e1, nullptr, gY, gcut, b.gr);
                 CGQ_LAUNCH_CHECK();
                 prof.mark("edge_tail");
                 continue;
@@ -2006,7 +2049,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
                 CGQ_LAUNCH_CHECK();
                 prof.mark("density");
             }
-            if (ne) k_edge_tail<T><<<blocks_for(ne), TH>>>(c, t, ch.e0, ch.e1, gef_tail, gY, gcut, gr_tail);
+            edge_tail<T>(c, t, ch.e0, ch.e1, gef_tail, gY, gcut, gr_tail);
             CGQ_LAUNCH_CHECK();
             prof.mark("edge_tail");
             if (t > 0) /* the chunk's dE/dx rows into their senders' sums (layer 0's input is the embedding) */

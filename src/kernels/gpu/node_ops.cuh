@@ -9,6 +9,7 @@
 #include <climits>
 #include <vector>
 
+#include "kernels/gpu/gemm.cuh" /* the 64 x 64 tile of the node linears */
 
 /* A model weight array as stored for precision T (the float model copy keeps float arrays in the double*
  * fields of the structs). */
@@ -118,55 +119,18 @@ struct lin_gemm {
     const T *diag[LG_MAX_SEGS]; /* or per row r: A(r, k) *= diag[r % d] (the skip's diagonal couplings) */
 };
 
-/* The tile: LG_BM rows x lg_bn<T>() columns in k steps of LG_BK, 256 threads as 16 x 16. Thread (tx, ty) owns rows
- * 4 ty + i (i < 4) and columns 4 tx + 64 j + c (c < 4, j < lg_tn / 4), so each k reads its 4 A values and its B values
- * as 16-byte loads from shared memory: 32 products per 3 loads in float (the 64 x 64 tile with 4 x 4 values per thread
- * made 16 products per 8 scalar loads and was bound by shared-memory issue: MACE-MP-0's largest linear ran at 15
- * TFLOP/s, bench/RESULTS.md session 18). */
-#define LG_BM 64
-#define LG_BK 16
-#define LG_THREADS 256
-template <class T>
-__host__ __device__ constexpr int lg_tn() { return sizeof(T) == sizeof(float) ? 8 : 4; } /* columns per thread */
-template <class T>
-__host__ __device__ constexpr int lg_bn() { return 16 * lg_tn<T>(); }
-
-/* 4 consecutive values of a 16-byte aligned shared-memory row into v[o, o + 4) */
-template <int N>
-__device__ __forceinline__ void lg_load4(const float *p, float (&v)[N], int o) {
-    const float4 q = *reinterpret_cast<const float4 *>(p);
-    v[o] = q.x, v[o + 1] = q.y, v[o + 2] = q.z, v[o + 3] = q.w;
-}
-template <int N>
-__device__ __forceinline__ void lg_load4(const double *p, double (&v)[N], int o) {
-    const double2 q0 = reinterpret_cast<const double2 *>(p)[0], q1 = reinterpret_cast<const double2 *>(p)[1];
-    v[o] = q0.x, v[o + 1] = q0.y, v[o + 2] = q1.x, v[o + 3] = q1.y;
-}
-
-template <class T>
-struct lg_smem {
-    T A[2][LG_BK][LG_BM + 4];        /* double-buffered: one barrier per k step; rows padded, 16-byte aligned */
-    T B[2][LG_BK][lg_bn<T>() + 4];
-};
-
-/* One output tile over every segment; with per-species weights, those of species sp, and only the rows of species sp
- * are written. Each thread loads the same 4 rows of A (columns k0 + tid % LG_BK) and the same TN (k, n) places of B
- * at every k step, so their offsets (a division by d) are computed once; the next step's values are loaded into
- * registers while the current step's products run, and stored into the other buffer after them. Each output is
- * summed over k in order by one thread (deterministic). */
+/* One 64 x 64 output tile over every segment; with per-species weights, those of species sp, and only the rows of
+ * species sp are written. Each thread loads the same 4 rows of A (columns k0 + tid % GEMM_BK) and the same 4 (k, n)
+ * places of B at every k step, so their offsets (a division by d) are computed once, and the next step's values are
+ * loaded into registers while the current step's products run. */
 template <class T, bool BT>
-__device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, lg_smem<T> &sm, int64_t r0, int64_t rows, int n0,
-                                              int sp) {
-    constexpr int TN = lg_tn<T>(), BN = lg_bn<T>(), KB = LG_THREADS / BN; /* KB: k rows of B per pass (non-BT) */
-    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-    T acc[4][TN];
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int j = 0; j < TN; j++) acc[i][j] = 0;
-    const int akk = threadIdx.x % LG_BK, amm = threadIdx.x / LG_BK; /* A: rows amm + 16 i */
-    /* B: (bkk + KB i, bnn), or transposed (bkk, bnn + 16 i) */
-    const int bkk = BT ? threadIdx.x % LG_BK : threadIdx.x / BN, bnn = BT ? threadIdx.x / LG_BK : threadIdx.x % BN;
+__device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, T (&As)[GEMM_BK][GEMM_BM + 1],
+                                              T (&Bs)[GEMM_BK][GEMM_BN + 1], int tx, int ty, int64_t r0, int64_t rows,
+                                              int n0, int sp) {
+    T acc[4][4] = {{0}};
+    const int akk = threadIdx.x % GEMM_BK, amm = threadIdx.x / GEMM_BK; /* A: rows amm + 16 i */
+    const int bkk = BT ? threadIdx.x % GEMM_BK : threadIdx.x / GEMM_BN; /* B: (bkk, bnn + 16 i) or (bkk + 4 i, bnn) */
+    const int bnn = BT ? threadIdx.x / GEMM_BK : threadIdx.x % GEMM_BN;
     int64_t aoff[4];
     int am[4];
 #pragma unroll
@@ -175,7 +139,7 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, lg_smem<T> &
         aoff[i] = r < rows ? (r / g.d) * g.lda + r % g.d : -1;
         am[i] = (int)(r % g.d);
     }
-    T ra[4], rb[TN];
+    T ra[4], rb[4];
     auto fetch = [&](int s, int k0) {
         const T pw = (T)g.pw[s];
         const T *W = g.W + g.w_off[s] + (g.species ? sp * g.w_species[s] : 0);
@@ -190,54 +154,37 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, lg_smem<T> &
             ra[i] = v;
         }
 #pragma unroll
-        for (int i = 0; i < TN; i++) {
-            const int kq = k0 + bkk + (BT ? 0 : KB * i), n = n0 + bnn + (BT ? 16 * i : 0);
+        for (int i = 0; i < 4; i++) {
+            const int kq = k0 + bkk + (BT ? 0 : 4 * i), n = n0 + bnn + (BT ? 16 * i : 0);
             rb[i] =
                 kq < g.K[s] && n < g.N ? pw * (BT ? W[(int64_t)n * g.ld[s] + kq] : W[(int64_t)kq * g.ld[s] + n]) : (T)0;
         }
     };
-    auto store = [&](int buf) {
+    if (g.n_segs > 0) fetch(0, 0);
+    for (int s = 0, k0 = 0; s < g.n_segs;) {
 #pragma unroll
-        for (int i = 0; i < 4; i++) sm.A[buf][akk][amm + 16 * i] = ra[i];
-#pragma unroll
-        for (int i = 0; i < TN; i++) {
-            if (BT) sm.B[buf][bkk][bnn + 16 * i] = rb[i];
-            else sm.B[buf][bkk + KB * i][bnn] = rb[i];
+        for (int i = 0; i < 4; i++) {
+            As[akk][amm + 16 * i] = ra[i];
+            if (BT)
+                Bs[bkk][bnn + 16 * i] = rb[i];
+            else
+                Bs[bkk + 4 * i][bnn] = rb[i];
         }
-    };
-    if (g.n_segs == 0) return;
-    fetch(0, 0);
-    store(0);
-    __syncthreads();
-    for (int s = 0, k0 = 0, buf = 0; s < g.n_segs; buf ^= 1) {
-        k0 += LG_BK;
+        __syncthreads();
+        k0 += GEMM_BK;
         if (k0 >= g.K[s]) s++, k0 = 0;
-        const bool more = s < g.n_segs; /* uniform over the block */
-        if (more) fetch(s, k0);
-#pragma unroll 4
-        for (int kk = 0; kk < LG_BK; kk++) {
-            T a[4], b[TN];
-            lg_load4(&sm.A[buf][kk][4 * ty], a, 0);
-#pragma unroll
-            for (int j = 0; j < TN / 4; j++) lg_load4(&sm.B[buf][kk][4 * tx + 64 * j], b, 4 * j);
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int j = 0; j < TN; j++) acc[i][j] += a[i] * b[j];
-        }
-        if (more) store(buf ^ 1);
+        if (s < g.n_segs) fetch(s, k0);
+        gemm_tile_fma(As, Bs, acc, tx, ty);
         __syncthreads();
     }
-#pragma unroll
     for (int i = 0; i < 4; i++) {
-        const int64_t r = r0 + 4 * ty + i;
+        const int64_t r = r0 + ty + 16 * i;
         if (r >= rows) continue;
         const int64_t node = r / g.d;
         if (g.species && g.species[node] != sp) continue;
         const int m = (int)(r % g.d);
-#pragma unroll
-        for (int j = 0; j < TN; j++) {
-            const int n = n0 + 4 * tx + 64 * (j / 4) + j % 4;
+        for (int j = 0; j < 4; j++) {
+            const int n = n0 + tx + 16 * j;
             if (n >= g.N) continue;
             const int64_t col = g.c_off + (int64_t)n * g.d + m;
             T *c = g.C + node * g.ldc + col;
@@ -252,13 +199,13 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, lg_smem<T> &
     }
 }
 
-/* The smallest species above `above` among the nodes of rows [r0, r0 + LG_BM), or INT_MAX (block-uniform). */
+/* The smallest species above `above` among the nodes of rows [r0, r0 + GEMM_BM), or INT_MAX (block-uniform). */
 __device__ inline int lin_gemm_next_species(const int32_t *species, int64_t r0, int64_t rows, int d, int above) {
     __shared__ int next;
     __syncthreads(); /* every thread has read the previous value */
     if (threadIdx.x == 0) next = INT_MAX;
     __syncthreads();
-    if (threadIdx.x < LG_BM && r0 + threadIdx.x < rows) {
+    if (threadIdx.x < GEMM_BM && r0 + threadIdx.x < rows) {
         const int s = species[(r0 + threadIdx.x) / d];
         if (s > above) atomicMin(&next, s); /* an integer minimum: the same for any order */
     }
@@ -269,21 +216,17 @@ __device__ inline int lin_gemm_next_species(const int32_t *species, int64_t r0, 
 /* BT false: B(k, n) = pw W[w_off + k*ld + n] (forward); true: B(k, n) = pw W[w_off + n*ld + k] (transpose).
  * With per-species weights the tile runs once per species among its rows and writes only that species' rows. */
 template <class T, bool BT>
-__global__ void __launch_bounds__(LG_THREADS) k_lin_gemm(lin_gemm<T> g) {
-    __shared__ __align__(16) lg_smem<T> sm;
-    const int64_t rows = g.n_nodes * g.d, r0 = (int64_t)blockIdx.x * LG_BM;
-    const int n0 = blockIdx.y * lg_bn<T>();
+__global__ void __launch_bounds__(256) k_lin_gemm(lin_gemm<T> g) {
+    __shared__ T As[GEMM_BK][GEMM_BM + 1];
+    __shared__ T Bs[GEMM_BK][GEMM_BN + 1];
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int64_t rows = g.n_nodes * g.d, r0 = (int64_t)blockIdx.x * GEMM_BM;
+    const int n0 = blockIdx.y * GEMM_BN;
     for (int sp = -1;;) {
         if (g.species && (sp = lin_gemm_next_species(g.species, r0, rows, g.d, sp)) == INT_MAX) break;
-        lin_gemm_tile<T, BT>(g, sm, r0, rows, n0, sp);
+        lin_gemm_tile<T, BT>(g, As, Bs, tx, ty, r0, rows, n0, sp);
         if (!g.species) break;
     }
-}
-
-template <class T, bool BT>
-static void lin_gemm_launch(const lin_gemm<T> &g) {
-    const dim3 grid((unsigned)((g.n_nodes * g.d + LG_BM - 1) / LG_BM), (unsigned)((g.N + lg_bn<T>() - 1) / lg_bn<T>()));
-    k_lin_gemm<T, BT><<<grid, LG_THREADS>>>(g);
 }
 
 /* A linear with more instructions into one block than a launch holds, or with a bias, takes the
@@ -316,7 +259,8 @@ static void lin_gemm_fwd(const cgq_linear *hl, const T *W, int64_t n_nodes, cons
             g.a_off[s] = hl->in.b[hl->ins_in[k]].offset, g.K[s] = hl->in.b[hl->ins_in[k]].mul;
             g.ld[s] = ob.mul, g.w_off[s] = hl->w_offset[k], g.pw[s] = hl->path_weight[k];
         }
-        lin_gemm_launch<T, false>(g);
+        const dim3 grid((unsigned)((n_nodes * g.d + GEMM_BM - 1) / GEMM_BM), (unsigned)((g.N + GEMM_BN - 1) / GEMM_BN));
+        k_lin_gemm<T, false><<<grid, 256>>>(g);
     }
 }
 
@@ -336,7 +280,8 @@ static void lin_gemm_bwd(const cgq_linear *hl, const T *W, int64_t n_nodes, cons
             g.a_off[s] = ob.offset, g.K[s] = ob.mul, g.ld[s] = ob.mul, g.w_off[s] = hl->w_offset[k];
             g.pw[s] = hl->path_weight[k];
         }
-        lin_gemm_launch<T, true>(g);
+        const dim3 grid((unsigned)((n_nodes * g.d + GEMM_BM - 1) / GEMM_BM), (unsigned)((g.N + GEMM_BN - 1) / GEMM_BN));
+        k_lin_gemm<T, true><<<grid, 256>>>(g);
     }
 }
 
@@ -393,7 +338,8 @@ static void skip_gemm_fwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int
             g.ld[s] = m2 * ob.mul, g.w_off[s] = hl->w_offset[k], g.pw[s] = hl->path_weight[k];
             g.w_species[s] = ob.mul, g.diag[s] = sp.at<T>(k);
         }
-        lin_gemm_launch<T, false>(g);
+        const dim3 grid((unsigned)((n_nodes * g.d + GEMM_BM - 1) / GEMM_BM), (unsigned)((g.N + GEMM_BN - 1) / GEMM_BN));
+        k_lin_gemm<T, false><<<grid, 256>>>(g);
     }
 }
 
@@ -414,7 +360,8 @@ static void skip_gemm_bwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int
             g.a_off[s] = ob.offset, g.K[s] = ob.mul, g.ld[s] = m2 * ob.mul, g.w_off[s] = hl->w_offset[k];
             g.pw[s] = hl->path_weight[k], g.w_species[s] = ob.mul, g.diag[s] = sp.at<T>(k);
         }
-        lin_gemm_launch<T, true>(g);
+        const dim3 grid((unsigned)((n_nodes * g.d + GEMM_BM - 1) / GEMM_BM), (unsigned)((g.N + GEMM_BN - 1) / GEMM_BN));
+        k_lin_gemm<T, true><<<grid, 256>>>(g);
     }
 }
 
