@@ -6,6 +6,7 @@
 #ifndef CGQ_GPU_NODE_OPS_CUH
 #define CGQ_GPU_NODE_OPS_CUH
 
+#include <algorithm>
 #include <climits>
 #include <vector>
 
@@ -213,19 +214,54 @@ __device__ inline int lin_gemm_next_species(const int32_t *species, int64_t r0, 
     return next;
 }
 
+/* The GEMMs of one map's blocks (a linear's output blocks, or its input blocks for the transpose), run by one launch:
+ * block x of the grid takes row tile x - tile0[q] of part q. With a launch per block, MACE-MP-0's 0e blocks (162
+ * tiles for 5,184 atoms) left most of the GPU idle, and 39 launches per step each drained the GPU (session 18). */
+#define LG_MAX_PARTS 8
+template <class T>
+struct lin_gemm_parts {
+    lin_gemm<T> g[LG_MAX_PARTS];
+    int64_t tile0[LG_MAX_PARTS + 1];
+    int n;
+};
+static_assert(sizeof(lin_gemm_parts<double>) <= 4096, "a kernel's parameters (4 KiB on older CUDA and on HIP)");
+
 /* BT false: B(k, n) = pw W[w_off + k*ld + n] (forward); true: B(k, n) = pw W[w_off + n*ld + k] (transpose).
  * With per-species weights the tile runs once per species among its rows and writes only that species' rows. */
 template <class T, bool BT>
-__global__ void __launch_bounds__(256) k_lin_gemm(lin_gemm<T> g) {
+__global__ void __launch_bounds__(256) k_lin_gemm(lin_gemm_parts<T> parts) {
     __shared__ T As[GEMM_BK][GEMM_BM + 1];
     __shared__ T Bs[GEMM_BK][GEMM_BN + 1];
+    int q = 0;
+    while (q + 1 < parts.n && blockIdx.x >= parts.tile0[q + 1]) q++;
+    const lin_gemm<T> &g = parts.g[q];
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-    const int64_t rows = g.n_nodes * g.d, r0 = (int64_t)blockIdx.x * GEMM_BM;
+    const int64_t rows = g.n_nodes * g.d, r0 = ((int64_t)blockIdx.x - parts.tile0[q]) * GEMM_BM;
     const int n0 = blockIdx.y * GEMM_BN;
+    if (n0 >= g.N) return; /* a narrower part than the widest: the whole block leaves */
     for (int sp = -1;;) {
         if (g.species && (sp = lin_gemm_next_species(g.species, r0, rows, g.d, sp)) == INT_MAX) break;
         lin_gemm_tile<T, BT>(g, As, Bs, tx, ty, r0, rows, n0, sp);
         if (!g.species) break;
+    }
+}
+
+/* Runs the GEMMs gs (LG_MAX_PARTS per launch) */
+template <class T, bool BT>
+static void lin_gemm_launch(const std::vector<lin_gemm<T>> &gs) {
+    for (size_t b = 0; b < gs.size(); b += LG_MAX_PARTS) {
+        lin_gemm_parts<T> parts{};
+        parts.n = (int)std::min<size_t>(LG_MAX_PARTS, gs.size() - b);
+        int col_tiles = 1;
+        parts.tile0[0] = 0;
+        for (int q = 0; q < parts.n; q++) {
+            const lin_gemm<T> &g = gs[b + q];
+            parts.g[q] = g;
+            parts.tile0[q + 1] = parts.tile0[q] + (g.n_nodes * g.d + GEMM_BM - 1) / GEMM_BM;
+            col_tiles = std::max(col_tiles, (g.N + GEMM_BN - 1) / GEMM_BN);
+        }
+        if (parts.tile0[parts.n] > 0)
+            k_lin_gemm<T, BT><<<dim3((unsigned)parts.tile0[parts.n], col_tiles), 256>>>(parts);
     }
 }
 
@@ -248,6 +284,7 @@ static bool lin_gemm_ok(const cgq_linear *hl) {
 template <class T>
 static void lin_gemm_fwd(const cgq_linear *hl, const T *W, int64_t n_nodes, const T *x, int64_t ldx, T *y, int64_t ldy,
                          T alpha, const T *add, int64_t ldadd) {
+    std::vector<lin_gemm<T>> gs;
     for (int j = 0; j < hl->out.n && n_nodes; j++) {
         const cgq_irrep_block &ob = hl->out.b[j];
         lin_gemm<T> g{};
@@ -259,15 +296,16 @@ static void lin_gemm_fwd(const cgq_linear *hl, const T *W, int64_t n_nodes, cons
             g.a_off[s] = hl->in.b[hl->ins_in[k]].offset, g.K[s] = hl->in.b[hl->ins_in[k]].mul;
             g.ld[s] = ob.mul, g.w_off[s] = hl->w_offset[k], g.pw[s] = hl->path_weight[k];
         }
-        const dim3 grid((unsigned)((n_nodes * g.d + GEMM_BM - 1) / GEMM_BM), (unsigned)((g.N + GEMM_BN - 1) / GEMM_BN));
-        k_lin_gemm<T, false><<<grid, 256>>>(g);
+        gs.push_back(g);
     }
+    lin_gemm_launch<T, false>(gs);
 }
 
 /* gx[n] (+)= alpha * linear^T(gy[n]) */
 template <class T>
 static void lin_gemm_bwd(const cgq_linear *hl, const T *W, int64_t n_nodes, const T *gy, int64_t ldgy, T *gx, int64_t ldgx,
                          T alpha, int accumulate) {
+    std::vector<lin_gemm<T>> gs;
     for (int i = 0; i < hl->in.n && n_nodes; i++) {
         const cgq_irrep_block &ib = hl->in.b[i];
         lin_gemm<T> g{};
@@ -280,9 +318,9 @@ static void lin_gemm_bwd(const cgq_linear *hl, const T *W, int64_t n_nodes, cons
             g.a_off[s] = ob.offset, g.K[s] = ob.mul, g.ld[s] = ob.mul, g.w_off[s] = hl->w_offset[k];
             g.pw[s] = hl->path_weight[k];
         }
-        const dim3 grid((unsigned)((n_nodes * g.d + GEMM_BM - 1) / GEMM_BM), (unsigned)((g.N + GEMM_BN - 1) / GEMM_BN));
-        k_lin_gemm<T, true><<<grid, 256>>>(g);
+        gs.push_back(g);
     }
+    lin_gemm_launch<T, true>(gs);
 }
 
 /* The skip tensor product with a one-hot species second input runs as per-species GEMMs when every instruction is
@@ -326,6 +364,7 @@ template <class T>
 static void skip_gemm_fwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int64_t n_nodes, const int32_t *species,
                           const T *x, int64_t ldx, T *out, int64_t ldo) {
     const int m2 = hl->in2.b[0].mul;
+    std::vector<lin_gemm<T>> gs;
     for (int j = 0; j < hl->out.n && n_nodes; j++) {
         const cgq_irrep_block &ob = hl->out.b[j];
         lin_gemm<T> g{};
@@ -338,9 +377,9 @@ static void skip_gemm_fwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int
             g.ld[s] = m2 * ob.mul, g.w_off[s] = hl->w_offset[k], g.pw[s] = hl->path_weight[k];
             g.w_species[s] = ob.mul, g.diag[s] = sp.at<T>(k);
         }
-        const dim3 grid((unsigned)((n_nodes * g.d + GEMM_BM - 1) / GEMM_BM), (unsigned)((g.N + GEMM_BN - 1) / GEMM_BN));
-        k_lin_gemm<T, false><<<grid, 256>>>(g);
+        gs.push_back(g);
     }
+    lin_gemm_launch<T, false>(gs);
 }
 
 /* gx1[n] = skip_tp^T(gout[n]) for the one-hot species input, as per-species GEMMs */
@@ -348,6 +387,7 @@ template <class T>
 static void skip_gemm_bwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int64_t n_nodes, const int32_t *species,
                           const T *gout, int64_t ldg, T *gx1, int64_t ldgx) {
     const int m2 = hl->in2.b[0].mul;
+    std::vector<lin_gemm<T>> gs;
     for (int i = 0; i < hl->in1.n && n_nodes; i++) {
         const cgq_irrep_block &ib = hl->in1.b[i];
         lin_gemm<T> g{};
@@ -360,9 +400,9 @@ static void skip_gemm_bwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int
             g.a_off[s] = ob.offset, g.K[s] = ob.mul, g.ld[s] = m2 * ob.mul, g.w_off[s] = hl->w_offset[k];
             g.pw[s] = hl->path_weight[k], g.w_species[s] = ob.mul, g.diag[s] = sp.at<T>(k);
         }
-        const dim3 grid((unsigned)((n_nodes * g.d + GEMM_BM - 1) / GEMM_BM), (unsigned)((g.N + GEMM_BN - 1) / GEMM_BN));
-        k_lin_gemm<T, true><<<grid, 256>>>(g);
+        gs.push_back(g);
     }
+    lin_gemm_launch<T, true>(gs);
 }
 
 /* dst = (D) src, elementwise (precision changes at the edges of the working-precision region) */
