@@ -34,6 +34,11 @@ struct conv_ins {
     int p_off, c_off;  /* P_k in shared memory; C_k in the packed coupling array */
     int64_t w_off;
     double pw;
+    float pwf; /* pw in float (the float kernels: no conversion per instruction) */
+    template <class T>
+    __device__ T pw_t() const {
+        return sizeof(T) == sizeof(float) ? (T)pwf : (T)pw;
+    }
 };
 
 struct conv_block {
@@ -144,7 +149,7 @@ __device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins 
         const float *h = hb + 3 * el;
         const T wr = TAB ? (T)wtable_value(__ldg(wtable_at(cw.tab, kb[el], k.w_off + u)), h[0], h[1], h[2])
                          : cw.w[(e - cw.e0) * p.wn + k.w_off + u];
-        const T s = (T)k.pw * (cut ? wr * cut[e] : wr);
+        const T s = k.pw_t<T>() * (cut ? wr * cut[e] : wr);
         const T *Pk = Pb + (size_t)el * p.p_dim + k.p_off;
 #pragma unroll
         for (int c = 0; c < D3; c++) {
@@ -251,10 +256,10 @@ __device__ __forceinline__ void group_scatter_sum(T (&v)[CONV_MAX_Y + 1], int nY
     if (lane % (width / NV) == 0 && comp < nY) red_slot[comp] = v[0];
 }
 
-/* One instruction's reverse for one edge and channel (G_k in shared memory, column u), with t[a] = sum_b Y[b] G[a][b]:
- * gy[b] += pw w sum_a x[a] G[a][b], gx[a] += pw w t[a]; returns sum_a x[a] t[a]. */
+/* One instruction's reverse for one edge and channel (G_k in shared memory, in channel u's row), with t[a] = sum_b Y[b]
+ * G[a][b]: gy[b] += pw w sum_a x[a] G[a][b], gx[a] += pw w t[a]; returns sum_a x[a] t[a]. */
 template <class T, int L1, int L2>
-__device__ __forceinline__ T conv_bwd_ins(int C, const T (&xv)[CONV_MAX_XDIM], const T (&yv)[CONV_MAX_Y], const T *Gk, T pww,
+__device__ __forceinline__ T conv_bwd_ins(const T (&xv)[CONV_MAX_XDIM], const T (&yv)[CONV_MAX_Y], const T *Gk, T pww,
                                           T (&gx)[CONV_MAX_XDIM], T (&gy)[CONV_MAX_Y + 1]) {
     constexpr int D1 = 2 * L1 + 1, D2 = 2 * L2 + 1, XO = L1 * L1, YO = L2 * L2;
     T s = 0;
@@ -264,7 +269,7 @@ __device__ __forceinline__ T conv_bwd_ins(int C, const T (&xv)[CONV_MAX_XDIM], c
         T t = 0;
 #pragma unroll
         for (int b = 0; b < D2; b++) {
-            const T Gab = Gk[(size_t)(a * D2 + b) * C];
+            const T Gab = Gk[a * D2 + b];
             t += yv[YO + b] * Gab;
             gy[YO + b] += pww * xa * Gab;
         }
@@ -289,10 +294,17 @@ __device__ __forceinline__ T conv_bwd_ins(int C, const T (&xv)[CONV_MAX_XDIM], c
 template <class T>
 constexpr int conv_bwd_max_threads() { return sizeof(T) == sizeof(float) ? 512 : 256; }
 
+/* k_conv_bwd's G is [C][conv_g_stride] (channel u's row at u times the stride): each G read is then at a constant
+ * offset from the thread's row (a [g_dim][C] layout cost an address addition per read, ~6% of the reverse's
+ * instructions), and the odd stride puts a warp's 32 channels in 32 different banks. */
+__host__ __device__ inline int conv_g_stride(const conv_plan &p) {
+    return p.g_dim | 1;
+}
+
 /* Elements of T of k_conv_bwd's reduction buffers and G, the weights' offset (16-byte aligned when tabled) */
 __host__ __device__ inline size_t conv_bwd_ws_offset(const conv_plan &p, bool tabled) {
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP;
-    const size_t n = (size_t)p.g_dim * p.C + 2 * (size_t)CONV_BWD_STEPS * (p.threads_bwd / width) * CONV_RED_W;
+    const size_t n = (size_t)conv_g_stride(p) * p.C + 2 * (size_t)CONV_BWD_STEPS * (p.threads_bwd / width) * CONV_RED_W;
     return tabled ? (n + 3) / 4 * 4 : n;
 }
 /* Bytes of k_conv_bwd's shared arrays before its tables (reduction buffers, G, the weights: one per instruction, or
@@ -336,11 +348,12 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
                 for (int b = 0; b < k.d2; b++) {
                     T s = 0;
                     for (int c = 0; c < k.d3; c++) s += C[(a * k.d2 + b) * k.d3 + c] * gc[c];
-                    G[(size_t)(k.g_off + a * k.d2 + b) * p.C + u] = s;
+                    G[(size_t)u * conv_g_stride(p) + k.g_off + a * k.d2 + b] = s;
                 }
         }
     }
     __syncthreads(); /* G and the tables */
+    const T *Gu = G + (size_t)u * conv_g_stride(p); /* this channel's row of G */
     /* the thread's edge operands: its weights (ws), sender features, SH and cutoff, loaded for the next edge as soon
      * as the current one's products are done, so that their latency overlaps the channel sums below */
     T xv[CONV_MAX_XDIM], yv[CONV_MAX_Y], cs = 1;
@@ -383,19 +396,18 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
                 } else {
                     wraw = ws[q * blockDim.x];
                 }
-                const T wk = cut ? wraw * cs : wraw, pww = (T)k.pw * wk;
-                const T *Gk = G + (size_t)k.g_off * p.C + u;
+                const T wk = cut ? wraw * cs : wraw, pw = k.pw_t<T>(), pww = pw * wk;
+                const T *Gk = Gu + k.g_off;
                 T s = 0;
                 switch (k.l12) {
-#define CONV_BWD_CASE(L1, L2)                                          \
-    case L1 * 4 + L2:                                                  \
-        if constexpr (L1 < NL1 && (L2 + 1) * (L2 + 1) <= NY)           \
-            s = conv_bwd_ins<T, L1, L2>(p.C, xv, yv, Gk, pww, gx, gy); \
+#define CONV_BWD_CASE(L1, L2)                                                                                      \
+    case L1 * 4 + L2:                                                                                              \
+        if constexpr (L1 < NL1 && (L2 + 1) * (L2 + 1) <= NY) s = conv_bwd_ins<T, L1, L2>(xv, yv, Gk, pww, gx, gy); \
         break;
                     CONV_L12_CASES(CONV_BWD_CASE)
 #undef CONV_BWD_CASE
                 }
-                const T gwk = (T)k.pw * s; /* dE/d(w cut) */
+                const T gwk = pw * s; /* dE/d(w cut) */
                 if (cut) gy[CONV_MAX_Y] += gwk * wraw;
                 const T graw = cut ? gwk * cs : gwk; /* dE/dw */
                 if (tabled)

@@ -555,7 +555,7 @@ static cgq_status build_conv_group(cgq_gpu *g, const cgq_tp *tp, int lmax_sh, in
         c.acc_off = ob.acc_off, c.out_off = ob.off;
         c.g_off = g_dim, g_dim += c.d1 * c.d2;
         c.p_off = (int)p_ins.size(), c.c_off = (int)cg.size();
-        c.w_off = tp->w_offset[k], c.pw = tp->path_weight[k];
+        c.w_off = tp->w_offset[k], c.pw = tp->path_weight[k], c.pwf = (float)c.pw;
         cg.insert(cg.end(), tp->w3j[k], tp->w3j[k] + c.d1 * c.d2 * c.d3);
         for (int a = 0; a < c.d1; a++)
             for (int d = 0; d < c.d3; d++) p_ins.push_back((int)q), p_a.push_back(a), p_c.push_back(d);
