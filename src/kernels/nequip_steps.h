@@ -244,7 +244,8 @@ CGQ_INTERNAL size_t nq_layout(nq_ctx *c, double *base, int want_grad, int cache_
 }
 
 /* ---- steps ------------------------------------------------------------------------------------------ */
-CGQ_INTERNAL void nq_step_edge(const nq_ctx *c, int64_t e) {
+/* lmax: the model's SH degree (a constant on the GPU, so that the SH arrays stay in registers) */
+CGQ_INTERNAL void nq_step_edge_sh(const nq_ctx *c, int64_t e, int lmax) {
     const cgq_nequip *nq = c->nq;
     double *u = c->u + 3 * e;
     for (int k = 0; k < 3; k++) u[k] = -c->vec[3 * e + k]; /* NequIP: x_neighbour - x_center */
@@ -254,8 +255,12 @@ CGQ_INTERNAL void nq_step_edge(const nq_ctx *c, int64_t e) {
     const double x = r * nq->rmax_recip[tc * nq->n_types + tn];
     c->xn[e] = x;
     c->active[e] = x < 1.0;
-    cgq_sh_eval(c->m->lmax_sh, u, c->Y + e * c->nY, NULL);
+    cgq_sh_eval(lmax, u, c->Y + e * c->nY, NULL);
     nq_edge_embedding(nq, x, c->ef + e * c->nb, NULL);
+}
+
+CGQ_INTERNAL void nq_step_edge(const nq_ctx *c, int64_t e) {
+    nq_step_edge_sh(c, e, c->m->lmax_sh);
 }
 
 CGQ_INTERNAL void nq_edge_weights(const nq_ctx *c, int t, int64_t e, double *w, double *cache, int fill, const double **out) {
@@ -371,9 +376,10 @@ CGQ_INTERNAL void nq_step_node_backward(const nq_ctx *c, int t, int64_t i, doubl
 
 /* Edge e (receiver i) from dE/d(edge embedding) gef (NULL: none) plus gx = dE/dx of x = r / r_max(pair) found
  * otherwise (the GPU's radial tables), and dE/dY gY: dE/dvec through the Bessel basis, the cutoff and the spherical
- * harmonics, added to edge_grad. ef, def: n_bessel each; dY: 3 x 16. */
-CGQ_INTERNAL void nq_edge_tail(const nq_ctx *c, int64_t i, int64_t e, const double *gef, double gx, const double *gY,
-                               double *ef, double *def, double *dY) {
+ * harmonics (degrees <= lmax, nY = (lmax + 1)^2: the model's, constants on the GPU), added to edge_grad. ef, def:
+ * n_bessel each; dY: 3 x nY. */
+CGQ_INTERNAL void nq_edge_tail_sh(const nq_ctx *c, int64_t i, int64_t e, const double *gef, double gx, const double *gY,
+                                  double *ef, double *def, double *dY, int lmax, int nY) {
     const cgq_nequip *nq = c->nq;
     const int tc = c->species[i], tn = c->species[c->sender[e]];
     const double k = nq->rmax_recip[tc * nq->n_types + tn];
@@ -385,13 +391,18 @@ CGQ_INTERNAL void nq_edge_tail(const nq_ctx *c, int64_t i, int64_t e, const doub
     gr *= k;
     const double *u = c->u + 3 * e, r = c->r[e];
     double Yt[16];
-    cgq_sh_eval(c->m->lmax_sh, u, Yt, dY);
+    cgq_sh_eval(lmax, u, Yt, dY);
     double *ge = c->edge_grad + 3 * e;
     for (int q = 0; q < 3; q++) {
         double acc = gr * u[q] / r;
-        for (int j = 0; j < c->nY; j++) acc += gY[j] * dY[3 * j + q];
+        for (int j = 0; j < nY; j++) acc += gY[j] * dY[3 * j + q];
         ge[q] -= acc; /* d/dvec = -d/du */
     }
+}
+
+CGQ_INTERNAL void nq_edge_tail(const nq_ctx *c, int64_t i, int64_t e, const double *gef, double gx, const double *gY,
+                               double *ef, double *def, double *dY) {
+    nq_edge_tail_sh(c, i, e, gef, gx, gY, ef, def, dY, c->m->lmax_sh, c->nY);
 }
 
 /* dE/dv for the edges of receiver i through Y, the edge MLP, the Bessel basis and cutoff (+=). */

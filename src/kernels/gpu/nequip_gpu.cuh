@@ -56,9 +56,30 @@ static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm) {
 
 enum { NQ_CONV, NQ_ENERGY, NQ_RO_BWD, NQ_NODE_BWD, NQ_EDGE_BWD, NQ_SEND_BWD, NQ_UP_BWD };
 
+/* NY: the SH width as a constant (as the MACE edge kernels'), so that the SH arrays stay in registers */
+template <int NY>
 __global__ void k_nq_edge(nq_ctx c) {
+    constexpr int LMAX = NY == 1 ? 0 : NY == 4 ? 1 : NY == 9 ? 2 : 3;
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < c.E; e += (int64_t)gridDim.x * blockDim.x)
-        nq_step_edge(&c, e);
+        nq_step_edge_sh(&c, e, LMAX);
+}
+static void nq_edges(const nq_ctx &c) {
+    if (!c.E) return;
+    const unsigned blocks = blocks_for(c.E);
+    switch (c.nY) {
+        case 1:
+            k_nq_edge<1><<<blocks, CGQ_GPU_THREADS>>>(c);
+            break;
+        case 4:
+            k_nq_edge<4><<<blocks, CGQ_GPU_THREADS>>>(c);
+            break;
+        case 9:
+            k_nq_edge<9><<<blocks, CGQ_GPU_THREADS>>>(c);
+            break;
+        default:
+            k_nq_edge<16><<<blocks, CGQ_GPU_THREADS>>>(c);
+            break;
+    }
 }
 
 __global__ void k_nq_up(nq_ctx c, int t, int64_t n) {
@@ -134,7 +155,7 @@ static cgq_status evaluate_nequip(cgq_gpu *g, const cgq_graph *gr, const cgq_exc
     c.edge_grad = want_grad ? g->edge_grad : nullptr;
     const int TH = CGQ_GPU_THREADS;
 
-    if (E) k_nq_edge<<<blocks_for(E), TH>>>(c);
+    nq_edges(c);
     CGQ_LAUNCH_CHECK();
     for (int t = 0; t < L; t++) {
         /* layer 0 reads the type embedding, known for ghosts too; later layers get ghost rows by exchange */
@@ -280,16 +301,38 @@ __global__ void k_nq_mask(int64_t E, const char *active, T *mask) {
 
 /* dE/dvec of the active edges [e0, e1) from dE/d(embedding) gef (chunk rows) or, with the radial tables, gx =
  * dE/d(r / r_max) (chunk rows), and dE/dY gY, in double. */
-template <class T>
+template <class T, int NY>
 __global__ void k_nq_edge_tail(nq_ctx c, int64_t e0, int64_t e1, const T *gef, const double *gx, const T *gY) {
+    constexpr int LMAX = NY == 1 ? 0 : NY == 4 ? 1 : NY == 9 ? 2 : 3;
     for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1;
          e += (int64_t)gridDim.x * blockDim.x) {
         if (!c.active[e]) continue;
-        double ge[64], gy[16], ef[64], def[64], dY[48];
+        double ge[64], gy[NY], ef[64], def[64], dY[3 * NY];
         if (gef)
             for (int n = 0; n < c.nb; n++) ge[n] = (double)gef[(e - e0) * c.nb + n];
-        for (int j = 0; j < c.nY; j++) gy[j] = (double)gY[e * c.nY + j];
-        nq_edge_tail(&c, c.erecv[e], e, gef ? ge : nullptr, gx ? gx[e - e0] : 0.0, gy, ef, def, dY);
+#pragma unroll
+        for (int j = 0; j < NY; j++) gy[j] = (double)gY[e * NY + j];
+        nq_edge_tail_sh(&c, c.erecv[e], e, gef ? ge : nullptr, gx ? gx[e - e0] : 0.0, gy, ef, def, dY, LMAX, NY);
+    }
+}
+/* k_nq_edge_tail for the model's SH width */
+template <class T>
+static void nq_edge_tails(const nq_ctx &c, int64_t e0, int64_t e1, const T *gef, const double *gx, const T *gY) {
+    if (e1 <= e0) return;
+    const unsigned blocks = blocks_for(e1 - e0);
+    switch (c.nY) {
+        case 1:
+            k_nq_edge_tail<T, 1><<<blocks, CGQ_GPU_THREADS>>>(c, e0, e1, gef, gx, gY);
+            break;
+        case 4:
+            k_nq_edge_tail<T, 4><<<blocks, CGQ_GPU_THREADS>>>(c, e0, e1, gef, gx, gY);
+            break;
+        case 9:
+            k_nq_edge_tail<T, 9><<<blocks, CGQ_GPU_THREADS>>>(c, e0, e1, gef, gx, gY);
+            break;
+        default:
+            k_nq_edge_tail<T, 16><<<blocks, CGQ_GPU_THREADS>>>(c, e0, e1, gef, gx, gY);
+            break;
     }
 }
 
@@ -462,7 +505,7 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
     };
     prof.mark("buffers");
 
-    if (E) k_nq_edge<<<blocks_for(E), TH>>>(c);
+    nq_edges(c);
     if (E) k_nq_mask<T><<<blocks_for(E), TH>>>(E, c.active, mask);
     if (f32 && E) {
         T *q = mask + E;
@@ -573,9 +616,7 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
             else if (!table)
                 CGQ_TRY(mlp_check(mlp_backward<T>(fc, W, ne, act, gw, wnt, gef, nb, gtmp, g->blas, 0, true)));
             prof.mark("mlp_bwd");
-            if (ne)
-                k_nq_edge_tail<T>
-                    <<<blocks_for(ne), TH>>>(c, ch.e0, ch.e1, table ? nullptr : gef, table ? b.gr : nullptr, gY);
+            nq_edge_tails<T>(c, ch.e0, ch.e1, table ? nullptr : gef, table ? b.gr : nullptr, gY);
             if (t > 0) /* the chunk's dE/dh rows into their senders' sums (layer 0's input is the embedding) */
                 CGQ_TRY(sender_sums<T>(g, NA, din, c.srow, c.sedge, c.sender, ch, &ch == &chunks[0], chunks.size() == 1,
                                        gx1e, gh));
