@@ -481,13 +481,13 @@ static std::vector<int> conv_groups(const cgq_tp *tp, int *n_groups) {
     return grp;
 }
 
-/* The reverse keeps G (g_dim x C) in shared memory for the whole block; for wide models few blocks then fit on an SM
+/* The reverse keeps G (C x g_dim) in shared memory for the whole block; for wide models few blocks then fit on an SM
  * (the per-block limit is about the SM's memory). Its slots are independent (every output is per edge), so it takes
- * more of them until 512 threads can be resident per SM by shared memory (the float reverse's 127 registers allow 512
- * anyway); tabled: with the weight table's staged values (conv_weights). Picks (conv_workbench, H100): MACE-MP-0
- * fp32 128 threads in both layers (G of layer 1 lets 4 blocks fit), fp64 layer 1 256; the water model 128. Measured
- * with every layer forced to one size (MP-0 fp32, 5,184 atoms): 128 threads 109.5 ms/step, 256: 105.8, 512: 107.2
- * (within run-to-run spread); the water model's reverse 0.75 / 0.88 / 1.22 ms. */
+ * more of them until 512 threads can be resident per SM by shared memory; tabled: with the weight table's staged
+ * values (conv_weights). Picks (H100): MACE-MP-0 fp32 with weight tables 256 threads in layer 1 (session 17: 128
+ * threads took 5.64 ms, 256 4.65), fp64 layer 1 256; the water model 128. Earlier, every layer forced to one size
+ * (MP-0 fp32 before the radial tables, 5,184 atoms): 128 threads 109.5 ms/step, 256: 105.8, 512: 107.2 (within run-to-run
+ * spread); the water model's reverse 0.75 / 0.88 / 1.22 ms. */
 static void choose_bwd_slots(const cgq_gpu *g, conv_plan *p, bool tabled) {
     const size_t es = g->fp32 ? sizeof(float) : sizeof(double);
     const int max_bwd = g->fp32 ? conv_bwd_max_threads<float>() : conv_bwd_max_threads<double>();
@@ -1009,11 +1009,19 @@ __global__ void k_edge_geometry(mace_ctx c) {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < c.E; e += (int64_t)gridDim.x * blockDim.x)
         mace_step_edge_geometry(&c, e);
 }
+/* The SH degree of an SH width NY = (lmax + 1)^2 (1, 4, 9, 16): the edge kernels take the width as a template constant,
+ * so that their SH arrays stay in registers (with the width read at run time they went through local memory) */
+template <int NY>
+__host__ __device__ constexpr int sh_lmax() {
+    static_assert(NY == 1 || NY == 4 || NY == 9 || NY == 16, "SH width (lmax <= 3)");
+    return NY == 1 ? 0 : NY == 4 ? 1 : NY == 9 ? 2 : 3;
+}
+
 /* v2: the same in the working precision (Y, edge features and cutoff computed in double, then rounded); NY: the SH
- * width as a constant (as k_edge_tail's) */
+ * width (sh_lmax) */
 template <class T, int NY>
 __global__ void k_edge_geometry_t(mace_ctx c, T *Y, T *ef, T *cut) {
-    constexpr int LMAX = NY == 1 ? 0 : NY == 4 ? 1 : NY == 9 ? 2 : 3;
+    constexpr int LMAX = sh_lmax<NY>();
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < c.E; e += (int64_t)gridDim.x * blockDim.x) {
         double y[NY], f[64], ct;
         c.r[e] = mace_edge_geometry_sh(&c, e, y, f, &ct, LMAX);
@@ -1444,13 +1452,12 @@ static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
 }
 
 /* ---- v2: GEMM radial MLP, block-per-receiver conv, thread-per-element node maps ------------------- */
-/* NY: the SH width (1, 4, 9, 16) as a constant, so that the tail's SH arrays stay in registers (with the width read
- * at run time they went through local memory: 0.26 ms per layer at 5,184 water atoms, DRAM 66% busy) */
+/* NY: the SH width (sh_lmax; with the width read at run time the tail's arrays went through local memory: 0.26 ms per
+ * layer at 5,184 water atoms, DRAM 66% busy) */
 template <class T, int NY>
 __global__ void k_edge_tail(mace_ctx c, int t, int64_t e0, int64_t e1, const T *gef, const T *gY, const T *gcut,
                             const double *gr) {
-    constexpr int LMAX = NY == 1 ? 0 : NY == 4 ? 1 : NY == 9 ? 2 : 3;
-    static_assert((LMAX + 1) * (LMAX + 1) == NY, "SH width");
+    constexpr int LMAX = sh_lmax<NY>();
     for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1; e += (int64_t)gridDim.x * blockDim.x) {
         double B[64], dB[64], dY[3 * NY], ge[64], gy[NY]; /* the tail and the sums run in double */
         if (gef)

@@ -56,10 +56,10 @@ static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm) {
 
 enum { NQ_CONV, NQ_ENERGY, NQ_RO_BWD, NQ_NODE_BWD, NQ_EDGE_BWD, NQ_SEND_BWD, NQ_UP_BWD };
 
-/* NY: the SH width as a constant (as the MACE edge kernels'), so that the SH arrays stay in registers */
+/* NY: the SH width as a constant (sh_lmax) */
 template <int NY>
 __global__ void k_nq_edge(nq_ctx c) {
-    constexpr int LMAX = NY == 1 ? 0 : NY == 4 ? 1 : NY == 9 ? 2 : 3;
+    constexpr int LMAX = sh_lmax<NY>();
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < c.E; e += (int64_t)gridDim.x * blockDim.x)
         nq_step_edge_sh(&c, e, LMAX);
 }
@@ -303,7 +303,7 @@ __global__ void k_nq_mask(int64_t E, const char *active, T *mask) {
  * dE/d(r / r_max) (chunk rows), and dE/dY gY, in double. */
 template <class T, int NY>
 __global__ void k_nq_edge_tail(nq_ctx c, int64_t e0, int64_t e1, const T *gef, const double *gx, const T *gY) {
-    constexpr int LMAX = NY == 1 ? 0 : NY == 4 ? 1 : NY == 9 ? 2 : 3;
+    constexpr int LMAX = sh_lmax<NY>();
     for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1;
          e += (int64_t)gridDim.x * blockDim.x) {
         if (!c.active[e]) continue;
