@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 
@@ -394,6 +396,23 @@ TEST_P(GpuKernels, SpeciesConvolutionMatchesCpu) {
 // CPU functions with the weights from the MLP itself (w = alpha a(r) W, times the cutoff where the model applies it to
 // the weights): the messages, dE/dY, dE/dcut, dE/dx of the senders and dE/dr = sum_k dE/dw_k cut dw_k/dr (the MLP's
 // exact derivative). The table's own error (1e-8 of the values, 1e-6 of the slopes) is within the fp32 limit.
+/* Whether a MACE layer's convolution has the form of the std kernels (conv.cuh conv_std_at), from the model itself:
+ * in1 blocks l = 0, 1, ... (at most 3), SH degree 1 to 3, and instruction q the q-th path l1 x l2 -> l3 (l3, l1, l2
+ * ascending, |l1 - l2| <= l3 <= min(l1 + l2, lmax_sh), l1 + l2 + l3 even) with its weights at q mul. */
+static bool has_std_conv_form(const cgq_tp *tp, int lmax_sh) {
+    if (tp->in1.n > 3 || lmax_sh < 1 || lmax_sh > 3) return false;
+    for (int b = 0; b < tp->in1.n; b++)
+        if (tp->in1.b[b].l != b || tp->in1.b[b].mul != tp->in1.b[0].mul) return false;
+    int q = 0;
+    for (int l3 = 0; l3 <= lmax_sh; l3++)
+        for (int l1 = 0; l1 < tp->in1.n; l1++)
+            for (int l2 = std::abs(l1 - l3); l2 <= std::min(l1 + l3, lmax_sh); l2 += 2, q++)
+                if (q >= tp->n_ins || tp->in1.b[tp->i1[q]].l != l1 || tp->in2.b[tp->i2[q]].l != l2 ||
+                    tp->out.b[tp->io[q]].l != l3 || tp->w_offset[q] != (int64_t)q * tp->in1.b[0].mul)
+                    return false;
+    return q == tp->n_ins;
+}
+
 TEST_P(GpuKernels, WeightTableConvolutionMatchesCpu) {
     if (m->nequip) GTEST_SKIP() << "MACE layers only";
     const int nY = (m->lmax_sh + 1) * (m->lmax_sh + 1);
@@ -422,6 +441,10 @@ TEST_P(GpuKernels, WeightTableConvolutionMatchesCpu) {
                 continue;
             }
             ASSERT_EQ(st, CGQ_STATUS_OK) << cgq_last_error();
+            const char *std_env = std::getenv("CGQ_GPU_CONV_STD");
+            const bool want_std = !(std_env && std_env[0] == '0') && has_std_conv_form(tp, m->lmax_sh);
+            EXPECT_EQ(cgq_gpu_conv_std(g, t), want_std ? 1 : 0) << "layer " << t;
+            std::printf("  layer %d: %s kernels\n", t, cgq_gpu_conv_std(g, t) ? "std" : "general");
             const ConvReference ref(rc, tp, nY, row, sender, r, cut, x, Y, gM);
             expect_close(GetParam(), t, fp32, seed, "M (table)", M, ref.M);
             expect_close(GetParam(), t, fp32, seed, "dE/dY (table)", gY, ref.gY);

@@ -27,7 +27,7 @@ if command -v nvcc >/dev/null 2>&1; then
 fi
 if command -v hipcc >/dev/null 2>&1; then
   mkdir -p build-hip
-  hipcc --offload-arch=gfx90a -x hip -c src/kernels/gpu/mace_gpu.cu -I include -I src -I /usr/include/hdf5/serial \
+  hipcc --offload-arch=gfx90a -std=c++17 -x hip -c src/kernels/gpu/mace_gpu.cu -I include -I src -I /usr/include/hdf5/serial \
     -o build-hip/mace_gpu.o 2>build-hip/hipcc.log && echo "HIP compile: ok (gfx90a)" || { cat build-hip/hipcc.log; exit 1; }
 fi
 

@@ -14,6 +14,8 @@
 #ifndef CGQ_GPU_CONV_CUH
 #define CGQ_GPU_CONV_CUH
 
+#include <utility>
+
 #include "kernels/gpu/radial_table.cuh"
 
 #define CONV_MAX_D 7        /* 2l+1, l <= 3 */
@@ -22,6 +24,50 @@
 #define CONV_BWD_STEPS 8    /* edge steps of the reverse between barriers (its per-edge channel sums buffered) */
 #define CONV_MAX_GROUPS 8   /* plans of one layer (build_conv_group) */
 #define CONV_RED_W 18       /* per-edge channel sums of the reverse: dE/dY (16), dE/dcut, dE/dr (weight tables) */
+
+/* The SH degree of an SH width NY = (lmax + 1)^2 (1, 4, 9, 16): the edge kernels take the width as a template constant,
+ * so that their SH arrays stay in registers (with the width read at run time they went through local memory) */
+template <int NY>
+__host__ __device__ constexpr int sh_lmax() {
+    static_assert(NY == 1 || NY == 4 || NY == 9 || NY == 16, "SH width (lmax <= 3)");
+    return NY == 1 ? 0 : NY == 4 ? 1 : NY == 9 ? 2 : 3;
+}
+
+/* MACE's convolution in its standard form (conv_std_matches): in1 blocks l1 = 0 .. NL1 - 1 (one each, parity
+ * (-1)^l1), the SH l2 = 0 .. LY, and a path l1 x l2 -> l3 for every |l1 - l2| <= l3 <= min(l1 + l2, LY) with
+ * l1 + l2 + l3 even, ordered by l3, then l1, then l2 (mace's tp_out_irreps_with_instructions: its targets are the SH
+ * irreps, and it sorts the paths by their sorted output block), each with C weights.
+ * The std kernels take this list as compile-time constants: no instruction switch, no plan fields read per edge.
+ * conv_std_at(nl1, ly, q): instruction q's l1, l2, l3 and its offsets in G (d1 d2 per path), in P (d1 d3 per path,
+ * each block rounded up to 4 floats so that the forward reads them 16 bytes at a time) and in the forward's per-channel
+ * sums (d3 per path); q = conv_std_count(nl1, ly): the totals. */
+struct conv_std_ins {
+    int l1, l2, l3, g_off, p_off, a_off;
+};
+__host__ __device__ constexpr conv_std_ins conv_std_at(int nl1, int ly, int q) {
+    conv_std_ins r{0, 0, 0, 0, 0, 0};
+    int n = 0;
+    for (int l3 = 0; l3 <= ly; l3++)
+        for (int l1 = 0; l1 < nl1; l1++)
+            for (int l2 = 0; l2 <= ly; l2++) {
+                if (l3 < (l1 > l2 ? l1 - l2 : l2 - l1) || l3 > l1 + l2 || (l1 + l2 + l3) % 2) continue;
+                if (n == q) {
+                    r.l1 = l1, r.l2 = l2, r.l3 = l3;
+                    return r;
+                }
+                r.g_off += (2 * l1 + 1) * (2 * l2 + 1);
+                r.p_off += ((2 * l1 + 1) * (2 * l3 + 1) + 3) / 4 * 4; /* 16-byte blocks: float4 reads */
+                r.a_off += 2 * l3 + 1;
+                n++;
+            }
+    r.l1 = -1;
+    return r;
+}
+__host__ __device__ constexpr int conv_std_count(int nl1, int ly) {
+    int n = 0;
+    while (conv_std_at(nl1, ly, n).l1 >= 0) n++;
+    return n;
+}
 
 struct conv_ins {
     int d1, d2, d3;
@@ -32,6 +78,7 @@ struct conv_ins {
     int out_off;       /* output block: e3nn offset */
     int g_off;         /* G_k (d1 x d2 per channel) in the reverse kernel's shared memory */
     int p_off, c_off;  /* P_k in shared memory; C_k in the packed coupling array */
+    int sp_off;        /* P_k in the std forward's layout (conv_std_at; std_form plans) */
     int64_t w_off;
     double pw;
     float pwf; /* pw in float (the float kernels: no conversion per instruction) */
@@ -55,6 +102,9 @@ struct conv_plan {
     int double_sums;            /* the forward sums messages in double also for float T (k_conv_fwd's A) */
     int single_writer;          /* every output block has exactly one instruction (its sums have one writer) */
     int rcf_pd; /* > 0: the forward may run fused (radial_conv.cuh); the largest d1 d3 of an instruction */
+    int std_form; /* the instructions are conv_std_at(n_in1, lmax_sh)'s, with C weights each (fp32, single sums): the
+                     tabled layers run the std kernels */
+    int sp_dim;   /* P per edge in the std forward's layout (>= p_dim) */
     int64_t wn;
     conv_ins *ins;
     conv_block *outb, *in1b;
@@ -166,6 +216,51 @@ __device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins 
 #define CONV_L1D3_CASES(F) \
     F(0, 1) F(0, 3) F(0, 5) F(0, 7) F(1, 1) F(1, 3) F(1, 5) F(1, 7) F(2, 1) F(2, 3) F(2, 5) F(2, 7) F(3, 1) F(3, 3) F(3, 5) F(3, 7)
 
+/* Bytes of the forward's message sums (A per entry, per slot), rounded up to 16: its P tables follow */
+__host__ __device__ inline size_t conv_fwd_acc_bytes(const conv_plan &p, size_t acc_es) {
+    return (acc_es * (size_t)p.acc_dim * p.C * p.slots + 15) / 16 * 16;
+}
+
+/* The forward's shared tables for the row's edges [eb, eb + nb): SH rows, senders, table intervals and Hermite weights
+ * (TAB), then the P entries, per edge in rows of p.p_dim at the instructions' p_off, or (SP: the std forward's) in
+ * rows of p.sp_dim at sp_off, with the path weight folded in. */
+template <class T, bool TAB, bool SP>
+__device__ inline void conv_fwd_stage(const conv_plan &p, int64_t eb, int nb, const int32_t *sender, const T *Y,
+                                      const conv_weights<T> &cw, T *Pb, T *Ys, int32_t *sid, int32_t *kb, float *hb) {
+    __syncthreads(); /* the previous batch's tables are no longer read */
+    for (int j = threadIdx.x; j < nb * p.nY; j += blockDim.x) Ys[j] = Y[eb * p.nY + j];
+    for (int j = threadIdx.x; j < nb; j += blockDim.x) {
+        sid[j] = sender[eb + j];
+        if (TAB) {
+            float db[3];
+            kb[j] = hermite_weights(cw.tab, cw.r[eb + j], hb + 3 * j, db);
+        }
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < nb * p.p_dim; j += blockDim.x) {
+        const int el = j / p.p_dim, q = j % p.p_dim;
+        const T v = conv_p_entry(p, q, Ys + el * p.nY);
+        if (SP) {
+            const conv_ins &k = p.ins[p.p_ins[q]];
+            Pb[el * p.sp_dim + k.sp_off + (q - k.p_off)] = k.pw_t<T>() * v;
+        } else {
+            Pb[j] = v;
+        }
+    }
+    __syncthreads();
+}
+
+/* The forward's last step: M[i]'s entries from the slots' sums (in slot order) */
+template <class T, class A>
+__device__ inline void conv_fwd_write(const conv_plan &p, const A *acc, T *Mi) {
+    const int stride = p.acc_dim * p.C;
+    for (int j = threadIdx.x; j < stride; j += blockDim.x) {
+        A m = 0;
+        for (int q = 0; q < p.slots; q++) m += acc[(size_t)q * stride + j];
+        Mi[conv_out_place(p, j)] = (T)m;
+    }
+}
+
 /* Receivers [i0, i0 + gridDim.x); cw: the raw MLP outputs (conv_weights; TAB: from its table, fp32); cut is non-NULL
  * when the model multiplies the weights by the cutoff (apply_cutoff off). A: the type of the message sums (T; double
  * for NequIP in fp32, whose dense cells sum many edges: conv_fwd_kernel). TAB is a template parameter: a runtime
@@ -175,9 +270,9 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
                            const T *hu, conv_weights<T> cw, const T *cut, T *M) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots, stride = p.acc_dim * p.C, EB = p.fwd_eb;
-    A *acc = reinterpret_cast<A *>(smem_raw);                /* message sums per slot */
-    T *Pb = reinterpret_cast<T *>(acc + (size_t)stride * S); /* [EB][p_dim] */
-    T *Ys = Pb + (size_t)EB * p.p_dim;                       /* [EB][nY] */
+    A *acc = reinterpret_cast<A *>(smem_raw);                                           /* message sums per slot */
+    T *Pb = reinterpret_cast<T *>(smem_raw + conv_fwd_acc_bytes(p, sizeof(A)));         /* [EB][p_dim] */
+    T *Ys = Pb + (size_t)EB * p.p_dim;                                                  /* [EB][nY] */
     int32_t *sid = reinterpret_cast<int32_t *>(Ys + (size_t)EB * p.nY), *kb = sid + EB; /* senders, table intervals */
     float *hb = reinterpret_cast<float *>(kb + EB);                                     /* [EB][3] Hermite weights */
     A *my = acc + (size_t)slot * stride + u;
@@ -185,21 +280,7 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
     for (int j = threadIdx.x; j < stride * S; j += blockDim.x) acc[j] = 0;
     for (int64_t eb = r0; eb < r1; eb += EB) {
         const int nb = (int)(r1 - eb < EB ? r1 - eb : EB);
-        __syncthreads(); /* the previous batch's tables are no longer read */
-        for (int j = threadIdx.x; j < nb * p.nY; j += blockDim.x) Ys[j] = Y[eb * p.nY + j];
-        for (int j = threadIdx.x; j < nb; j += blockDim.x) {
-            sid[j] = sender[eb + j];
-            if (TAB) {
-                float db[3];
-                kb[j] = hermite_weights(cw.tab, cw.r[eb + j], hb + 3 * j, db);
-            }
-        }
-        __syncthreads();
-        for (int j = threadIdx.x; j < nb * p.p_dim; j += blockDim.x) {
-            const int el = j / p.p_dim, q = j % p.p_dim;
-            Pb[j] = conv_p_entry(p, q, Ys + el * p.nY);
-        }
-        __syncthreads();
+        conv_fwd_stage<T, TAB, false>(p, eb, nb, sender, Y, cw, Pb, Ys, sid, kb, hb);
         if (u >= p.C) continue;
         for (int q = 0; q < p.n_ins; q++) {
             const conv_ins &k = p.ins[q];
@@ -214,12 +295,93 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
         }
     }
     __syncthreads();
-    T *Mi = M + i * p.dM;
-    for (int j = threadIdx.x; j < stride; j += blockDim.x) { /* slots in order */
-        A m = 0;
-        for (int q = 0; q < S; q++) m += acc[(size_t)q * stride + j];
-        Mi[conv_out_place(p, j)] = (T)m;
+    conv_fwd_write(p, acc, M + i * p.dM);
+}
+
+/* The std forward's instruction Q for one edge and channel: racc[a_off + c] += w sum_a x[a] P[a][c], with w from the
+ * table column kn + Q C (hb: Hermite weights), x the sender's features (times the cutoff), P the edge's row (pw in) */
+template <int NL1, int NY, int Q, int NA>
+__device__ __forceinline__ void conv_fwd_std_ins(const float4 *kn, int C, const float *hb,
+                                                 const float (&xv)[CONV_MAX_XDIM], const float *Pe, float (&racc)[NA]) {
+    constexpr conv_std_ins I = conv_std_at(NL1, sh_lmax<NY>(), Q);
+    constexpr int D1 = 2 * I.l1 + 1, D3 = 2 * I.l3 + 1, NP4 = (D1 * D3 + 3) / 4, XO = I.l1 * I.l1;
+    float P[4 * NP4];
+    const float4 *P4 = reinterpret_cast<const float4 *>(Pe + I.p_off);
+#pragma unroll
+    for (int j = 0; j < NP4; j++) {
+        const float4 v = P4[j];
+        P[4 * j] = v.x, P[4 * j + 1] = v.y, P[4 * j + 2] = v.z, P[4 * j + 3] = v.w;
     }
+    const float w = wtable_value(__ldg(kn + (int64_t)Q * C), hb[0], hb[1], hb[2]);
+#pragma unroll
+    for (int a = 0; a < D1; a++) {
+        const float xa = w * xv[XO + a];
+#pragma unroll
+        for (int c = 0; c < D3; c++) racc[I.a_off + c] += xa * P[a * D3 + c];
+    }
+}
+template <int NL1, int NY, int NA, int... Q>
+__device__ __forceinline__ void conv_fwd_std(std::integer_sequence<int, Q...>, const float4 *kn, int C, const float *hb,
+                                             const float (&xv)[CONV_MAX_XDIM], const float *Pe, float (&racc)[NA]) {
+    (conv_fwd_std_ins<NL1, NY, Q>(kn, C, hb, xv, Pe, racc), ...);
+}
+/* racc's instruction Q into the slot's sums my (the output block's entries at acc_off) */
+template <int NL1, int NY, int Q, int NA>
+__device__ __forceinline__ void conv_fwd_std_put(const conv_plan &p, const float (&racc)[NA], float *my) {
+    constexpr conv_std_ins I = conv_std_at(NL1, sh_lmax<NY>(), Q);
+    const int acc_off = p.ins[Q].acc_off;
+#pragma unroll
+    for (int c = 0; c < 2 * I.l3 + 1; c++) my[(acc_off + c) * p.C] += racc[I.a_off + c];
+}
+template <int NL1, int NY, int NA, int... Q>
+__device__ __forceinline__ void conv_fwd_std_puts(std::integer_sequence<int, Q...>, const conv_plan &p,
+                                                  const float (&racc)[NA], float *my) {
+    (conv_fwd_std_put<NL1, NY, Q>(p, racc, my), ...);
+}
+
+/* k_conv_fwd for a std_form plan with weight tables (fp32): the slot's edges one after another, each sender's features
+ * read once per edge, every instruction's messages summed in registers over the whole row (the instruction list is
+ * the compile-time conv_std_at(NL1, lmax): no switch, P and the table read 16 bytes at a time) */
+template <int NL1, int NY>
+__global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const float *Y,
+                               const float *hu, conv_weights<float> cw, const float *cut, float *M) {
+    constexpr int LY = sh_lmax<NY>(), NI = conv_std_count(NL1, LY), NA = conv_std_at(NL1, LY, NI).a_off;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots, stride = p.acc_dim * p.C, EB = p.fwd_eb;
+    float *acc = reinterpret_cast<float *>(smem_raw);
+    float *Pb = reinterpret_cast<float *>(smem_raw + conv_fwd_acc_bytes(p, sizeof(float))); /* [EB][sp_dim] */
+    float *Ys = Pb + (size_t)EB * p.sp_dim;
+    int32_t *sid = reinterpret_cast<int32_t *>(Ys + (size_t)EB * p.nY), *kb = sid + EB;
+    float *hb = reinterpret_cast<float *>(kb + EB);
+    const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
+    const bool active = u < p.C;
+    for (int j = threadIdx.x; j < stride * S; j += blockDim.x) acc[j] = 0;
+    int xo[NL1]; /* channel u's features of degree l in a sender's row */
+#pragma unroll
+    for (int l = 0; l < NL1; l++) xo[l] = p.in1b[l].off + u * (2 * l + 1);
+    float racc[NA];
+#pragma unroll
+    for (int j = 0; j < NA; j++) racc[j] = 0;
+    for (int64_t eb = r0; eb < r1; eb += EB) {
+        const int nb = (int)(r1 - eb < EB ? r1 - eb : EB);
+        conv_fwd_stage<float, true, true>(p, eb, nb, sender, Y, cw, Pb, Ys, sid, kb, hb);
+        if (!active) continue;
+        for (int el = slot; el < nb; el += S) {
+            const float *xs = hu + (int64_t)sid[el] * p.dhu, ce = cut ? cut[eb + el] : 1.0f;
+            float xv[CONV_MAX_XDIM];
+#pragma unroll
+            for (int l = 0; l < NL1; l++)
+#pragma unroll
+                for (int a = 0; a < 2 * l + 1; a++) xv[l * l + a] = ce * xs[xo[l] + a];
+            conv_fwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, wtable_at(cw.tab, kb[el], u), p.C, hb + 3 * el,
+                                  xv, Pb + (size_t)el * p.sp_dim, racc);
+        }
+    }
+    __syncthreads(); /* acc is zero everywhere */
+    if (active)
+        conv_fwd_std_puts<NL1, NY>(std::make_integer_sequence<int, NI>{}, p, racc, acc + (size_t)slot * stride + u);
+    __syncthreads();
+    conv_fwd_write(p, acc, M + i * p.dM);
 }
 
 /* Sum of v over each group of `width` consecutive lanes (a power of two <= the warp) in a fixed shuffle
@@ -256,8 +418,8 @@ __device__ __forceinline__ void group_scatter_sum(T (&v)[CONV_MAX_Y + 1], int nY
     if (lane % (width / NV) == 0 && comp < nY) red_slot[comp] = v[0];
 }
 
-/* One instruction's reverse for one edge and channel (G_k in shared memory, in channel u's row), with t[a] = sum_b Y[b]
- * G[a][b]: gy[b] += pw w sum_a x[a] G[a][b], gx[a] += pw w t[a]; returns sum_a x[a] t[a]. */
+/* One instruction's reverse for one edge and channel (G_k, the path weight folded in, in channel u's row), with
+ * t[a] = sum_b Y[b] G[a][b]: gy[b] += w sum_a x[a] G[a][b], gx[a] += w t[a]; returns sum_a x[a] t[a]. */
 template <class T, int L1, int L2>
 __device__ __forceinline__ T conv_bwd_ins(const T (&xv)[CONV_MAX_XDIM], const T (&yv)[CONV_MAX_Y], const T *Gk, T pww,
                                           T (&gx)[CONV_MAX_XDIM], T (&gy)[CONV_MAX_Y + 1]) {
@@ -284,9 +446,10 @@ __device__ __forceinline__ T conv_bwd_ins(const T (&xv)[CONV_MAX_XDIM], const T 
  * gY (dE/dY, stride nY; gY and gr added to when accumulate: the second and later plans of a layer split by
  * build_conv_group), gcut (dE/dcut through the weights, when cut), gx1e (this edge's dE/dx of its sender, stride
  * dhu, from e0; the plan's in1 blocks).
- * gM[i] is fixed along the row, so each channel first folds it into G_k[a][b] = sum_c C_k[a,b,c] gM[u,c];
+ * gM[i] is fixed along the row, so each channel first folds it into G_k[a][b] = pw sum_c C_k[a,b,c] gM[u,c];
  * then per edge and instruction, with t[a] = sum_b Y[b] G[a][b]:
- *   dE/dw = pw sum_a x[a] t[a],  dE/dx[a] = pw w t[a],  dE/dY[b] = pw w sum_a x[a] G[a][b]. */
+ *   dE/dw = sum_a x[a] t[a],  dE/dx[a] = w t[a],  dE/dY[b] = w sum_a x[a] G[a][b].
+ * STD: the plan is std_form and tabled (fp32): the instructions are conv_std_at's, compile-time constants. */
 /* The most threads of a reverse block; the compiler keeps the registers within it. A thread holds its edge's x,
  * Y, dE/dx and dE/dY in registers: up to 65 values, which fit 128 registers (512 threads) in float, not in double.
  * The kernel is instantiated per number of in1 blocks NL1 (l < NL1) and SH width NY, so a thread holds only the
@@ -296,7 +459,9 @@ constexpr int conv_bwd_max_threads() { return sizeof(T) == sizeof(float) ? 512 :
 
 /* k_conv_bwd's G is [C][conv_g_stride] (channel u's row at u times the stride): each G read is then at a constant
  * offset from the thread's row (a [g_dim][C] layout cost an address addition per read, ~6% of the reverse's
- * instructions), and the odd stride puts a warp's 32 channels in 32 different banks. */
+ * instructions), and the odd stride puts a warp's 32 channels in 32 different banks. (Blocks of 4 floats at a stride
+ * of 4 times an odd number, read 16 bytes at a time by the std reverse, took as long: 2.87 ms for MP-0 layer 1 both,
+ * session 19, with more shared memory.) */
 __host__ __device__ inline int conv_g_stride(const conv_plan &p) {
     return p.g_dim | 1;
 }
@@ -314,13 +479,40 @@ __host__ __device__ inline size_t conv_bwd_table_offset(const conv_plan &p, size
     return (es * n + 15) / 16 * 16;
 }
 
-template <class T, int NL1, int NY, bool TAB>
+/* The std reverse's instruction Q for one edge and channel (conv_bwd_ins): G_Q in the channel's row Gu, the table's 4
+ * values staged at ws4[Q B] (B: the block's threads), hd: the edge's Hermite weights of w and of step dw/dr. (Staged
+ * per thread instead, [thread][Q], an odd number of 16-byte values apart, the reverse took 4.97 ms for MP-0's layer 1
+ * instead of 2.87: session 19.) */
+template <int NL1, int NY, int Q>
+__device__ __forceinline__ void conv_bwd_std_ins(const float *Gu, const float4 *ws4, int B, const float (&hd)[6],
+                                                 const float *cut, float cs, const float (&xv)[CONV_MAX_XDIM],
+                                                 const float (&yv)[CONV_MAX_Y], float (&gx)[CONV_MAX_XDIM],
+                                                 float (&gy)[CONV_MAX_Y + 1], float &gt) {
+    constexpr conv_std_ins I = conv_std_at(NL1, sh_lmax<NY>(), Q);
+    const float4 v = ws4[Q * B];
+    const float wraw = wtable_value(v, hd[0], hd[1], hd[2]), slope = wtable_slope(v, hd[3], hd[4], hd[5]);
+    const float s =
+        conv_bwd_ins<float, I.l1, I.l2>(xv, yv, Gu + I.g_off, cut ? wraw * cs : wraw, gx, gy); /* dE/d(w cut) */
+    if (cut) gy[CONV_MAX_Y] += s * wraw;
+    gt += (cut ? s * cs : s) * slope;
+}
+template <int NL1, int NY, int... Q>
+__device__ __forceinline__ void conv_bwd_std(std::integer_sequence<int, Q...>, const float *Gu, const float4 *ws4,
+                                             int B, const float (&hd)[6], const float *cut, float cs,
+                                             const float (&xv)[CONV_MAX_XDIM], const float (&yv)[CONV_MAX_Y],
+                                             float (&gx)[CONV_MAX_XDIM], float (&gy)[CONV_MAX_Y + 1], float &gt) {
+    (conv_bwd_std_ins<NL1, NY, Q>(Gu, ws4, B, hd, cut, cs, xv, yv, gx, gy, gt), ...);
+}
+
+template <class T, int NL1, int NY, bool TAB, bool STD = false>
 __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
                conv_weights<T> cw, const T *cut, const T *gM, T *gw, T *gY, T *gcut, T *gx1e, double *gr,
                int accumulate) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     constexpr bool tabled = TAB;
+    static_assert(!STD || (TAB && sizeof(T) == sizeof(float)), "the std reverse is the weight tables' (fp32)");
+    constexpr int NI = STD ? conv_std_count(NL1, sh_lmax<NY>()) : 0; /* its instructions */
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots_bwd, nred = NY + (tabled ? 2 : 1);
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP, groups = p.cw / width, nbuf = S * groups;
     const int64_t e0 = cw.e0, wn = p.wn;
@@ -343,12 +535,12 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
             const conv_ins &k = p.ins[q];
             T gc[CONV_MAX_D];
             for (int c = 0; c < k.d3; c++) gc[c] = g[k.out_off + u * k.d3 + c];
-            const T *C = conv_cg<T>(p) + k.c_off;
+            const T *C = conv_cg<T>(p) + k.c_off, pw = k.pw_t<T>();
             for (int a = 0; a < k.d1; a++)
                 for (int b = 0; b < k.d2; b++) {
                     T s = 0;
                     for (int c = 0; c < k.d3; c++) s += C[(a * k.d2 + b) * k.d3 + c] * gc[c];
-                    G[(size_t)u * conv_g_stride(p) + k.g_off + a * k.d2 + b] = s;
+                    G[(size_t)u * conv_g_stride(p) + k.g_off + a * k.d2 + b] = pw * s; /* the path weight folded in */
                 }
         }
     }
@@ -363,7 +555,12 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
             float b[3], db[3];
             const float4 *kn = wtable_at(cw.tab, hermite_weights(cw.tab, cw.r[e], b, db), u);
             h0 = b[0], h1 = b[1], h2 = b[2], d0 = db[0], d1 = db[1], d2 = db[2];
-            for (int q = 0; q < p.n_ins; q++) cgq_copy_async(ws4 + q * blockDim.x, kn + ins[q].w_off);
+            if (STD) { /* instruction q's weights at q C */
+#pragma unroll
+                for (int q = 0; q < NI; q++) cgq_copy_async(ws4 + q * blockDim.x, kn + (int64_t)q * p.C);
+            } else {
+                for (int q = 0; q < p.n_ins; q++) cgq_copy_async(ws4 + q * blockDim.x, kn + ins[q].w_off);
+            }
         } else {
             const T *we = cw.w + (e - e0) * wn + u;
             for (int q = 0; q < p.n_ins; q++) cgq_copy_async(ws + q * blockDim.x, we + ins[q].w_off);
@@ -386,28 +583,33 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
             for (int a = 0; a < CONV_MAX_XDIM; a++) gx[a] = 0;
             T *gwe = tabled ? nullptr : gw + (e - e0) * wn;
             cgq_copy_wait();
-            for (int q = 0; q < p.n_ins; q++) {
-                const conv_ins &k = ins[q];
-                T wraw, slope = 0;
-                if (tabled) {
-                    const float4 v = ws4[q * blockDim.x];
-                    wraw = (T)wtable_value(v, h0, h1, h2);
-                    slope = (T)wtable_slope(v, d0, d1, d2);
-                } else {
-                    wraw = ws[q * blockDim.x];
-                }
-                const T wk = cut ? wraw * cs : wraw, pw = k.pw_t<T>(), pww = pw * wk;
-                const T *Gk = Gu + k.g_off;
-                T s = 0;
-                switch (k.l12) {
-#define CONV_BWD_CASE(L1, L2)                                                                                      \
-    case L1 * 4 + L2:                                                                                              \
-        if constexpr (L1 < NL1 && (L2 + 1) * (L2 + 1) <= NY) s = conv_bwd_ins<T, L1, L2>(xv, yv, Gk, pww, gx, gy); \
+            if constexpr (STD) {
+                const float hd[6] = {h0, h1, h2, d0, d1, d2};
+                conv_bwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, Gu, ws4, (int)blockDim.x, hd, cut, cs, xv,
+                                      yv, gx, gy, gt);
+            } else
+                for (int q = 0; q < p.n_ins; q++) {
+                    const conv_ins &k = ins[q];
+                    T wraw, slope = 0;
+                    if (tabled) {
+                        const float4 v = ws4[q * blockDim.x];
+                        wraw = (T)wtable_value(v, h0, h1, h2);
+                        slope = (T)wtable_slope(v, d0, d1, d2);
+                    } else {
+                        wraw = ws[q * blockDim.x];
+                    }
+                    const T wk = cut ? wraw * cs : wraw;
+                    const T *Gk = Gu + k.g_off;
+                    T s = 0;
+                    switch (k.l12) {
+#define CONV_BWD_CASE(L1, L2)                                                                                     \
+    case L1 * 4 + L2:                                                                                             \
+        if constexpr (L1 < NL1 && (L2 + 1) * (L2 + 1) <= NY) s = conv_bwd_ins<T, L1, L2>(xv, yv, Gk, wk, gx, gy); \
         break;
-                    CONV_L12_CASES(CONV_BWD_CASE)
+                        CONV_L12_CASES(CONV_BWD_CASE)
 #undef CONV_BWD_CASE
                 }
-                const T gwk = pw * s; /* dE/d(w cut) */
+                const T gwk = s; /* dE/d(w cut) */
                 if (cut) gy[CONV_MAX_Y] += gwk * wraw;
                 const T graw = cut ? gwk * cs : gwk; /* dE/dw */
                 if (tabled)
@@ -466,12 +668,22 @@ template <class T>
 using conv_bwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const T *, const T *,
                              conv_weights<T>, const T *, const T *, T *, T *, T *, T *, double *, int);
 
-/* the reverse kernel for the plan's in1 blocks and SH width (NULL: none instantiated) */
+/* The std kernels' forms: in1 l < NL1 <= 3, SH width 4, 9 or 16 */
+__host__ __device__ constexpr bool conv_std_instantiated(int n_in1, int nY) {
+    return n_in1 >= 1 && n_in1 <= 3 && (nY == 4 || nY == 9 || nY == 16);
+}
+
+/* the reverse kernel for the plan's in1 blocks and SH width (NULL: none instantiated); std: the plan is std_form */
 template <class T>
-static conv_bwd_fn<T> conv_bwd_kernel(int n_in1, int nY, bool tabled = false) {
+static conv_bwd_fn<T> conv_bwd_kernel(int n_in1, int nY, bool tabled = false, bool std = false) {
     constexpr bool F = sizeof(T) == sizeof(float); /* the tables are fp32's */
-#define CONV_BWD_KERNEL(NL1, NY) \
-    if (n_in1 == NL1 && nY == NY) return tabled && F ? k_conv_bwd<T, NL1, NY, F> : k_conv_bwd<T, NL1, NY, false>;
+    std = std && tabled && F && conv_std_instantiated(n_in1, nY);
+#define CONV_BWD_KERNEL(NL1, NY)                     \
+    if (n_in1 == NL1 && nY == NY)                    \
+        return std ? k_conv_bwd < T, NL1, NY, F,     \
+               F && NL1 <= 3 && NY >= 4 >            \
+           : tabled && F ? k_conv_bwd<T, NL1, NY, F> \
+                         : k_conv_bwd<T, NL1, NY, false>;
 #define CONV_BWD_KERNELS(NL1) \
     CONV_BWD_KERNEL(NL1, 1) CONV_BWD_KERNEL(NL1, 4) CONV_BWD_KERNEL(NL1, 9) CONV_BWD_KERNEL(NL1, 16)
     CONV_BWD_KERNELS(1)
@@ -591,7 +803,7 @@ __global__ void k_density_edge_bwd(int64_t e0, int64_t e1, const int32_t *erecv,
 /* shared memory of the kernels for element size `es` (the double size is the larger, used to plan) */
 static size_t conv_fwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
     const size_t acc_es = p.double_sums ? sizeof(double) : es;
-    return acc_es * (size_t)p.acc_dim * p.C * p.slots + es * (size_t)p.fwd_eb * (p.p_dim + p.nY) +
+    return conv_fwd_acc_bytes(p, acc_es) + es * (size_t)p.fwd_eb * (std::max(p.p_dim, p.sp_dim) + p.nY) +
            (2 * sizeof(int32_t) + 3 * sizeof(float)) * (size_t)p.fwd_eb;
 }
 
@@ -599,10 +811,26 @@ template <class T>
 using conv_fwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const T *, const T *,
                              conv_weights<T>, const T *, T *);
 
+/* the std forward for in1 blocks l < n_in1 and SH width nY (NULL: none instantiated) */
+static conv_fwd_fn<float> conv_fwd_std_kernel(int n_in1, int nY) {
+#define CONV_FWD_STD(NL1)                             \
+    if (n_in1 == NL1) {                               \
+        if (nY == 4) return k_conv_fwd_std<NL1, 4>;   \
+        if (nY == 9) return k_conv_fwd_std<NL1, 9>;   \
+        if (nY == 16) return k_conv_fwd_std<NL1, 16>; \
+    }
+    CONV_FWD_STD(1)
+    CONV_FWD_STD(2) CONV_FWD_STD(3)
+#undef CONV_FWD_STD
+        return nullptr;
+}
+
 /* the forward kernel for the plan's message sums */
 template <class T>
 static conv_fwd_fn<T> conv_fwd_kernel(const conv_plan &p, bool tabled = false) {
     constexpr bool F = sizeof(T) == sizeof(float); /* the tables are fp32's */
+    if constexpr (F)
+        if (tabled && p.std_form && conv_std_instantiated(p.n_in1, p.nY)) return conv_fwd_std_kernel(p.n_in1, p.nY);
     if (tabled && F) return p.double_sums ? k_conv_fwd<T, double, F> : k_conv_fwd<T, T, F>;
     return p.double_sums ? k_conv_fwd<T, double> : k_conv_fwd<T, T>;
 }

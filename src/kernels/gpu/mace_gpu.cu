@@ -502,6 +502,31 @@ static void choose_bwd_slots(const cgq_gpu *g, conv_plan *p, bool tabled) {
     }
 }
 
+/* The std kernels run unless CGQ_GPU_CONV_STD=0 (the general ones, for comparisons and their tests) */
+static bool conv_std_wanted() {
+    const char *env = getenv("CGQ_GPU_CONV_STD");
+    return !(env && env[0] == '0');
+}
+
+/* Whether the plan's instructions are conv_std_at(n_in1, lmax_sh)'s (l1, l2, l3 in that order) with every in1 block
+ * l < n_in1 present, instruction q's C weights at q C, and single float sums (the std kernels' form) */
+static bool conv_std_matches(const conv_plan &p, const std::vector<conv_ins> &ins, const std::vector<conv_block> &in1b,
+                             int lmax_sh) {
+    if (p.double_sums || !conv_std_instantiated(p.n_in1, p.nY) || p.n_ins != conv_std_count(p.n_in1, lmax_sh) ||
+        p.wn != (int64_t)p.n_ins * p.C)
+        return false;
+    for (int l = 0; l < p.n_in1; l++)
+        if (in1b[l].d != 2 * l + 1) return false;
+    for (int q = 0; q < p.n_ins; q++) {
+        const conv_std_ins I = conv_std_at(p.n_in1, lmax_sh, q);
+        const conv_ins &k = ins[q];
+        if (k.l12 != I.l1 * 4 + I.l2 || k.d1 != 2 * I.l1 + 1 || k.d2 != 2 * I.l2 + 1 || k.d3 != 2 * I.l3 + 1 ||
+            k.y_off != I.l2 * I.l2 || k.g_off != I.g_off || k.w_off != (int64_t)q * p.C)
+            return false;
+    }
+    return true;
+}
+
 /* The plan of group `group` of the layer's convolution tp (conv_groups): its instructions, the output blocks they
  * write (each output block must be written by one group; blocks no instruction writes go with group 0, as zeros),
  * shared-memory sizes and block shapes. p->ok = 0 where the form is not covered (the caller runs the v1 steps). */
@@ -554,7 +579,7 @@ static cgq_status build_conv_group(cgq_gpu *g, const cgq_tp *tp, int lmax_sh, in
         c.x_off = B1->offset, c.xa_off = B1->l * B1->l, c.y_off = B2->offset;
         c.acc_off = ob.acc_off, c.out_off = ob.off;
         c.g_off = g_dim, g_dim += c.d1 * c.d2;
-        c.p_off = (int)p_ins.size(), c.c_off = (int)cg.size();
+        c.p_off = c.sp_off = (int)p_ins.size(), c.c_off = (int)cg.size();
         c.w_off = tp->w_offset[k], c.pw = tp->path_weight[k], c.pwf = (float)c.pw;
         cg.insert(cg.end(), tp->w3j[k], tp->w3j[k] + c.d1 * c.d2 * c.d3);
         for (int a = 0; a < c.d1; a++)
@@ -567,8 +592,13 @@ static cgq_status build_conv_group(cgq_gpu *g, const cgq_tp *tp, int lmax_sh, in
     p->rcf_pd = 0; /* the fused forward's lanes own an instruction's output block */
     if (!double_sums && p->single_writer)
         for (const conv_ins &c : ins) p->rcf_pd = std::max(p->rcf_pd, c.d1 * c.d3);
-    p->C = C, p->acc_dim = acc, p->p_dim = (int)p_ins.size(), p->g_dim = g_dim, p->x_dim = NL1 * NL1;
+    p->C = C, p->acc_dim = acc, p->p_dim = p->sp_dim = (int)p_ins.size(), p->g_dim = g_dim, p->x_dim = NL1 * NL1;
     p->nY = (lmax_sh + 1) * (lmax_sh + 1), p->dhu = tp->in1.dim, p->dM = tp->out.dim, p->wn = tp->weight_numel;
+    if (g->fp32 && conv_std_wanted() && conv_std_matches(*p, ins, in1b, lmax_sh)) { /* P in 16-byte blocks */
+        p->std_form = 1;
+        for (int q = 0; q < p->n_ins; q++) ins[q].sp_off = conv_std_at(NL1, lmax_sh, q).p_off;
+        p->sp_dim = conv_std_at(NL1, lmax_sh, p->n_ins).p_off;
+    }
     /* a slot's threads: a power of two up to the warp (so shuffles stay within it), else whole warps;
      * slots fill a block of 128 threads where shared memory allows (more edges of the row at once) */
     if (C <= CGQ_WARP) {
@@ -633,9 +663,14 @@ static cudaError_t set_smem_limits(int cap) {
         (const void *)k_symcon_fwd<T, 3>,    (const void *)k_symcon_fwd<T, 4>,       (const void *)k_symcon_bwd<T, 1>,
         (const void *)k_symcon_bwd<T, 2>,    (const void *)k_symcon_bwd<T, 3>,       (const void *)k_symcon_bwd<T, 4>};
     for (int n_in1 = 1; n_in1 <= 4; n_in1++)
-        for (int l = 0; l <= 3; l++)
-            for (bool tabled : {false, true})
-                kernels.push_back((const void *)conv_bwd_kernel<T>(n_in1, (l + 1) * (l + 1), tabled));
+        for (int l = 0; l <= 3; l++) {
+            const int nY = (l + 1) * (l + 1);
+            for (bool tabled : {false, true}) kernels.push_back((const void *)conv_bwd_kernel<T>(n_in1, nY, tabled));
+            if (F && conv_std_instantiated(n_in1, nY)) {
+                kernels.push_back((const void *)conv_bwd_kernel<T>(n_in1, nY, true, true));
+                kernels.push_back((const void *)conv_fwd_std_kernel(n_in1, nY));
+            }
+        }
     for (const void *k : kernels) {
         cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, cap);
         if (e != cudaSuccess) return e;
@@ -1009,14 +1044,6 @@ __global__ void k_edge_geometry(mace_ctx c) {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < c.E; e += (int64_t)gridDim.x * blockDim.x)
         mace_step_edge_geometry(&c, e);
 }
-/* The SH degree of an SH width NY = (lmax + 1)^2 (1, 4, 9, 16): the edge kernels take the width as a template constant,
- * so that their SH arrays stay in registers (with the width read at run time they went through local memory) */
-template <int NY>
-__host__ __device__ constexpr int sh_lmax() {
-    static_assert(NY == 1 || NY == 4 || NY == 9 || NY == 16, "SH width (lmax <= 3)");
-    return NY == 1 ? 0 : NY == 4 ? 1 : NY == 9 ? 2 : 3;
-}
-
 /* v2: the same in the working precision (Y, edge features and cutoff computed in double, then rounded); NY: the SH
  * width (sh_lmax) */
 template <class T, int NY>
@@ -2028,8 +2055,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             if (!ms.keep && !wtab[t]) CGQ_TRY(radial_forward(t, ch));
             prof.mark("mlp_fwd");
             conv_bwd_kernel<T>(
-                p.n_in1, p.nY,
-                wtab[t])<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T), wtab[t])>>>(
+                p.n_in1, p.nY, wtab[t],
+                p.std_form)<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T), wtab[t])>>>(
                 p, ch.i0, c.row_ptr, c.sender, Y, hu, edge_weights(t, ch), cut_w, gM, gw, gY, gcut, gx1e, b.gr, 0);
             prof.mark("conv_bwd");
             T *gef_tail = gef; /* dE/d(edge features) for the tail: the MLP's and the density's */
@@ -2456,6 +2483,12 @@ extern "C" cgq_status cgq_gpu_species_conv(cgq_gpu *g, int64_t n, const int64_t 
     return test_buffers::out(dgr, gr, E);
 }
 
+extern "C" int cgq_gpu_conv_std(const cgq_gpu *g, int layer) {
+    if (layer < 0 || layer >= g->host_model->n_layers || !g->fp32 || !g->wtab[layer].knots) return 0;
+    const conv_plan &p = g->plans[layer];
+    return p.ok && p.std_form && conv_std_instantiated(p.n_in1, p.nY);
+}
+
 extern "C" cgq_status cgq_gpu_table_conv(cgq_gpu *g, int layer, int64_t n, const int64_t *row_ptr,
                                          const int32_t *sender, const double *r, const double *cut, const double *x,
                                          const double *Y, const double *gM, double *M, double *gY, double *gcut,
@@ -2490,7 +2523,8 @@ extern "C" cgq_status cgq_gpu_table_conv(cgq_gpu *g, int layer, int64_t n, const
     const conv_weights<float> cw = conv_table(g->wtab[layer], dr, 0);
     conv_fwd_kernel<float>(p, true)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(float))>>>(p, 0, drow, dsend, dY,
                                                                                                  dx, cw, dcut, dMsg);
-    conv_bwd_kernel<float>(p.n_in1, p.nY, true)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(float), true)>>>(
+    conv_bwd_kernel<float>(p.n_in1, p.nY, true,
+                           p.std_form)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(float), true)>>>(
         p, 0, drow, dsend, dY, dx, cw, dcut, dgM, nullptr, dgY, dgcut, dgx1e, dgr, 0);
     k_sender_sum_rows<float><<<blocks_for(n * din), CGQ_GPU_THREADS>>>(n, (int)din, dsrow, dsedge, 0, E, 1, dgx1e, dgx);
     CGQ_CHECK_GPU(cudaGetLastError());

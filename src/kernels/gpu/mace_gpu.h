@@ -84,6 +84,10 @@ cgq_status cgq_gpu_table_conv(cgq_gpu *gpu, int layer, int64_t n, const int64_t 
                               const double *r, const double *cut, const double *x, const double *Y, const double *gM,
                               double *M, double *gY, double *gcut, double *gx, double *gr);
 
+/* 1 where layer's convolution runs the std kernels (conv.cuh conv_std_at: its plan has their form and its weights come
+ * from a weight table), else 0 */
+int cgq_gpu_conv_std(const cgq_gpu *gpu, int layer);
+
 #ifdef __cplusplus
 }
 #endif
