@@ -385,10 +385,13 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
 }
 
 /* Sum of v over each group of `width` consecutive lanes (a power of two <= the warp) in a fixed shuffle
- * pattern; the group's first lane writes it to *red_slot. */
+ * pattern; the group's first lane writes it to *red_slot. The loop is unrolled over the warp's steps, each taken
+ * where it is below the width (uniform over the warp): the same additions as a loop from width / 2 down. */
 template <class T>
 __device__ inline void group_sum_to_red(T v, int width, T *red_slot) {
-    for (int off = width / 2; off > 0; off /= 2) v += CGQ_SHFL_DOWN_W(v, off, width);
+#pragma unroll
+    for (int off = CGQ_WARP / 2; off > 0; off /= 2)
+        if (off < width) v += CGQ_SHFL_DOWN_W(v, off, width);
     if (threadIdx.x % width == 0) *red_slot = v;
 }
 
@@ -414,7 +417,9 @@ __device__ __forceinline__ void group_scatter_sum(T (&v)[CONV_MAX_Y + 1], int nY
     const int lane = threadIdx.x % width;
     int comp = 0;
     scatter_halve<T, NV / 2>(v, lane, width / 2, width, comp);
-    for (int off = width / (2 * NV); off > 0; off /= 2) v[0] += CGQ_SHFL_XOR_W(v[0], off, width);
+#pragma unroll
+    for (int off = CGQ_WARP / (2 * NV); off > 0; off /= 2) /* from width / (2 NV) down, unrolled as group_sum_to_red */
+        if (2 * NV * off <= width) v[0] += CGQ_SHFL_XOR_W(v[0], off, width);
     if (lane % (width / NV) == 0 && comp < nY) red_slot[comp] = v[0];
 }
 
@@ -550,6 +555,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
      * as the current one's products are done, so that their latency overlaps the channel sums below */
     T xv[CONV_MAX_XDIM], yv[CONV_MAX_Y], cs = 1;
     float h0 = 0, h1 = 0, h2 = 0, d0 = 0, d1 = 0, d2 = 0; /* tabled: the edge's Hermite weights of w, step dw/dr */
+    const bool y16 = (reinterpret_cast<uintptr_t>(Y) & 15) == 0;
     auto load_edge = [&](int64_t e) {
         if (tabled) {
             float b[3], db[3];
@@ -566,6 +572,18 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
             for (int q = 0; q < p.n_ins; q++) cgq_copy_async(ws + q * blockDim.x, we + ins[q].w_off);
         }
         conv_load_x<T, NL1>(in1b, hu + (int64_t)sender[e] * p.dhu, u, xv);
+        if constexpr (sizeof(T) == sizeof(float) && NY % 4 == 0) {
+            if (y16) { /* the edge's SH row 16 bytes at a time */
+                const float4 *Y4 = reinterpret_cast<const float4 *>(Y + e * NY);
+#pragma unroll
+                for (int j = 0; j < NY / 4; j++) {
+                    const float4 v = Y4[j];
+                    yv[4 * j] = v.x, yv[4 * j + 1] = v.y, yv[4 * j + 2] = v.z, yv[4 * j + 3] = v.w;
+                }
+                cs = cut ? cut[e] : (T)1;
+                return;
+            }
+        }
 #pragma unroll
         for (int b = 0; b < NY; b++) yv[b] = Y[e * NY + b];
         cs = cut ? cut[e] : (T)1;
