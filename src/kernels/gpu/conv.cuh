@@ -10,7 +10,9 @@
  * its messages summed in registers, added once per batch to the slot's sums in shared memory (in T: float sums in
  * fp32, whose tolerance they meet with margin; the energy, forces and virial are summed in double elsewhere).
  * Reverse: per edge dE/dw (for the MLP reverse), dE/dY and dE/dcut (sums over the slot's channels), and
- * the edge's contribution to dE/dx of its sender (summed per sender row afterwards, in order). */
+ * the edge's contribution to dE/dx of its sender (summed per sender row afterwards, in order).
+ * MACE's layers with weight tables run "std" forms of both (conv_std_at): the instruction list as compile-time
+ * constants, and a forward that takes the slot's edges one at a time with every message summed in registers. */
 #ifndef CGQ_GPU_CONV_CUH
 #define CGQ_GPU_CONV_CUH
 
@@ -33,14 +35,14 @@ __host__ __device__ constexpr int sh_lmax() {
     return NY == 1 ? 0 : NY == 4 ? 1 : NY == 9 ? 2 : 3;
 }
 
-/* MACE's convolution in its standard form (conv_std_matches): in1 blocks l1 = 0 .. NL1 - 1 (one each, parity
- * (-1)^l1), the SH l2 = 0 .. LY, and a path l1 x l2 -> l3 for every |l1 - l2| <= l3 <= min(l1 + l2, LY) with
- * l1 + l2 + l3 even, ordered by l3, then l1, then l2 (mace's tp_out_irreps_with_instructions: its targets are the SH
- * irreps, and it sorts the paths by their sorted output block), each with C weights.
- * The std kernels take this list as compile-time constants: no instruction switch, no plan fields read per edge.
- * conv_std_at(nl1, ly, q): instruction q's l1, l2, l3 and its offsets in G (d1 d2 per path), in P (d1 d3 per path,
- * each block rounded up to 4 floats so that the forward reads them 16 bytes at a time) and in the forward's per-channel
- * sums (d3 per path); q = conv_std_count(nl1, ly): the totals. */
+/* MACE's convolution in its standard form (conv_std_matches): in1 blocks l1 = 0 .. NL1 - 1 (one each; their parities
+ * do not enter: the couplings come from the plan), the SH l2 = 0 .. LY, and a path l1 x l2 -> l3 for every |l1 - l2| <=
+ * l3 <= min(l1 + l2, LY) with l1 + l2 + l3 even, ordered by l3, then l1, then l2 (mace's
+ * tp_out_irreps_with_instructions: its targets are the SH irreps, and it sorts the paths by their sorted output block),
+ * each with C weights. The std kernels take this list as compile-time constants: no instruction switch, no plan fields
+ * read per edge. conv_std_at(nl1, ly, q): instruction q's l1, l2, l3 and its offsets in G (d1 d2 per path), in P (d1 d3
+ * per path, each block rounded up to 4 floats so that the forward reads them 16 bytes at a time) and in the forward's
+ * per-channel sums (d3 per path); q = conv_std_count(nl1, ly): the totals. */
 struct conv_std_ins {
     int l1, l2, l3, g_off, p_off, a_off;
 };
@@ -305,7 +307,7 @@ __device__ __forceinline__ void conv_fwd_std_ins(const float4 *kn, int C, const 
                                                  const float (&xv)[CONV_MAX_XDIM], const float *Pe, float (&racc)[NA]) {
     constexpr conv_std_ins I = conv_std_at(NL1, sh_lmax<NY>(), Q);
     constexpr int D1 = 2 * I.l1 + 1, D3 = 2 * I.l3 + 1, NP4 = (D1 * D3 + 3) / 4, XO = I.l1 * I.l1;
-    float P[4 * NP4];
+    float P[4 * NP4]; /* the block's last 16 bytes may hold pad entries (never written): read, not used */
     const float4 *P4 = reinterpret_cast<const float4 *>(Pe + I.p_off);
 #pragma unroll
     for (int j = 0; j < NP4; j++) {
