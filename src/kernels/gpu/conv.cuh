@@ -70,6 +70,12 @@ __host__ __device__ constexpr int conv_std_count(int nl1, int ly) {
     while (conv_std_at(nl1, ly, n).l1 >= 0) n++;
     return n;
 }
+/* MACE-MP-0's layer 1 (0e + 1o, lmax 3): 10 paths, the second 1o x 1o -> 0e (sorted by output first) */
+static_assert(conv_std_count(2, 3) == 10, "MACE-MP-0 layer 1: 10 paths");
+static_assert(conv_std_at(2, 3, 1).l1 == 1 && conv_std_at(2, 3, 1).l2 == 1 && conv_std_at(2, 3, 1).l3 == 0,
+              "paths ordered by output l3 first");
+static_assert(conv_std_count(1, 2) == 3 && conv_std_count(2, 2) == 7 && conv_std_count(3, 2) == 11,
+              "the fixtures' and water models' forms");
 
 struct conv_ins {
     int d1, d2, d3;
