@@ -307,10 +307,10 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
 }
 
 /* The std forward's instruction Q for one edge and channel: racc[a_off + c] += w sum_a x[a] P[a][c], with w from the
- * table column kn + Q C (hb: Hermite weights), x the sender's features (times the cutoff), P the edge's row (pw in) */
+ * weight table, x the sender's features (times the cutoff), P the edge's row (pw in) */
 template <int NL1, int NY, int Q, int NA>
-__device__ __forceinline__ void conv_fwd_std_ins(const float4 *kn, int C, const float *hb,
-                                                 const float (&xv)[CONV_MAX_XDIM], const float *Pe, float (&racc)[NA]) {
+__device__ __forceinline__ void conv_fwd_std_ins(float w, const float (&xv)[CONV_MAX_XDIM], const float *Pe,
+                                                 float (&racc)[NA]) {
     constexpr conv_std_ins I = conv_std_at(NL1, sh_lmax<NY>(), Q);
     constexpr int D1 = 2 * I.l1 + 1, D3 = 2 * I.l3 + 1, NP4 = (D1 * D3 + 3) / 4, XO = I.l1 * I.l1;
     float P[4 * NP4]; /* the block's last 16 bytes may hold pad entries (never written): read, not used */
@@ -320,7 +320,6 @@ __device__ __forceinline__ void conv_fwd_std_ins(const float4 *kn, int C, const 
         const float4 v = P4[j];
         P[4 * j] = v.x, P[4 * j + 1] = v.y, P[4 * j + 2] = v.z, P[4 * j + 3] = v.w;
     }
-    const float w = wtable_value(__ldg(kn + (int64_t)Q * C), hb[0], hb[1], hb[2]);
 #pragma unroll
     for (int a = 0; a < D1; a++) {
         const float xa = w * xv[XO + a];
@@ -331,7 +330,11 @@ __device__ __forceinline__ void conv_fwd_std_ins(const float4 *kn, int C, const 
 template <int NL1, int NY, int NA, int... Q>
 __device__ __forceinline__ void conv_fwd_std(std::integer_sequence<int, Q...>, const float4 *kn, int C, const float *hb,
                                              const float (&xv)[CONV_MAX_XDIM], const float *Pe, float (&racc)[NA]) {
-    (conv_fwd_std_ins<NL1, NY, Q>(kn, C, hb, xv, Pe, racc), ...);
+    /* every instruction's table values in flight at once: one memory wait per edge (read where each instruction
+     * needed them, the compiler spread them over the edge's products: five waits per edge, session 20) */
+    const float4 tv[] = {__ldg(kn + (int64_t)Q * C)...};
+    const float h0 = hb[0], h1 = hb[1], h2 = hb[2];
+    (conv_fwd_std_ins<NL1, NY, Q>(wtable_value(tv[Q], h0, h1, h2), xv, Pe, racc), ...);
 }
 /* racc's instruction Q into the slot's sums my (the output block's entries at acc_off) */
 template <int NL1, int NY, int Q, int NA>

@@ -10,7 +10,8 @@
 #include <climits>
 #include <vector>
 
-#include "kernels/gpu/gemm.cuh" /* the 64 x 64 tile of the node linears */
+#include "kernels/gpu/gemm.cuh"     /* the 64 x 64 tile of the node linears */
+#include "kernels/gpu/tf32_mma.cuh" /* their float tiles on the tensor cores */
 
 /* A model weight array as stored for precision T (the float model copy keeps float arrays in the double*
  * fields of the structs). */
@@ -120,6 +121,24 @@ struct lin_gemm {
     const T *diag[LG_MAX_SEGS]; /* or per row r: A(r, k) *= diag[r % d] (the skip's diagonal couplings) */
 };
 
+/* Output element (row r = (node, m), column n) of a tile's sums: alpha acc (+ add, or + C for an accumulating
+ * transpose); rows past the end, columns past N and, with per-species weights, other species' rows are skipped */
+template <class T, bool BT>
+__device__ __forceinline__ void lin_gemm_store(const lin_gemm<T> &g, int64_t r, int64_t rows, int n, int sp, T acc) {
+    if (r >= rows || n >= g.N) return;
+    const int64_t node = r / g.d;
+    if (g.species && g.species[node] != sp) return;
+    const int64_t col = g.c_off + (int64_t)n * g.d + r % g.d;
+    T *c = g.C + node * g.ldc + col;
+    if (BT) {
+        *c = (T)((g.accumulate ? (double)*c : 0.0) + g.alpha * acc);
+    } else {
+        T v = (T)(g.alpha * acc);
+        if (g.add) v += g.add[node * g.ldadd + col];
+        *c = v;
+    }
+}
+
 /* One 64 x 64 output tile over every segment; with per-species weights, those of species sp, and only the rows of
  * species sp are written. Each thread loads the same 4 rows of A (columns k0 + tid % GEMM_BK) and the same 4 (k, n)
  * places of B at every k step, so their offsets (a division by d) are computed once, and the next step's values are
@@ -178,26 +197,8 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, T (&As)[GEMM
         gemm_tile_fma(As, Bs, acc, tx, ty);
         __syncthreads();
     }
-    for (int i = 0; i < 4; i++) {
-        const int64_t r = r0 + ty + 16 * i;
-        if (r >= rows) continue;
-        const int64_t node = r / g.d;
-        if (g.species && g.species[node] != sp) continue;
-        const int m = (int)(r % g.d);
-        for (int j = 0; j < 4; j++) {
-            const int n = n0 + tx + 16 * j;
-            if (n >= g.N) continue;
-            const int64_t col = g.c_off + (int64_t)n * g.d + m;
-            T *c = g.C + node * g.ldc + col;
-            if (BT) {
-                *c = (T)((g.accumulate ? (double)*c : 0.0) + g.alpha * acc[i][j]);
-            } else {
-                T v = (T)(g.alpha * acc[i][j]);
-                if (g.add) v += g.add[node * g.ldadd + col];
-                *c = v;
-            }
-        }
-    }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) lin_gemm_store<T, BT>(g, r0 + ty + 16 * i, rows, n0 + tx + 16 * j, sp, acc[i][j]);
 }
 
 /* The smallest species above `above` among the nodes of rows [r0, r0 + GEMM_BM), or INT_MAX (block-uniform). */
@@ -247,6 +248,185 @@ __global__ void __launch_bounds__(256) k_lin_gemm(lin_gemm_parts<T> parts) {
     }
 }
 
+#if !defined(__HIPCC__)
+/* The float tiles on the tensor cores (sm_80 and later), with tf32_mma.cuh's float-accurate split products: 128
+ * threads, four warps of 32 x 32 outputs over the same 64 x 64 tile as k_lin_gemm. The k-steps (16 wide, segment by
+ * segment) are copied into shared memory with cp.async LTC_STAGES - 1 steps ahead of the products, zero-filled past K
+ * and N; the path weight (B) and the skip's diagonal (A's rows) scale the operands before they are split, as
+ * k_lin_gemm scales them. Every sum has a fixed order (deterministic). Session 20's ncu of k_lin_gemm: 50% issue
+ * active, FMA pipe 25%, long-scoreboard stalls first (its one step of register prefetch) for 2.5 ms of MP-0's step. */
+#define LTC_THREADS 128
+#define LTC_BK 16
+#define LTC_STAGES 4
+#define LTC_KS (LTC_BK + 4)              /* [row][k] layouts: a fragment's lanes (gq, tq) read 32 different banks */
+#define LTC_NS (GEMM_BN + 8)             /* the forward's B, [k][n]: likewise */
+#define LTC_STAGE (2 * GEMM_BM * LTC_KS) /* floats per stage: A, then B */
+static_assert(GEMM_BM == 64 && GEMM_BN == 64 && LTC_BK * LTC_NS <= GEMM_BM * LTC_KS, "the tensor-core tile's layout");
+
+/* 4 bytes from global to shared memory in flight (cp.async), or a zero where !ok (src is then not read) */
+__device__ __forceinline__ void cp_async4(float *dst, const float *src, bool ok) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 4 : 0));
+}
+
+template <bool BT>
+__device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *smem, int64_t r0, int64_t rows, int n0,
+                                            int sp) {
+    const int tid = threadIdx.x, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+    const int wm = tid / 32 % 2 * 32, wn = tid / 64 * 32; /* the warp's outputs */
+    const int ck = tid % LTC_BK, cr = tid / LTC_BK;       /* copies: A (row cr + 8 i, k ck); B^T likewise */
+    const int64_t node0 = r0 / g.d;
+    const float *Ab = g.A + node0 * g.lda; /* offsets from the tile's first node fit an int (lin_gemm_tc_launch) */
+    int aoff[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int64_t r = r0 + cr + 8 * i;
+        aoff[i] = r < rows ? (int)((r / g.d - node0) * g.lda + r % g.d) : -1;
+    }
+    int am[2][2]; /* m of the fragment rows (the skip's diagonal) */
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) am[mi][h] = (int)((r0 + wm + 16 * mi + gq + 8 * h) % g.d);
+    int n_steps = 0;
+    for (int s = 0; s < g.n_segs; s++) n_steps += (g.K[s] + LTC_BK - 1) / LTC_BK;
+    int cs = 0, ck0 = 0; /* the next step to copy: segment, k */
+    auto copy_step = [&](int stage) {
+        float *As = smem + stage * LTC_STAGE, *Bs = As + GEMM_BM * LTC_KS;
+        const int k = ck0 + ck;
+        const bool kin = k < g.K[cs];
+        const float *a = Ab + g.a_off[cs] + (int64_t)k * g.d;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const bool ok = kin && aoff[i] >= 0;
+            cp_async4(As + (cr + 8 * i) * LTC_KS + ck, ok ? a + aoff[i] : g.A, ok);
+        }
+        const float *W = g.W + g.w_off[cs] + (g.species ? sp * g.w_species[cs] : 0);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            if (BT) { /* B(k, n) = W[n ld + k]: 16 k's of a row together */
+                const int n = n0 + cr + 8 * i;
+                const bool ok = kin && n < g.N;
+                cp_async4(Bs + (cr + 8 * i) * LTC_KS + ck, ok ? W + (int64_t)n * g.ld[cs] + k : g.W, ok);
+            } else { /* B(k, n) = W[k ld + n]: 64 n's of a row together */
+                const int kk = tid / GEMM_BN + 2 * i, n = n0 + tid % GEMM_BN;
+                const bool ok = ck0 + kk < g.K[cs] && n < g.N;
+                cp_async4(Bs + kk * LTC_NS + tid % GEMM_BN, ok ? W + (int64_t)(ck0 + kk) * g.ld[cs] + n : g.W, ok);
+            }
+        }
+        ck0 += LTC_BK;
+        if (ck0 >= g.K[cs]) cs++, ck0 = 0;
+    };
+    for (int stage = 0; stage < LTC_STAGES - 1; stage++) {
+        if (stage < n_steps) copy_step(stage);
+        __pipeline_commit();
+    }
+    float acc[2][4][4] = {};
+    for (int step = 0, ms = 0, mk = 0; step < n_steps; step++) { /* multiplying segment ms's k-step at mk */
+        __pipeline_wait_prior(LTC_STAGES - 2);                   /* this step's copies (this thread's) are done */
+        __syncthreads();                                         /* everyone's, and the previous step's reads */
+        if (step + LTC_STAGES - 1 < n_steps) copy_step((step + LTC_STAGES - 1) % LTC_STAGES);
+        __pipeline_commit();
+        const float *As = smem + step % LTC_STAGES * LTC_STAGE, *Bs = As + GEMM_BM * LTC_KS;
+        const float pw = (float)g.pw[ms];
+        float dg[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
+        if (g.diag[ms])
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) dg[mi][h] = g.diag[ms][am[mi][h]];
+#pragma unroll
+        for (int kb = 0; kb < LTC_BK; kb += 8) {
+            uint32_t ah[2][4], al[2][4];
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+#pragma unroll
+                    for (int c = 0; c < 2; c++) {
+                        const float v = As[(wm + 16 * mi + gq + 8 * h) * LTC_KS + kb + tq + 4 * c] * dg[mi][h];
+                        tf32_split(v, ah[mi][h + 2 * c], al[mi][h + 2 * c]);
+                    }
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++) {
+                const int n = wn + 8 * ni + gq;
+                const float b0 = BT ? Bs[n * LTC_KS + kb + tq] : Bs[(kb + tq) * LTC_NS + n];
+                const float b1 = BT ? Bs[n * LTC_KS + kb + tq + 4] : Bs[(kb + tq + 4) * LTC_NS + n];
+                uint4 b;
+                tf32_split(pw * b0, b.x, b.z);
+                tf32_split(pw * b1, b.y, b.w);
+#pragma unroll
+                for (int mi = 0; mi < 2; mi++) mma_split_step(acc[mi][ni], ah[mi], al[mi], b);
+            }
+        }
+        mk += LTC_BK;
+        if (mk >= g.K[ms]) ms++, mk = 0;
+    }
+    __syncthreads(); /* the stages are free for the next species' pass */
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                lin_gemm_store<float, BT>(g, r0 + wm + 16 * mi + gq + 8 * (q / 2), rows,
+                                          n0 + wn + 8 * ni + 2 * tq + q % 2, sp, acc[mi][ni][q]);
+}
+
+template <bool BT>
+__global__ void __launch_bounds__(LTC_THREADS, 4) k_lin_gemm_tc(lin_gemm_parts<float> parts) {
+    __shared__ __align__(16) float smem[LTC_STAGES * LTC_STAGE];
+    int q = 0;
+    while (q + 1 < parts.n && blockIdx.x >= parts.tile0[q + 1]) q++;
+    const lin_gemm<float> &g = parts.g[q];
+    const int64_t rows = g.n_nodes * g.d, r0 = ((int64_t)blockIdx.x - parts.tile0[q]) * GEMM_BM;
+    const int n0 = blockIdx.y * GEMM_BN;
+    if (n0 >= g.N) return;
+    for (int sp = -1;;) {
+        if (g.species && (sp = lin_gemm_next_species(g.species, r0, rows, g.d, sp)) == INT_MAX) break;
+        lin_tc_tile<BT>(g, smem, r0, rows, n0, sp);
+        if (!g.species) break;
+    }
+}
+#endif
+
+/* Where the float node GEMMs run on the tensor cores: 0 nowhere (HIP, GPUs before sm_80, CGQ_GPU_NODE_TC=0), 1 for
+ * outputs at least a tile wide (the default: narrower ones, the 16- and 32-channel models, ran slower in session 20),
+ * 2 for every width (CGQ_GPU_NODE_TC=1: the ctests test_gpu_kernels_node_tc and test_gpu_node_tc run the small
+ * fixtures on them) */
+static int lin_gemm_tc_mode() {
+#if defined(__HIPCC__)
+    return 0;
+#else
+    const char *env = getenv("CGQ_GPU_NODE_TC");
+    int dev = 0, major = 0;
+    if ((env && env[0] == '0') || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 8)
+        return 0;
+    return env && env[0] == '1' ? 2 : 1;
+#endif
+}
+
+/* Launches k_lin_gemm_tc where it runs these parts (float, lin_gemm_tc_mode, a tile's row offsets fit an int);
+ * false: it did not */
+template <bool BT>
+static bool lin_gemm_tc_launch(const lin_gemm_parts<double> &, dim3) {
+    return false;
+}
+template <bool BT>
+static bool lin_gemm_tc_launch(const lin_gemm_parts<float> &parts, dim3 grid) {
+#if defined(__HIPCC__)
+    (void)parts, (void)grid;
+    return false;
+#else
+    const int mode = lin_gemm_tc_mode();
+    for (int q = 0; q < parts.n; q++)
+        if (!mode || parts.g[q].lda > INT_MAX / (GEMM_BM + 1) || (mode == 1 && parts.g[q].N < GEMM_BN)) return false;
+    k_lin_gemm_tc<BT><<<grid, LTC_THREADS>>>(parts);
+    return true;
+#endif
+}
+
 /* Runs the GEMMs gs (LG_MAX_PARTS per launch) */
 template <class T, bool BT>
 static void lin_gemm_launch(const std::vector<lin_gemm<T>> &gs) {
@@ -261,8 +441,8 @@ static void lin_gemm_launch(const std::vector<lin_gemm<T>> &gs) {
             parts.tile0[q + 1] = parts.tile0[q] + (g.n_nodes * g.d + GEMM_BM - 1) / GEMM_BM;
             col_tiles = std::max(col_tiles, (g.N + GEMM_BN - 1) / GEMM_BN);
         }
-        if (parts.tile0[parts.n] > 0)
-            k_lin_gemm<T, BT><<<dim3((unsigned)parts.tile0[parts.n], col_tiles), 256>>>(parts);
+        const dim3 grid((unsigned)parts.tile0[parts.n], col_tiles);
+        if (parts.tile0[parts.n] > 0 && !lin_gemm_tc_launch<BT>(parts, grid)) k_lin_gemm<T, BT><<<grid, 256>>>(parts);
     }
 }
 

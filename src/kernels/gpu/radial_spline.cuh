@@ -13,17 +13,7 @@ extern "C" {
 #include "kernels/cpu/radial_spline.h"
 }
 #include "kernels/gpu/radial_table.cuh"
-
-/* x rounded to TF32 (10 mantissa bits, to nearest): exactly what the tensor cores read (host: the split weights) */
-__host__ __device__ inline float tf32_round(float x) {
-    union {
-        float f;
-        uint32_t u;
-    } v;
-    v.f = x;
-    v.u = (v.u + 0x1000u) & 0xffffe000u;
-    return v.f;
-}
+#include "kernels/gpu/tf32_mma.cuh"
 
 /* a of edges e0 .. e0 + ne (their table variable r): rows of width W */
 template <class T>
