@@ -1666,6 +1666,20 @@ static cgq_status exchange_rows_t(cgq_gpu *g, T *dev, double *staging, int64_t r
     return CGQ_STATUS_OK;
 }
 
+/* k_sender_sum_rows, four features per thread where the rows are 16-byte aligned floats */
+template <class T>
+static void sender_sum_rows(int64_t n, int dhu, const int64_t *srow, const int32_t *sedge, int64_t e0, int64_t e1,
+                            int first, int whole, const T *gx1e, T *ghu) {
+    if constexpr (sizeof(T) == sizeof(float))
+        if (dhu % 4 == 0 && (uintptr_t)gx1e % 16 == 0 && (uintptr_t)ghu % 16 == 0) {
+            k_sender_sum_rows<T, 4>
+                <<<blocks_for(n * dhu / 4), CGQ_GPU_THREADS>>>(n, dhu, srow, sedge, e0, e1, first, whole, gx1e, ghu);
+            return;
+        }
+    k_sender_sum_rows<T, 1>
+        <<<blocks_for(n * dhu), CGQ_GPU_THREADS>>>(n, dhu, srow, sedge, e0, e1, first, whole, gx1e, ghu);
+}
+
 /* The chunk's dE/dx rows gx1e into their senders' sums ghu (NA x dhu) in sender order, continuing the chunks before it
  * (first: from zero), so the additions and the bits are those of one pass over all edges. One chunk (single) sums
  * every node at once; with several, only the chunk's senders (flags, a scan and a list) are summed, so the work of a
@@ -1676,8 +1690,8 @@ static cgq_status sender_sums(cgq_gpu *g, int64_t NA, int dhu, const int64_t *sr
                               T *ghu) {
     if (!NA) return CGQ_STATUS_OK;
     const int TH = CGQ_GPU_THREADS;
-    if (single) {
-        k_sender_sum_rows<T><<<blocks_for(NA * dhu), TH>>>(NA, dhu, srow, sedge, ch.e0, ch.e1, first, gx1e, ghu);
+    if (single) { /* the only chunk holds every edge: a sender's rows are all of its edges */
+        sender_sum_rows<T>(NA, dhu, srow, sedge, ch.e0, ch.e1, first, 1, gx1e, ghu);
         CGQ_LAUNCH_CHECK();
         return CGQ_STATUS_OK;
     }
@@ -2354,7 +2368,7 @@ static cgq_status conv_t(const conv_plan *plans, int n_plans, const cgq_tp *tp, 
         conv_bwd_kernel<T>(p.n_in1, p.nY)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(T))>>>(
             p, 0, drow, dsend, dY, dx, conv_rows<T>(dw, 0), nullptr, dgM, dgw, dgY, dgcut, dgx1e, nullptr, q > 0);
     }
-    k_sender_sum_rows<T><<<blocks_for(n * din), CGQ_GPU_THREADS>>>(n, (int)din, dsrow, dsedge, 0, E, 1, dgx1e, dgx);
+    sender_sum_rows<T>(n, (int)din, dsrow, dsedge, 0, E, 1, 0, dgx1e, dgx); /* whole 0: the search path tested too */
     CGQ_CHECK_GPU(cudaGetLastError());
     CGQ_TRY(test_buffers::out(dMsg, M, n * dM));
     CGQ_TRY(test_buffers::out(dgw, gw, E * wn));
@@ -2526,7 +2540,7 @@ extern "C" cgq_status cgq_gpu_table_conv(cgq_gpu *g, int layer, int64_t n, const
     conv_bwd_kernel<float>(p.n_in1, p.nY, true,
                            p.std_form)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(float), true)>>>(
         p, 0, drow, dsend, dY, dx, cw, dcut, dgM, nullptr, dgY, dgcut, dgx1e, dgr, 0);
-    k_sender_sum_rows<float><<<blocks_for(n * din), CGQ_GPU_THREADS>>>(n, (int)din, dsrow, dsedge, 0, E, 1, dgx1e, dgx);
+    sender_sum_rows<float>(n, (int)din, dsrow, dsedge, 0, E, 1, 1, dgx1e, dgx);
     CGQ_CHECK_GPU(cudaGetLastError());
     CGQ_TRY(test_buffers::out(dMsg, M, n * dM));
     CGQ_TRY(test_buffers::out(dgY, gY, E * nY));

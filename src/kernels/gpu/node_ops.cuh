@@ -252,9 +252,13 @@ __global__ void __launch_bounds__(256) k_lin_gemm(lin_gemm_parts<T> parts) {
 /* The float tiles on the tensor cores (sm_80 and later), with tf32_mma.cuh's float-accurate split products: 128
  * threads, four warps of 32 x 32 outputs over the same 64 x 64 tile as k_lin_gemm. The k-steps (16 wide, segment by
  * segment) are copied into shared memory with cp.async LTC_STAGES - 1 steps ahead of the products, zero-filled past K
- * and N; the path weight (B) and the skip's diagonal (A's rows) scale the operands before they are split, as
- * k_lin_gemm scales them. Every sum has a fixed order (deterministic). Session 20's ncu of k_lin_gemm: 50% issue
- * active, FMA pipe 25%, long-scoreboard stalls first (its one step of register prefetch) for 2.5 ms of MP-0's step. */
+ * and N. Each 8-wide k-step's products come from one chain of three mma (mma_split_chain, from zero) and are added
+ * to the float sums scaled by the path weight and the row's diagonal coupling (the skip's), one FFMA per value: the
+ * operands are split unscaled, so no multiplication or extra addition runs per product (cvt.rna.tf32.f32 is no
+ * faster than tf32_round: sm_90 runs it as four instructions, a finiteness test among them). Every sum has a
+ * fixed order (deterministic). Session 20's ncu of k_lin_gemm: 50% issue active, FMA pipe 25%, long-scoreboard stalls
+ * first (its one step of register prefetch), 2.5 ms of MP-0's step; this kernel's first version (operands scaled,
+ * two chains, acc += tm + tc): 1.74 ms. */
 #define LTC_THREADS 128
 #define LTC_BK 16
 #define LTC_STAGES 4
@@ -277,12 +281,12 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
     const int ck = tid % LTC_BK, cr = tid / LTC_BK;       /* copies: A (row cr + 8 i, k ck); B^T likewise */
     const int64_t node0 = r0 / g.d;
     const float *Ab = g.A + node0 * g.lda; /* offsets from the tile's first node fit an int (lin_gemm_tc_launch) */
-    int aoff[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int64_t r = r0 + cr + 8 * i;
-        aoff[i] = r < rows ? (int)((r / g.d - node0) * g.lda + r % g.d) : -1;
+    __shared__ int aoff[GEMM_BM];          /* rows' offsets from Ab, or -1 past the end (in registers they spilled) */
+    if (tid < GEMM_BM) {
+        const int64_t r = r0 + tid;
+        aoff[tid] = r < rows ? (int)((r / g.d - node0) * g.lda + r % g.d) : -1;
     }
+    __syncthreads();
     int am[2][2]; /* m of the fragment rows (the skip's diagonal) */
 #pragma unroll
     for (int mi = 0; mi < 2; mi++)
@@ -298,8 +302,9 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
         const float *a = Ab + g.a_off[cs] + (int64_t)k * g.d;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            const bool ok = kin && aoff[i] >= 0;
-            cp_async4(As + (cr + 8 * i) * LTC_KS + ck, ok ? a + aoff[i] : g.A, ok);
+            const int o = aoff[cr + 8 * i];
+            const bool ok = kin && o >= 0;
+            cp_async4(As + (cr + 8 * i) * LTC_KS + ck, ok ? a + o : g.A, ok);
         }
         const float *W = g.W + g.w_off[cs] + (g.species ? sp * g.w_species[cs] : 0);
 #pragma unroll
@@ -329,12 +334,11 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
         __pipeline_commit();
         const float *As = smem + step % LTC_STAGES * LTC_STAGE, *Bs = As + GEMM_BM * LTC_KS;
         const float pw = (float)g.pw[ms];
-        float dg[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
-        if (g.diag[ms])
+        float sc[2][2]; /* the path weight times the row's diagonal coupling, applied to each k-step's sums */
 #pragma unroll
-            for (int mi = 0; mi < 2; mi++)
+        for (int mi = 0; mi < 2; mi++)
 #pragma unroll
-                for (int h = 0; h < 2; h++) dg[mi][h] = g.diag[ms][am[mi][h]];
+            for (int h = 0; h < 2; h++) sc[mi][h] = g.diag[ms] ? pw * g.diag[ms][am[mi][h]] : pw;
 #pragma unroll
         for (int kb = 0; kb < LTC_BK; kb += 8) {
             uint32_t ah[2][4], al[2][4];
@@ -344,8 +348,8 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
                 for (int h = 0; h < 2; h++)
 #pragma unroll
                     for (int c = 0; c < 2; c++) {
-                        const float v = As[(wm + 16 * mi + gq + 8 * h) * LTC_KS + kb + tq + 4 * c] * dg[mi][h];
-                        tf32_split(v, ah[mi][h + 2 * c], al[mi][h + 2 * c]);
+                        tf32_split(As[(wm + 16 * mi + gq + 8 * h) * LTC_KS + kb + tq + 4 * c], ah[mi][h + 2 * c],
+                                   al[mi][h + 2 * c]);
                     }
 #pragma unroll
             for (int ni = 0; ni < 4; ni++) {
@@ -353,10 +357,15 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
                 const float b0 = BT ? Bs[n * LTC_KS + kb + tq] : Bs[(kb + tq) * LTC_NS + n];
                 const float b1 = BT ? Bs[n * LTC_KS + kb + tq + 4] : Bs[(kb + tq + 4) * LTC_NS + n];
                 uint4 b;
-                tf32_split(pw * b0, b.x, b.z);
-                tf32_split(pw * b1, b.y, b.w);
+                tf32_split(b0, b.x, b.z);
+                tf32_split(b1, b.y, b.w);
 #pragma unroll
-                for (int mi = 0; mi < 2; mi++) mma_split_step(acc[mi][ni], ah[mi], al[mi], b);
+                for (int mi = 0; mi < 2; mi++) {
+                    float t[4];
+                    mma_split_chain(t, ah[mi], al[mi], b);
+#pragma unroll
+                    for (int q = 0; q < 4; q++) acc[mi][ni][q] = fmaf(sc[mi][q / 2], t[q], acc[mi][ni][q]);
+                }
             }
         }
         mk += LTC_BK;
