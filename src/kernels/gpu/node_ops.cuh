@@ -416,8 +416,8 @@ static int lin_gemm_tc_mode() {
 #endif
 }
 
-/* Launches k_lin_gemm_tc where it runs these parts (float, lin_gemm_tc_mode, a tile's row offsets fit an int);
- * false: it did not */
+/* Launches k_lin_gemm_tc where it runs these parts (float, lin_gemm_tc_mode, a tile's row offsets fit an int, no empty
+ * segment); false: it did not */
 template <bool BT>
 static bool lin_gemm_tc_launch(const lin_gemm_parts<double> &, dim3) {
     return false;
@@ -429,8 +429,12 @@ static bool lin_gemm_tc_launch(const lin_gemm_parts<float> &parts, dim3 grid) {
     return false;
 #else
     const int mode = lin_gemm_tc_mode();
-    for (int q = 0; q < parts.n; q++)
-        if (!mode || parts.g[q].lda > INT_MAX / (GEMM_BM + 1) || (mode == 1 && parts.g[q].N < GEMM_BN)) return false;
+    for (int q = 0; q < parts.n; q++) {
+        const lin_gemm<float> &g = parts.g[q];
+        if (!mode || g.lda > INT_MAX / (GEMM_BM + 1) || (mode == 1 && g.N < GEMM_BN)) return false;
+        for (int s = 0; s < g.n_segs; s++) /* an empty segment (a 0x block): lin_tc_tile counts no k-step for it */
+            if (g.K[s] <= 0) return false;
+    }
     k_lin_gemm_tc<BT><<<grid, LTC_THREADS>>>(parts);
     return true;
 #endif
