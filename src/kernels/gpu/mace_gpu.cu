@@ -64,7 +64,8 @@ struct v2_buffers {
     double *dens = nullptr;    /* density MLP per chunk edge: output, activations, dE/d output, dE/d features */
     double *gr = nullptr;      /* per chunk edge: dE/dr through the radial tables */
     double *senders = nullptr; /* per node: a chunk's sender flags, their scan and list (sender_sums) */
-    size_t caps[14] = {0};
+    double *sc_qg = nullptr, *sc_v = nullptr; /* float: species_conv's Q or G of a piece of receivers, and its V */
+    size_t caps[16] = {0};
 };
 
 /* cgq_evaluate_pairs: the candidate list on the device (set once per re-neighboring) and the per-step
@@ -113,6 +114,7 @@ struct cgq_gpu {
     bool fused_conv[CGQ_MAX_LAYERS] = {false}; /* the layer's forward runs radial_conv.cuh (choose_fused_conv) */
     species_conv sconv;                        /* layer 0 factored through the senders' species (species_conv.cuh) */
     std::vector<int32_t> sconv_classes;        /* the class table last uploaded to sconv.cls */
+    std::vector<conv_ins> sconv_ins;           /* host copy of layer 0's instructions (species_conv's GEMMs) */
     int v2; /* every layer has the forms the v2 kernels cover (else the v1 steps run the model) */
     cgq_blas blas = nullptr; /* the radial MLP's products (gemm.cuh); none in HIP builds */
     int64_t max_chunk_edges = INT64_MAX; /* CGQ_GPU_MAX_CHUNK_EDGES: tests force several edge chunks with it */
@@ -731,7 +733,7 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFree(g->edge_grad);
     v2_buffers &b = g->vb;
     for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in, b.dens,
-                      b.gr, b.senders})
+                      b.gr, b.senders, b.sc_qg, b.sc_v})
         cudaFree(p);
     cudaFree(g->arena_f);
 #if !defined(__HIPCC__)
@@ -918,21 +920,23 @@ static cgq_status build_species_conv(cgq_gpu *g) {
         tab.width > SC_MAX_K || tab.width % 4 || p.C % 4 || fc.h[fc.n_layers - 1] != tab.width ||
         fc.h[fc.n_layers] != p.wn)
         return CGQ_STATUS_OK;
-    const int K = tab.width, wn = (int)p.wn;
-    const double *W = fc.W[fc.n_layers - 1];
-    std::vector<float> WT((size_t)wn * K);
-    for (int j = 0; j < K; j++)
-        for (int c = 0; c < wn; c++) WT[(size_t)c * K + j] = (float)W[(size_t)j * wn + c];
-    CGQ_TRY(device_uploader{g}(&s.WT, WT));
+    std::vector<conv_ins> ins(p.n_ins);
+    CGQ_CHECK_GPU(cudaMemcpy(ins.data(), p.ins, sizeof(conv_ins) * p.n_ins, cudaMemcpyDeviceToHost));
+    for (const conv_ins &k : ins) { /* a forward GEMM part per output block, its instructions as segments */
+        int into = 0;
+        for (const conv_ins &k2 : ins) into += k2.out_off == k.out_off;
+        if (k.d1 != 1 || into > LG_MAX_SEGS) return CGQ_STATUS_OK;
+    }
+    g->sconv_ins = ins;
     std::vector<int32_t> cls(m->n_species + SC_MAX_CLASSES, -1);
     const int32_t *dcls = nullptr;
     CGQ_TRY(device_uploader{g}(&dcls, cls));
     s.cls = const_cast<int32_t *>(dcls), g->sconv_classes = cls;
     const cgq_fcnet &ff = g->shadow_f.layers[0].radial_mlp; /* the float model's weights */
     s.W = reinterpret_cast<const float *>(ff.W[ff.n_layers - 1]);
-    s.split_ins = p.single_writer, s.K = K, s.P = p.p_dim, s.x_off = tp->in1.b[0].offset, s.n_species = m->n_species,
+    s.K = tab.width, s.P = p.p_dim, s.x_off = tp->in1.b[0].offset, s.n_species = m->n_species,
     s.alpha = tab.alpha, s.tab = tab;
-    if (cudaFuncSetAttribute((const void *)k_species_conv_fwd, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    if (cudaFuncSetAttribute((const void *)k_species_conv_q, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)g->smem_optin) != cudaSuccess ||
         cudaFuncSetAttribute((const void *)k_species_conv_bwd, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)g->smem_optin) != cudaSuccess) {
@@ -1567,6 +1571,20 @@ static cgq_status grow_t(double **p, size_t *cap, size_t n) {
     return grow((void **)p, cap, sizeof(T) * (n + 1));
 }
 
+/* species_conv's work buffers (the graph's classes set) for pieces of at most `piece` receivers, fewer where Q of a
+ * piece would pass SC_PIECE_FLOATS */
+static cgq_status species_conv_work(cgq_gpu *g, int64_t piece, sc_work *w) {
+    const species_conv &s = g->sconv;
+    const conv_plan &p = g->plans[0];
+    const int64_t per = (int64_t)s.S * s.K * s.P;
+    w->piece = std::max<int64_t>(1, std::min<int64_t>(piece, SC_PIECE_FLOATS / per));
+    CGQ_TRY(grow_t<float>(&g->vb.sc_qg, &g->vb.caps[14], (size_t)(w->piece * per)));
+    CGQ_TRY(grow_t<float>(&g->vb.sc_v, &g->vb.caps[15], (size_t)p.n_ins * s.S * s.K * p.C));
+    w->ins = g->sconv_ins.data();
+    w->QG = reinterpret_cast<float *>(g->vb.sc_qg), w->V = reinterpret_cast<float *>(g->vb.sc_v);
+    return CGQ_STATUS_OK;
+}
+
 /* Receiver chunks of a v2 evaluation whose per-edge buffers (per_edge elements of es bytes) fit a third of the free
  * GPU memory (with this call's reusable chunk rows), at most 4 GiB, never fewer edges than the largest row
  * (CGQ_GPU_MAX_CHUNK_EDGES caps them for tests). */
@@ -1862,7 +1880,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
 
     /* layer 0 factored through the senders' species (species_conv.cuh), layers with weight tables (conv_weights): no
      * per-edge weights */
-    const bool sconv = f32 && sc_runs(g->plans[0], g->sconv, g->smem_optin);
+    const bool sconv = f32 && sc_runs(g->sconv, g->smem_optin);
     bool wtab[CGQ_MAX_LAYERS];
     for (int t = 0; t < L; t++) wtab[t] = f32 && g->wtab[t].knots && !(t == 0 && sconv) && !g->fused_conv[t];
     /* per-edge buffers of one chunk of receivers: MLP outputs and activations (+ their gradients) */
@@ -1898,6 +1916,12 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     T *arows = reinterpret_cast<T *>(b.act);
     T *gw = reinterpret_cast<T *>(b.gw), *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef);
     T *gY = reinterpret_cast<T *>(b.gY), *gcut = reinterpret_cast<T *>(b.gcut), *gx1e = reinterpret_cast<T *>(b.gx1e);
+    sc_work scw;
+    if (sconv) {
+        int64_t most = 1; /* receivers of the largest chunk */
+        for (const edge_chunk &ch : chunks) most = std::max(most, ch.i1 - ch.i0);
+        CGQ_TRY(species_conv_work(g, most, &scw));
+    }
     c.m = g->dev_model; /* the double steps (geometry, embedding, energies, edge tail) */
     const int TH = CGQ_GPU_THREADS;
     prof.mark("buffers");
@@ -1960,7 +1984,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, hu, a.staging, NA, dhu_t, xc, false));
         for (const edge_chunk &ch : chunks) {
             if (t == 0 && sconv) {
-                species_conv_forward(p, g->sconv, ch.i0, ch.i1, c.row_ptr, c.sender, c.species, c.r,
+                species_conv_forward(p, g->sconv, scw, ch.i0, ch.i1, c.row_ptr, c.sender, c.species, c.r,
                                      reinterpret_cast<const float *>(Y), reinterpret_cast<const float *>(hu),
                                      reinterpret_cast<const float *>(cut_w), reinterpret_cast<float *>(M));
                 CGQ_LAUNCH_CHECK();
@@ -2056,9 +2080,9 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             const cgq_fcnet &fc = sm->layers[t].radial_mlp;
             T *const *W = reinterpret_cast<T *const *>(fc.W);
             if (t == 0 && sconv) { /* dE/dY, dE/dcut and dE/dr straight from the factored layer */
-                species_conv_backward(p, g->sconv, ch.i0, ch.i1, ch.e0, c.row_ptr, c.sender, c.species, c.r,
-                                      reinterpret_cast<const float *>(Y), reinterpret_cast<const float *>(hu),
-                                      reinterpret_cast<const float *>(cut_w), reinterpret_cast<const float *>(gM),
+                species_conv_backward(p, g->sconv, scw, ch.i0, ch.i1, ch.e0, c.row_ptr, c.sender, c.species, c.r,
+                                      reinterpret_cast<const float *>(Y), reinterpret_cast<const float *>(cut_w),
+                                      reinterpret_cast<const float *>(gM),
                                       reinterpret_cast<float *>(gY), reinterpret_cast<float *>(gcut), b.gr);
                 prof.mark("species_conv_bwd");
                 edge_tail<T>(c, t, ch.e0, ch.e1, nullptr, gY, gcut, b.gr);
@@ -2468,8 +2492,10 @@ extern "C" cgq_status cgq_gpu_species_conv(cgq_gpu *g, int64_t n, const int64_t 
     CGQ_TRY(set_species_classes(g, species, n));
     const conv_plan &p = g->plans[0];
     const species_conv &s = g->sconv;
-    if (!sc_runs(p, s, g->smem_optin))
+    if (!sc_runs(s, g->smem_optin))
         return cgq_fail(CGQ_STATUS_UNSUPPORTED, "cgq_gpu_species_conv: %d species in the graph", s.S);
+    sc_work w; /* pieces of 40 receivers: the test's 97 take three */
+    CGQ_TRY(species_conv_work(g, 40, &w));
     const int64_t E = row_ptr[n], din = p.dhu, dM = p.dM, nY = p.nY;
     test_buffers tb;
     int64_t *drow;
@@ -2488,8 +2514,8 @@ extern "C" cgq_status cgq_gpu_species_conv(cgq_gpu *g, int64_t n, const int64_t 
     CGQ_TRY(tb.in((const double *)nullptr, E * nY, &dgY));
     CGQ_TRY(tb.in((const double *)nullptr, E, &dgcut));
     CGQ_TRY(tb.in((const double *)nullptr, E, &dgr));
-    species_conv_forward(p, s, 0, n, drow, dsend, dspec, dr, dY, dx, dcut, dMsg);
-    species_conv_backward(p, s, 0, n, 0, drow, dsend, dspec, dr, dY, dx, dcut, dgM, dgY, dgcut, dgr);
+    species_conv_forward(p, s, w, 0, n, drow, dsend, dspec, dr, dY, dx, dcut, dMsg);
+    species_conv_backward(p, s, w, 0, n, 0, drow, dsend, dspec, dr, dY, dcut, dgM, dgY, dgcut, dgr);
     CGQ_CHECK_GPU(cudaGetLastError());
     CGQ_TRY(test_buffers::out(dMsg, M, n * dM));
     CGQ_TRY(test_buffers::out(dgY, gY, E * nY));
