@@ -904,7 +904,8 @@ static cgq_status choose_fused_conv(cgq_gpu *g) {
 /* Whether fp32 MACE's first convolution runs factored through the senders' species (species_conv.cuh): its sender
  * features are the embedding's linear_up (one scalar per channel and species), its radial MLP has a table, and no
  * density normalisation; not where CGQ_GPU_FUSED_CONV=1 fuses that layer, or with CGQ_GPU_SPECIES_CONV=0 (the separate
- * kernels, for comparisons and their tests). Whether a graph runs it depends on its species (sc_runs). */
+ * kernels, for comparisons and their tests). CGQ_GPU_SPECIES_CONV=2 runs its folds as node GEMMs (species_conv.cuh;
+ * opt-in until measured on a GPU). Whether a graph runs it depends on its species (sc_runs). */
 static cgq_status build_species_conv(cgq_gpu *g) {
     species_conv &s = g->sconv;
     s = species_conv();
@@ -920,12 +921,19 @@ static cgq_status build_species_conv(cgq_gpu *g) {
         tab.width > SC_MAX_K || tab.width % 4 || p.C % 4 || fc.h[fc.n_layers - 1] != tab.width ||
         fc.h[fc.n_layers] != p.wn)
         return CGQ_STATUS_OK;
+    const int K = tab.width, wn = (int)p.wn;
+    const double *W = fc.W[fc.n_layers - 1];
+    std::vector<float> WT((size_t)wn * K);
+    for (int j = 0; j < K; j++)
+        for (int c = 0; c < wn; c++) WT[(size_t)c * K + j] = (float)W[(size_t)j * wn + c];
+    CGQ_TRY(device_uploader{g}(&s.WT, WT));
     std::vector<conv_ins> ins(p.n_ins);
     CGQ_CHECK_GPU(cudaMemcpy(ins.data(), p.ins, sizeof(conv_ins) * p.n_ins, cudaMemcpyDeviceToHost));
-    for (const conv_ins &k : ins) { /* a forward GEMM part per output block, its instructions as segments */
+    s.gemm = env && atoi(env) == 2;
+    for (const conv_ins &k : ins) { /* the GEMM folds: a forward part per output block, its instructions as segments */
         int into = 0;
         for (const conv_ins &k2 : ins) into += k2.out_off == k.out_off;
-        if (k.d1 != 1 || into > LG_MAX_SEGS) return CGQ_STATUS_OK;
+        if (k.d1 != 1 || into > LG_MAX_SEGS) s.gemm = 0;
     }
     g->sconv_ins = ins;
     std::vector<int32_t> cls(m->n_species + SC_MAX_CLASSES, -1);
@@ -934,12 +942,15 @@ static cgq_status build_species_conv(cgq_gpu *g) {
     s.cls = const_cast<int32_t *>(dcls), g->sconv_classes = cls;
     const cgq_fcnet &ff = g->shadow_f.layers[0].radial_mlp; /* the float model's weights */
     s.W = reinterpret_cast<const float *>(ff.W[ff.n_layers - 1]);
-    s.K = tab.width, s.P = p.p_dim, s.x_off = tp->in1.b[0].offset, s.n_species = m->n_species,
+    s.split_ins = p.single_writer, s.K = K, s.P = p.p_dim, s.x_off = tp->in1.b[0].offset, s.n_species = m->n_species,
     s.alpha = tab.alpha, s.tab = tab;
-    if (cudaFuncSetAttribute((const void *)k_species_conv_q, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)g->smem_optin) != cudaSuccess ||
-        cudaFuncSetAttribute((const void *)k_species_conv_bwd, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)g->smem_optin) != cudaSuccess) {
+    const void *kernels[] = {(const void *)k_species_conv_fwd<false>, (const void *)k_species_conv_fwd<true>,
+                             (const void *)k_species_conv_bwd<false>, (const void *)k_species_conv_bwd<true>};
+    bool set = true;
+    for (const void *k : kernels)
+        set = set && cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g->smem_optin) ==
+                         cudaSuccess;
+    if (!set) {
         cudaGetLastError();
         return CGQ_STATUS_OK; /* the separate kernels run the layer */
     }
@@ -1571,7 +1582,7 @@ static cgq_status grow_t(double **p, size_t *cap, size_t n) {
     return grow((void **)p, cap, sizeof(T) * (n + 1));
 }
 
-/* species_conv's work buffers (the graph's classes set) for pieces of at most `piece` receivers, fewer where Q of a
+/* the buffers of species_conv's GEMM folds (the graph's classes set) for pieces of at most `piece` receivers, fewer where Q of a
  * piece would pass SC_PIECE_FLOATS */
 static cgq_status species_conv_work(cgq_gpu *g, int64_t piece, sc_work *w) {
     const species_conv &s = g->sconv;
@@ -1880,7 +1891,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
 
     /* layer 0 factored through the senders' species (species_conv.cuh), layers with weight tables (conv_weights): no
      * per-edge weights */
-    const bool sconv = f32 && sc_runs(g->sconv, g->smem_optin);
+    const bool sconv = f32 && sc_runs(g->plans[0], g->sconv, g->smem_optin);
     bool wtab[CGQ_MAX_LAYERS];
     for (int t = 0; t < L; t++) wtab[t] = f32 && g->wtab[t].knots && !(t == 0 && sconv) && !g->fused_conv[t];
     /* per-edge buffers of one chunk of receivers: MLP outputs and activations (+ their gradients) */
@@ -1916,8 +1927,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     T *arows = reinterpret_cast<T *>(b.act);
     T *gw = reinterpret_cast<T *>(b.gw), *gtmp = reinterpret_cast<T *>(b.gtmp), *gef = reinterpret_cast<T *>(b.gef);
     T *gY = reinterpret_cast<T *>(b.gY), *gcut = reinterpret_cast<T *>(b.gcut), *gx1e = reinterpret_cast<T *>(b.gx1e);
-    sc_work scw;
-    if (sconv) {
+    sc_work scw; /* the factored first layer's GEMM folds */
+    if (sconv && g->sconv.gemm) {
         int64_t most = 1; /* receivers of the largest chunk */
         for (const edge_chunk &ch : chunks) most = std::max(most, ch.i1 - ch.i0);
         CGQ_TRY(species_conv_work(g, most, &scw));
@@ -2081,8 +2092,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             T *const *W = reinterpret_cast<T *const *>(fc.W);
             if (t == 0 && sconv) { /* dE/dY, dE/dcut and dE/dr straight from the factored layer */
                 species_conv_backward(p, g->sconv, scw, ch.i0, ch.i1, ch.e0, c.row_ptr, c.sender, c.species, c.r,
-                                      reinterpret_cast<const float *>(Y), reinterpret_cast<const float *>(cut_w),
-                                      reinterpret_cast<const float *>(gM),
+                                      reinterpret_cast<const float *>(Y), reinterpret_cast<const float *>(hu),
+                                      reinterpret_cast<const float *>(cut_w), reinterpret_cast<const float *>(gM),
                                       reinterpret_cast<float *>(gY), reinterpret_cast<float *>(gcut), b.gr);
                 prof.mark("species_conv_bwd");
                 edge_tail<T>(c, t, ch.e0, ch.e1, nullptr, gY, gcut, b.gr);
@@ -2492,10 +2503,10 @@ extern "C" cgq_status cgq_gpu_species_conv(cgq_gpu *g, int64_t n, const int64_t 
     CGQ_TRY(set_species_classes(g, species, n));
     const conv_plan &p = g->plans[0];
     const species_conv &s = g->sconv;
-    if (!sc_runs(s, g->smem_optin))
+    if (!sc_runs(p, s, g->smem_optin))
         return cgq_fail(CGQ_STATUS_UNSUPPORTED, "cgq_gpu_species_conv: %d species in the graph", s.S);
-    sc_work w; /* pieces of 40 receivers: the test's 97 take three */
-    CGQ_TRY(species_conv_work(g, 40, &w));
+    sc_work w; /* the GEMM folds in pieces of 40 receivers: the test's 97 take three */
+    if (s.gemm) CGQ_TRY(species_conv_work(g, 40, &w));
     const int64_t E = row_ptr[n], din = p.dhu, dM = p.dM, nY = p.nY;
     test_buffers tb;
     int64_t *drow;
@@ -2515,7 +2526,7 @@ extern "C" cgq_status cgq_gpu_species_conv(cgq_gpu *g, int64_t n, const int64_t 
     CGQ_TRY(tb.in((const double *)nullptr, E, &dgcut));
     CGQ_TRY(tb.in((const double *)nullptr, E, &dgr));
     species_conv_forward(p, s, w, 0, n, drow, dsend, dspec, dr, dY, dx, dcut, dMsg);
-    species_conv_backward(p, s, w, 0, n, 0, drow, dsend, dspec, dr, dY, dcut, dgM, dgY, dgcut, dgr);
+    species_conv_backward(p, s, w, 0, n, 0, drow, dsend, dspec, dr, dY, dx, dcut, dgM, dgY, dgcut, dgr);
     CGQ_CHECK_GPU(cudaGetLastError());
     CGQ_TRY(test_buffers::out(dMsg, M, n * dM));
     CGQ_TRY(test_buffers::out(dgY, gY, E * nY));

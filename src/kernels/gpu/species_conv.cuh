@@ -3,25 +3,28 @@
  * The first layer's sender features are the embedding's linear_up: a function of the species alone, x[s,u] for
  * species class s, with one value per channel (its instructions are 0e x l -> l). With the radial MLP's last layer
  * w[e, k u] = alpha sum_j a_j(r_e) W[j, k u], the messages of receiver i are
- *   M[i, (k,c), u] = pw_k sum_(s,j) Q[i,s,j,(k,c)] V_k[(s,j), u],   V_k[(s,j), u] = alpha x[s,u] W[j, k u],
+ *   M[i, (k,c), u] = pw_k alpha sum_s x[s,u] sum_j W[j, k u] Q[i,s,j,(k,c)],
  *   Q[i,s,j,q] = sum over the row's edges e whose sender is of class s of a_j(r_e) cut_e P_q(e),
  * with P_(k,c)(e) = sum_b C_k[0,b,c] Y_b(e). Q holds S x K x P values per receiver (MACE-MP-0 on water: 2 x 64 x 16),
  * where the separate kernels write and read 512 weights per edge for the row's ~90 edges: the per-edge work drops
  * from K x 512 (the weights) + 512 x 16 (the messages) products to K x P, and the per-edge weights never exist.
- * The reverse, with G[i,(s,j),(k,c)] = dE/dQ = pw_k sum_u gM[i,(k,c),u] V_k[(s,j),u], gives per edge
+ * The reverse, with G[s,j,q] = dE/dQ = pw_k alpha sum_u gM[i,(k,c),u] x[s,u] W[j, k u] per receiver, gives per edge
  *   dE/da_j = cut U_j, U_j = sum_q G[s,j,q] P_q;  dE/dP_q = cut T_q, T_q = sum_j G[s,j,q] a_j;
  *   dE/dcut = sum_j a_j U_j;  dE/dY_b = sum_(k,c) C_k[0,b,c] dE/dP_(k,c);  dE/dr = sum_j dE/da_j da_j/dr (the table),
- * and no dE/dx (the embedding does not depend on positions).
+ * and no dE/dx (the embedding does not depend on positions). a(r) is interpolated as k_radial_tc_fwd does (the same
+ * bits). Every sum runs in a fixed order (rows in CSR order, the lanes' sums by fixed shuffles, the GEMMs' tiles):
+ * deterministic, no atomics. The species classes are those present among the graph's nodes (set_species_classes);
+ * with more than SC_MAX_CLASSES the separate kernels run the layer.
  *
- * Three steps each way. The edge kernels sum Q per receiver (forward) or take G apart per edge (reverse); the maps
- * between Q and M, and between gM and G, are the node GEMMs of node_ops.cuh (k_lin_gemm_tc on the tensor cores where
- * C >= 64), with Q and G stored as e3nn rows of S K channels per instruction (block k at S K p_off_k, entry
- * (s,j) d3 + c) and V built per step from the current species classes (k_species_conv_weights). Session 16's kernels
- * did these folds per receiver, streaming W from L2 for every receiver (0.48 + 0.95 ms of MACE-MP-0's step, session
- * 20). Every sum runs in a fixed order (rows in CSR order, the lanes' sums by fixed shuffles, the GEMMs' tiles):
- * deterministic, no atomics. a(r) is interpolated as k_radial_tc_fwd does (the same bits). The species classes are
- * those present among the graph's nodes (set_species_classes); with more than SC_MAX_CLASSES the separate kernels run
- * the layer. Included by mace_gpu.cu after conv.cuh, node_ops.cuh and radial_spline.cuh. */
+ * The folds between Q and M, and between gM and G, run one of two ways (the kernels' template parameter GEMM):
+ * - in the edge kernels, per receiver (the default; session 16): each block streams W from L2 (MACE-MP-0 on water:
+ *   0.48 + 0.95 ms of the step, session 20, issue-bound);
+ * - as the node GEMMs of node_ops.cuh (CGQ_GPU_SPECIES_CONV=2; session 21, written without a GPU and NOT YET RUN on
+ *   one: docs/gpu.md "Next" item 2): M = sum_k pw_k Q_k V_k and G_k = pw_k gM_k V_k^T with
+ *   V_k[(s,j), u] = alpha x[s,u] W[j, k u] built per step for the graph's classes (k_species_conv_weights), Q and G
+ *   stored as e3nn rows of S K channels per instruction (block k at S K p_off_k, entry (s,j) d3 + c), receivers in
+ *   pieces whose Q stays within SC_PIECE_FLOATS; the edge kernels then only sum Q and take G apart.
+ * Included by mace_gpu.cu after conv.cuh, node_ops.cuh and radial_spline.cuh. */
 #ifndef CGQ_GPU_SPECIES_CONV_CUH
 #define CGQ_GPU_SPECIES_CONV_CUH
 
@@ -30,21 +33,25 @@
 #define SC_MAX_K 128       /* the table's width (the radial MLP's last hidden layer) */
 #define SC_EB 32           /* edges per batch (their a(r), P and table intervals staged in shared memory) */
 #define SC_BWD_THREADS 128 /* the reverse's block */
-#define SC_PIECE_FLOATS ((int64_t)32 << 20) /* Q (or G) of one piece of receivers: 128 MiB at most */
+#define SC_PIECE_FLOATS ((int64_t)32 << 20) /* GEMM folds: Q (or G) of one piece of receivers, 128 MiB at most */
 
 struct species_conv {
-    int ok = 0; /* layer 0 has the form (build_species_conv) */
-    int S = 0;  /* species classes in the current graph */
+    int ok = 0;   /* layer 0 has the form (build_species_conv) */
+    int gemm = 0; /* the folds run as node GEMMs (CGQ_GPU_SPECIES_CONV=2) */
+    int S = 0;    /* species classes in the current graph */
     int K = 0, P = 0, x_off = 0, n_species = 0;
+    int split_ins =
+        0; /* every output block has one instruction: the forward's threads may take (channel, instruction) */
     float alpha = 1;
     radial_table tab;
-    const float *W = nullptr; /* the radial MLP's last layer [K][wn] (the float model's) */
+    const float *W = nullptr;  /* the radial MLP's last layer [K][wn] (the float model's) */
+    const float *WT = nullptr; /* the same transposed, [wn][K] (the in-kernel reverse fold reads it along K) */
     int32_t *cls =
         nullptr; /* [n_species]: the class of each species (-1: none); then [SC_MAX_CLASSES] a node of each */
 };
 
-/* The host side of a run: the plan's instructions (host copy) and the work buffers, V [n_ins][S K][C] and Q or G of
- * `piece` receivers [piece][S K P] (mace_gpu.cu sizes them) */
+/* GEMM folds: the host copy of the plan's instructions and the work buffers, V [n_ins][S K][C] and Q or G of `piece`
+ * receivers [piece][S K P] (mace_gpu.cu species_conv_work sizes them) */
 struct sc_work {
     const conv_ins *ins = nullptr;
     float *V = nullptr, *QG = nullptr;
@@ -52,22 +59,29 @@ struct sc_work {
 };
 
 /* Shared memory of the two edge kernels, in floats from the start (offsets multiples of 4: float4 reads), the batch's
- * ints (class and table interval per edge) last. Forward: the batch (a [EB][K], P times the cutoff [EB][PS], Hermite
- * weights [EB][3]). Reverse: G [S][P][K], then the batch (a and the slopes [EB][K] each, P [EB][PS], Hermite weights
- * of both [EB][6], the cutoff [EB]) and per warp the sums T [17]. */
+ * ints (class and table interval per edge) last. Forward: xs [S][C] (the classes' features), acc [acc_dim][C]
+ * (messages), then the batch (a [EB][K], P times the cutoff [EB][PS], Hermite weights [EB][3]), which Q [S][P][K]
+ * replaces after the row. Reverse: xs, G [S][P][K], then Z [S][P][C] = gM x, which the batch (a and the slopes [EB][K]
+ * each, P [EB][PS], Hermite weights of both [EB][6], the cutoff [EB]) replaces, and per warp the sums T [17]. With
+ * the GEMM folds xs, acc, Q and Z are not there. */
 __host__ __device__ inline int sc_r4(int n) {
     return (n + 3) / 4 * 4;
 }
 struct sc_layout {
-    int ab, sb, Pb, hb, cut, tw, ints, floats;
+    int acc, G, Z, ab, sb, Pb, hb, cut, tw, ints, floats;
 };
-__host__ __device__ inline sc_layout sc_layout_of(const species_conv &s, bool bwd) {
+__host__ __device__ inline sc_layout sc_layout_of(const conv_plan &p, const species_conv &s, bool bwd) {
     sc_layout o = {};
-    o.ab = bwd ? sc_r4(s.S * s.P * s.K) : 0, o.sb = o.ab + sc_r4(SC_EB * s.K);
-    o.Pb = o.sb + (bwd ? sc_r4(SC_EB * s.K) : 0), o.hb = o.Pb + SC_EB * sc_r4(s.P);
+    const int PS = sc_r4(s.P), spk = sc_r4(s.S * s.P * s.K);
+    o.acc = o.G = s.gemm ? 0 : sc_r4(s.S * p.C);
+    const int stage = o.acc + (bwd ? spk : s.gemm ? 0 : sc_r4(p.acc_dim * p.C));
+    o.Z = o.ab = stage, o.sb = o.ab + sc_r4(SC_EB * s.K);
+    o.Pb = o.sb + (bwd ? sc_r4(SC_EB * s.K) : 0), o.hb = o.Pb + SC_EB * PS;
     o.cut = o.hb + SC_EB * (bwd ? 6 : 3);
-    o.tw = sc_r4(o.cut + (bwd ? SC_EB : 0));
-    o.ints = o.tw + (bwd ? SC_BWD_THREADS / CGQ_WARP * (CONV_MAX_Y + 1) : 0);
+    int end = o.cut + (bwd ? SC_EB : 0);
+    const int other = s.gemm ? 0 : stage + (bwd ? sc_r4(s.S * s.P * p.C) : spk); /* Z (reverse) or Q (forward) */
+    end = end > other ? end : other;
+    o.tw = sc_r4(end), o.ints = o.tw + (bwd ? SC_BWD_THREADS / CGQ_WARP * (CONV_MAX_Y + 1) : 0);
     o.floats = o.ints + 2 * SC_EB;
     return o;
 }
@@ -75,13 +89,13 @@ static int sc_fwd_threads(const species_conv &s) {
     const int t = (s.S * s.K + CGQ_WARP - 1) / CGQ_WARP * CGQ_WARP;
     return t > 128 ? t : 128;
 }
-static size_t sc_smem(const species_conv &s, bool bwd) {
-    return sizeof(float) * sc_layout_of(s, bwd).floats;
+static size_t sc_smem(const conv_plan &p, const species_conv &s, bool bwd) {
+    return sizeof(float) * sc_layout_of(p, s, bwd).floats;
 }
 /* whether the layer runs factored in a graph of s.S classes within the shared memory limit */
-static bool sc_runs(const species_conv &s, size_t smem_limit) {
-    return s.ok && s.S >= 1 && s.S <= SC_MAX_CLASSES && sc_smem(s, false) <= smem_limit &&
-           sc_smem(s, true) <= smem_limit;
+static bool sc_runs(const conv_plan &p, const species_conv &s, size_t smem_limit) {
+    return s.ok && s.S >= 1 && s.S <= SC_MAX_CLASSES && sc_smem(p, s, false) <= smem_limit &&
+           sc_smem(p, s, true) <= smem_limit;
 }
 
 /* Stages the batch of nb edges from eb in shared memory: per edge its class cb, table interval kb and Hermite weights
@@ -121,30 +135,65 @@ __device__ __forceinline__ void sc_stage(const conv_plan &p, const species_conv 
     __syncthreads();
 }
 
-/* V[k][(s,j)][u] = alpha x[s,u] W[j, w_off_k + u], x[s] the layer-0 features hu of the class's first node */
-__global__ void k_species_conv_weights(conv_plan p, species_conv s, const float *hu, float *V) {
-    const int SK = s.S * s.K, C = p.C;
-    const int64_t total = (int64_t)p.n_ins * SK * C;
-    const int32_t *rep = s.cls + s.n_species;
-    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
-        const int k = (int)(t / ((int64_t)SK * C)), n = (int)(t / C % SK), u = (int)(t % C);
-        const float x = hu[(int64_t)rep[n / s.K] * p.dhu + s.x_off + u];
-        V[t] = s.alpha * x * s.W[(int64_t)(n % s.K) * p.wn + p.ins[k].w_off + u];
+/* the cases of 2l+1 = d3 <= 7, for switches that instantiate a template per d3 */
+#define SC_D3_CASES(F) F(1) F(3) F(5) F(7)
+
+/* the cases of 2l+1 = d3 <= 7, for switches that instantiate a template per d3 */
+#define SC_D3_CASES(F) F(1) F(3) F(5) F(7)
+
+/* one instruction's messages of channel u: sum_s x[s,u] sum_j W[j, k u] Q[s][(k,c)][j], added to acc */
+template <int D3>
+__device__ __forceinline__ void sc_fwd_ins(const conv_ins &k, const species_conv &s, int C, int wn, int u,
+                                           const float *xs, const float *Qs, float *acc) {
+    float m[D3];
+#pragma unroll
+    for (int c = 0; c < D3; c++) m[c] = 0.0f;
+    const float *Wk = s.W + k.w_off + u;
+    for (int sg = 0; sg < s.S; sg++) {
+        const float *Qk = Qs + ((size_t)sg * s.P + k.p_off) * s.K;
+        float t[D3];
+#pragma unroll
+        for (int c = 0; c < D3; c++) t[c] = 0.0f;
+#pragma unroll 2
+        for (int j = 0; j < s.K; j += 4) {
+            const float w0 = Wk[(size_t)j * wn], w1 = Wk[(size_t)(j + 1) * wn], w2 = Wk[(size_t)(j + 2) * wn],
+                        w3 = Wk[(size_t)(j + 3) * wn];
+#pragma unroll
+            for (int c = 0; c < D3; c++) {
+                const float4 q = *reinterpret_cast<const float4 *>(Qk + (size_t)c * s.K + j);
+                t[c] += w0 * q.x + w1 * q.y + w2 * q.z + w3 * q.w;
+            }
+        }
+        const float x = xs[sg * C + u];
+#pragma unroll
+        for (int c = 0; c < D3; c++) m[c] += x * t[c];
     }
+    const float sc = (float)k.pw * s.alpha;
+#pragma unroll
+    for (int c = 0; c < D3; c++) acc[(k.acc_off + c) * C + u] += sc * m[c];
 }
 
-/* Q of receivers [i0, i0 + gridDim.x) into rows of Q (S K P floats each; e3nn layout, see the file's comment), from
- * Y, the edge lengths r and cut (non-null when the weights carry the cutoff). One block per receiver: thread (s, j)
- * sums Q[s][:][j] in registers over the row's edges of class s, batch by batch. */
-__global__ void k_species_conv_q(conv_plan p, species_conv s, int64_t i0, const int64_t *row_ptr,
-                                 const int32_t *sender, const int32_t *species, const double *r, const float *Y,
-                                 const float *cut, float *Q) {
+/* Receivers [i0, i0 + gridDim.x), from hu (layer 0's sender features), Y, the edge lengths r and cut (non-null when
+ * the weights carry the cutoff): their messages into rows of out (M), or with GEMM their Q into rows of out (S K P
+ * floats each, the block's receiver first; e3nn layout, see the file's comment). One block per receiver: thread
+ * (s, j) sums Q[s][:][j] in registers over the row's edges of class s, batch by batch; then (in-kernel folds) the
+ * threads form the messages per (channel, instruction). */
+template <bool GEMM>
+__global__ void k_species_conv_fwd(conv_plan p, species_conv s, int64_t i0, const int64_t *row_ptr,
+                                   const int32_t *sender, const int32_t *species, const double *r, const float *Y,
+                                   const float *hu, const float *cut, float *out) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int K = s.K, P = s.P, PS = sc_r4(P), tid = threadIdx.x;
-    const sc_layout o = sc_layout_of(s, false);
-    float *sm = reinterpret_cast<float *>(smem_raw), *ab = sm + o.ab, *Pb = sm + o.Pb;
-    int *cb = reinterpret_cast<int *>(sm + o.ints), *kb = cb + SC_EB;
+    const int C = p.C, K = s.K, P = s.P, PS = sc_r4(P), tid = threadIdx.x, T = blockDim.x;
+    const sc_layout o = sc_layout_of(p, s, false);
+    float *xs = reinterpret_cast<float *>(smem_raw), *acc = xs + o.acc, *ab = xs + o.ab, *Pb = xs + o.Pb;
+    float *Qs = ab; /* Q [S][P][K] replaces the batch after the row */
+    int *cb = reinterpret_cast<int *>(xs + o.ints), *kb = cb + SC_EB;
+    const int32_t *rep = s.cls + s.n_species;
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
+    if (!GEMM) {
+        for (int q = tid; q < s.S * C; q += T) xs[q] = hu[(int64_t)rep[q / C] * p.dhu + s.x_off + q % C];
+        for (int q = tid; q < p.acc_dim * C; q += T) acc[q] = 0.0f;
+    }
     const int sig = tid / K, jj = tid % K;
     const bool owner = sig < s.S;
     float qa[SC_MAX_P];
@@ -153,7 +202,7 @@ __global__ void k_species_conv_q(conv_plan p, species_conv s, int64_t i0, const 
     for (int64_t eb = r0; eb < r1; eb += SC_EB) {
         const int nb = (int)(r1 - eb < SC_EB ? r1 - eb : SC_EB);
         __syncthreads(); /* the previous batch is read */
-        sc_stage(p, s, eb, nb, sender, species, r, Y, cut, true, false, cb, kb, sm + o.hb, nullptr, Pb, ab, nullptr);
+        sc_stage(p, s, eb, nb, sender, species, r, Y, cut, true, false, cb, kb, xs + o.hb, nullptr, Pb, ab, nullptr);
         if (owner)
             for (int el = 0; el < nb; el++)
                 if (cb[el] == sig) {
@@ -168,47 +217,126 @@ __global__ void k_species_conv_q(conv_plan p, species_conv s, int64_t i0, const 
                         }
                 }
     }
-    if (!owner) return;
-    const int SK = s.S * K, n = sig * K + jj;
-    float *Qi = Q + (int64_t)blockIdx.x * SK * P;
+    if (GEMM) { /* Q's row: the GEMMs form the messages */
+        if (!owner) return;
+        const int SK = s.S * K, n = sig * K + jj;
+        float *Qi = out + (int64_t)blockIdx.x * SK * P;
 #pragma unroll
-    for (int q = 0; q < SC_MAX_P; q++)
-        if (q < P) {
-            const conv_ins &k = p.ins[p.p_ins[q]];
-            Qi[SK * k.p_off + n * k.d3 + (q - k.p_off)] = qa[q];
+        for (int q = 0; q < SC_MAX_P; q++)
+            if (q < P) {
+                const conv_ins &k = p.ins[p.p_ins[q]];
+                Qi[SK * k.p_off + n * k.d3 + (q - k.p_off)] = qa[q];
+            }
+        return;
+    }
+    __syncthreads();
+    if (owner)
+        for (int q = 0; q < P; q++) Qs[(sig * P + q) * K + jj] = qa[q];
+    __syncthreads();
+    const int n_items = s.split_ins ? C * p.n_ins : C;
+    for (int it = tid; it < n_items; it += T) {
+        const int u = it % C, q0 = s.split_ins ? it / C : 0, q1 = s.split_ins ? q0 + 1 : p.n_ins;
+        for (int q = q0; q < q1; q++) {
+            const conv_ins &k = p.ins[q];
+            switch (k.d3) {
+#define SC_FWD_CASE(D3)                                     \
+    case D3:                                                \
+        sc_fwd_ins<D3>(k, s, C, (int)p.wn, u, xs, Qs, acc); \
+        break;
+                SC_D3_CASES(SC_FWD_CASE)
+#undef SC_FWD_CASE
+            }
         }
+    }
+    __syncthreads();
+    float *Mi = out + i * p.dM;
+    for (int j = tid; j < p.acc_dim * C; j += T) Mi[conv_out_place(p, j)] = acc[j];
 }
 
-/* Reverse of the edge part given G (rows of S K P floats, as Q's) of receivers [i0, i0 + gridDim.x): per edge gY
- * (dE/dY, stride nY), gcut (dE/dcut; 0 without cut) and gr[e - e0] (dE/dr through the table), as k_conv_bwd and
- * radial_table_backward leave them for the edge tail. The block copies its G into shared memory as [S][P][K], then
- * stages the row's edges batch by batch, each warp taking the batch's edges warp, warp + warps, ... with lane j's a_j
- * and slopes. */
+/* G[sg][(k,c)][j] = pw_k alpha sum_u Z[sg][(k,c)][u] W[j, k u] for one instruction and class (Z = gM x) */
+template <int D3>
+__device__ __forceinline__ void sc_bwd_fold(const conv_ins &k, const species_conv &s, int C, int j, int sg,
+                                            const float *Z, float *G) {
+    float t[D3];
+#pragma unroll
+    for (int c = 0; c < D3; c++) t[c] = 0.0f;
+    const float *Zk = Z + ((size_t)sg * s.P + k.p_off) * C;
+    const float *Wt = s.WT + (size_t)k.w_off * s.K + j;
+#pragma unroll 2
+    for (int u = 0; u < C; u += 4) {
+        const float w0 = Wt[(size_t)u * s.K], w1 = Wt[(size_t)(u + 1) * s.K], w2 = Wt[(size_t)(u + 2) * s.K],
+                    w3 = Wt[(size_t)(u + 3) * s.K];
+#pragma unroll
+        for (int c = 0; c < D3; c++) {
+            const float4 z = *reinterpret_cast<const float4 *>(Zk + (size_t)c * C + u);
+            t[c] += w0 * z.x + w1 * z.y + w2 * z.z + w3 * z.w;
+        }
+    }
+    const float sc = (float)k.pw * s.alpha;
+#pragma unroll
+    for (int c = 0; c < D3; c++) G[((size_t)sg * s.P + k.p_off + c) * s.K + j] = sc * t[c];
+}
+
+/* Reverse of k_species_conv_fwd given gsrc: gM = dE/dM (in-kernel folds), or with GEMM the receivers' G (rows of
+ * S K P floats, as Q's, the block's receiver first). Per edge gY (dE/dY, stride nY), gcut (dE/dcut; 0 without cut)
+ * and gr[e - e0] (dE/dr through the table), as k_conv_bwd and radial_table_backward leave them for the edge tail. The
+ * block folds gM into G (thread (j, h) takes the (instruction, class) pairs h, h + H, ...) or copies its G into
+ * shared memory as [S][P][K], then stages the row's edges batch by batch, each warp taking the batch's edges warp,
+ * warp + warps, ... with lane j's a_j and slopes. */
+template <bool GEMM>
 __global__ void __launch_bounds__(SC_BWD_THREADS)
     k_species_conv_bwd(conv_plan p, species_conv s, int64_t i0, const int64_t *row_ptr, const int32_t *sender,
-                       const int32_t *species, const double *r, const float *Y, const float *cut, const float *Gg,
-                       int64_t e0, float *gY, float *gcut, double *gr) {
+                       const int32_t *species, const double *r, const float *Y, const float *hu, const float *cut,
+                       const float *gsrc, int64_t e0, float *gY, float *gcut, double *gr) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int K = s.K, P = s.P, PS = sc_r4(P), SK = s.S * K, tid = threadIdx.x, T = blockDim.x;
-    const sc_layout o = sc_layout_of(s, true);
-    float *G = reinterpret_cast<float *>(smem_raw);
-    float *ab = G + o.ab, *sb = G + o.sb, *Pb = G + o.Pb, *cutb = G + o.cut;
-    int *cb = reinterpret_cast<int *>(G + o.ints), *kb = cb + SC_EB;
+    const int C = p.C, K = s.K, P = s.P, PS = sc_r4(P), S = s.S, tid = threadIdx.x, T = blockDim.x;
+    const sc_layout o = sc_layout_of(p, s, true);
+    float *xs = reinterpret_cast<float *>(smem_raw), *G = xs + o.G, *Z = xs + o.Z;
+    float *ab = xs + o.ab, *sb = xs + o.sb, *Pb = xs + o.Pb, *cutb = xs + o.cut;
+    int *cb = reinterpret_cast<int *>(xs + o.ints), *kb = cb + SC_EB;
     const int lane = tid % CGQ_WARP, warp = tid / CGQ_WARP, nw = T / CGQ_WARP;
-    float *Tw = G + o.tw + warp * (CONV_MAX_Y + 1);
+    float *Tw = xs + o.tw + warp * (CONV_MAX_Y + 1);
+    const int32_t *rep = s.cls + s.n_species;
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
-    const float *Gi = Gg + (int64_t)blockIdx.x * SK * P;
-    for (int q = 0; q < p.n_ins; q++) { /* instruction q's block, read in order: G[s][p_off + c][j] */
-        const conv_ins &k = p.ins[q];
-        for (int t = tid; t < SK * k.d3; t += T) {
-            const int n = t / k.d3, c = t % k.d3;
-            G[((n / K) * P + k.p_off + c) * K + n % K] = Gi[(int64_t)SK * k.p_off + t];
+    if (GEMM) {
+        const int SK = S * K;
+        const float *Gi = gsrc + (int64_t)blockIdx.x * SK * P;
+        for (int q = 0; q < p.n_ins; q++) { /* instruction q's block, read in order: G[s][p_off + c][j] */
+            const conv_ins &k = p.ins[q];
+            for (int t = tid; t < SK * k.d3; t += T) {
+                const int n = t / k.d3, c = t % k.d3;
+                G[((n / K) * P + k.p_off + c) * K + n % K] = Gi[(int64_t)SK * k.p_off + t];
+            }
+        }
+    } else {
+        for (int q = tid; q < S * C; q += T) xs[q] = hu[(int64_t)rep[q / C] * p.dhu + s.x_off + q % C];
+        __syncthreads();
+        for (int q = tid; q < S * P * C; q += T) { /* Z[sg][q][u] = gM[(k,c), u] x[sg, u] */
+            const int sg = q / (P * C), pq = q / C % P, u = q % C;
+            const conv_ins &k = p.ins[p.p_ins[pq]];
+            Z[q] = gsrc[i * p.dM + k.out_off + u * k.d3 + p.p_c[pq]] * xs[sg * C + u];
+        }
+        __syncthreads();
+        const int H = T / K;
+        if (tid < H * K) {
+            const int j = tid % K;
+            for (int it = tid / K; it < p.n_ins * S; it += H) {
+                const conv_ins &k = p.ins[it / S];
+                switch (k.d3) {
+#define SC_BWD_CASE(D3)                            \
+    case D3:                                       \
+        sc_bwd_fold<D3>(k, s, C, j, it % S, Z, G); \
+        break;
+                    SC_D3_CASES(SC_BWD_CASE)
+#undef SC_BWD_CASE
+                }
+            }
         }
     }
     for (int64_t eb = r0; eb < r1; eb += SC_EB) {
         const int nb = (int)(r1 - eb < SC_EB ? r1 - eb : SC_EB);
         __syncthreads(); /* G is complete (first batch), the previous batch is read */
-        sc_stage(p, s, eb, nb, sender, species, r, Y, cut, false, true, cb, kb, G + o.hb, cutb, Pb, ab, sb);
+        sc_stage(p, s, eb, nb, sender, species, r, Y, cut, false, true, cb, kb, xs + o.hb, cutb, Pb, ab, sb);
         for (int el = warp; el < nb; el += nw) {
             const int64_t e = eb + el;
             const float ce = cutb[el];
@@ -259,6 +387,18 @@ __global__ void __launch_bounds__(SC_BWD_THREADS)
     }
 }
 
+/* V[k][(s,j)][u] = alpha x[s,u] W[j, w_off_k + u], x[s] the layer-0 features hu of the class's first node */
+__global__ void k_species_conv_weights(conv_plan p, species_conv s, const float *hu, float *V) {
+    const int SK = s.S * s.K, C = p.C;
+    const int64_t total = (int64_t)p.n_ins * SK * C;
+    const int32_t *rep = s.cls + s.n_species;
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
+        const int k = (int)(t / ((int64_t)SK * C)), n = (int)(t / C % SK), u = (int)(t % C);
+        const float x = hu[(int64_t)rep[n / s.K] * p.dhu + s.x_off + u];
+        V[t] = s.alpha * x * s.W[(int64_t)(n % s.K) * p.wn + p.ins[k].w_off + u];
+    }
+}
+
 /* The GEMMs between Q (or G) rows of n receivers and their rows of M (or gM) (node_ops.cuh). Forward: one part per
  * output block, its instructions as segments (M = sum_k pw_k Q_k V_k); reverse (gM given): one part per instruction
  * (G_k = pw_k gM_k V_k^T). */
@@ -297,31 +437,44 @@ static void sc_gemms(const conv_plan &p, const species_conv &s, const sc_work &w
         lin_gemm_launch<float, false>(gs);
 }
 
-/* the layer's forward for the receivers [i0, i1): V from hu (layer 0's sender features), then piece by piece Q and
- * M = Q V. The reverse reads this call's V. */
+/* The layer's forward for the receivers [i0, i1). GEMM folds (s.gemm): V from hu (layer 0's sender features), then
+ * piece by piece Q and M = Q V (the reverse reads this call's V). */
 static void species_conv_forward(const conv_plan &p, const species_conv &s, const sc_work &w, int64_t i0, int64_t i1,
                                  const int64_t *row_ptr, const int32_t *sender, const int32_t *species, const double *r,
                                  const float *Y, const float *hu, const float *cut, float *M) {
     if (i1 <= i0) return;
+    const size_t smem = sc_smem(p, s, false);
+    if (!s.gemm) {
+        k_species_conv_fwd<false><<<(unsigned)(i1 - i0), sc_fwd_threads(s), smem>>>(p, s, i0, row_ptr, sender, species,
+                                                                                   r, Y, hu, cut, M);
+        return;
+    }
     const int64_t nv = (int64_t)p.n_ins * s.S * s.K * p.C;
     k_species_conv_weights<<<(unsigned)std::min<int64_t>((nv + 255) / 256, 4096), 256>>>(p, s, hu, w.V);
     for (int64_t a = i0; a < i1; a += w.piece) {
         const int64_t b = std::min(i1, a + w.piece);
-        k_species_conv_q<<<(unsigned)(b - a), sc_fwd_threads(s), sc_smem(s, false)>>>(p, s, a, row_ptr, sender,
-                                                                                     species, r, Y, cut, w.QG);
+        k_species_conv_fwd<true><<<(unsigned)(b - a), sc_fwd_threads(s), smem>>>(p, s, a, row_ptr, sender, species, r,
+                                                                                Y, hu, cut, w.QG);
         sc_gemms(p, s, w, b - a, M + a * p.dM, nullptr);
     }
 }
-/* its reverse given gM: piece by piece G = gM V^T, then the edges' gradients (edges of the receivers from e0) */
+/* its reverse given gM (edges of the receivers from e0); GEMM folds: piece by piece G = gM V^T, then the edges */
 static void species_conv_backward(const conv_plan &p, const species_conv &s, const sc_work &w, int64_t i0, int64_t i1,
                                   int64_t e0, const int64_t *row_ptr, const int32_t *sender, const int32_t *species,
-                                  const double *r, const float *Y, const float *cut, const float *gM, float *gY,
-                                  float *gcut, double *gr) {
+                                  const double *r, const float *Y, const float *hu, const float *cut, const float *gM,
+                                  float *gY, float *gcut, double *gr) {
+    if (i1 <= i0) return;
+    const size_t smem = sc_smem(p, s, true);
+    if (!s.gemm) {
+        k_species_conv_bwd<false><<<(unsigned)(i1 - i0), SC_BWD_THREADS, smem>>>(p, s, i0, row_ptr, sender, species, r,
+                                                                                 Y, hu, cut, gM, e0, gY, gcut, gr);
+        return;
+    }
     for (int64_t a = i0; a < i1; a += w.piece) {
         const int64_t b = std::min(i1, a + w.piece);
         sc_gemms(p, s, w, b - a, nullptr, gM + a * p.dM);
-        k_species_conv_bwd<<<(unsigned)(b - a), SC_BWD_THREADS, sc_smem(s, true)>>>(p, s, a, row_ptr, sender, species,
-                                                                                    r, Y, cut, w.QG, e0, gY, gcut, gr);
+        k_species_conv_bwd<true><<<(unsigned)(b - a), SC_BWD_THREADS, smem>>>(p, s, a, row_ptr, sender, species, r, Y,
+                                                                              hu, cut, w.QG, e0, gY, gcut, gr);
     }
 }
 
