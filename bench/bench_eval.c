@@ -101,6 +101,7 @@ static int build_pairs(const cgq_model *m, const cgq_system *s, double skin, ben
  * atoms as receivers), each the median of reps runs, in ms. */
 static int time_rebuild(cgq_evaluator *ev, const cgq_model *m, const bench_pairs *bp, int reps) {
     cgq_neighbor_list nl = {0};
+    nl.senders_only = 1; /* as pair_cgequi */
     const int32_t nopbc[3] = {0, 0, 0};
     const double nocell[9] = {0};
     double t_nl[16], t_set[16];

@@ -470,6 +470,86 @@ TEST(Neighbor, ThreadCountDoesNotChangeResult) {
     }
 }
 
+// senders_only (an MD code's candidate pairs): one pass, row_ptr and sender only; the same rows as the full build for
+// periodic, tiny, slab and open systems, receiver subsets and any thread count, and the same overlap errors. A list
+// reused across both kinds of build keeps shift and vec sized for the full ones.
+TEST(Neighbor, SendersOnlyMatchesTheFullBuild) {
+    std::mt19937_64 rng(21);
+    std::vector<std::pair<System, double>> cases;
+    for (int trial = 0; trial < 6; ++trial) {
+        System s;
+        s.cell = random_cell(rng, trial < 2 ? 2.5 : 9.0, trial < 2 ? 4.0 : 14.0, 0.3);
+        s.pbc = {1, trial % 3 != 1, trial % 2};
+        s.pos = random_positions(rng, s.cell, trial < 2 ? 3 : 300, -0.3, 1.3);
+        cases.push_back({s, 4.0 + 0.5 * trial});
+    }
+    System open; // liquid density, no cell (as pair_cgequi passes its points)
+    std::uniform_real_distribution<double> u(0.0, 28.0);
+    for (int i = 0; i < 3 * 2200; ++i) open.pos.push_back(u(rng));
+    cases.push_back({open, 6.0});
+    const int saved = omp_get_max_threads ? omp_get_max_threads() : 1;
+    cgq_neighbor_list reused = {};
+    for (size_t c = 0; c < cases.size(); ++c) {
+        const System &s = cases[c].first;
+        const double cut = cases[c].second;
+        const int64_t n = s.n();
+        for (int64_t nr : {n, n / 3}) {
+            SCOPED_TRACE("case " + std::to_string(c) + " receivers " + std::to_string(nr));
+            cgq_neighbor_list full = {};
+            ASSERT_EQ(cgq_neighbor_list_build_receivers(&full, n, nr, s.pos.data(), s.cell.data(), s.pbc.data(), cut),
+                      CGQ_STATUS_OK)
+                << cgq_last_error();
+            for (int t : {1, 2, 3, 8}) {
+                if (omp_set_num_threads) omp_set_num_threads(t);
+                cgq_neighbor_list so = {};
+                so.senders_only = 1;
+                ASSERT_EQ(cgq_neighbor_list_build_receivers(&so, n, nr, s.pos.data(), s.cell.data(), s.pbc.data(), cut),
+                          CGQ_STATUS_OK)
+                    << cgq_last_error();
+                EXPECT_EQ(so.shift, nullptr);
+                EXPECT_EQ(so.vec, nullptr);
+                ASSERT_EQ(so.n_nodes, full.n_nodes);
+                ASSERT_EQ(so.n_edges, full.n_edges);
+                for (int64_t i = 0; i <= n; ++i) ASSERT_EQ(so.row_ptr[i], full.row_ptr[i]) << "row " << i;
+                for (int64_t e = 0; e < full.n_edges; ++e) ASSERT_EQ(so.sender[e], full.sender[e]) << "edge " << e;
+                cgq_neighbor_list_free(&so);
+            }
+            if (omp_set_num_threads) omp_set_num_threads(saved);
+            // the same list, alternately senders only and full: the full builds still fill shift and vec
+            for (int so : {1, 0}) {
+                reused.senders_only = so;
+                ASSERT_EQ(cgq_neighbor_list_build_receivers(&reused, n, nr, s.pos.data(), s.cell.data(), s.pbc.data(),
+                                                            cut),
+                          CGQ_STATUS_OK);
+                ASSERT_EQ(reused.n_edges, full.n_edges);
+                for (int64_t e = 0; e < full.n_edges; ++e) {
+                    ASSERT_EQ(reused.sender[e], full.sender[e]);
+                    if (!so)
+                        for (int k = 0; k < 3; ++k) {
+                            ASSERT_EQ(reused.shift[3 * e + k], full.shift[3 * e + k]);
+                            ASSERT_EQ(reused.vec[3 * e + k], full.vec[3 * e + k]);
+                        }
+                }
+            }
+            cgq_neighbor_list_free(&full);
+        }
+    }
+    cgq_neighbor_list_free(&reused);
+    // overlapping atoms: the same error as the full build, named by the caller's ids, and an empty list
+    std::vector<double> overlap = {0, 0, 0, 1, 1, 1, 2, 2, 2, 1, 1, 1 + 1e-10};
+    const int64_t ids[4] = {10, 11, 12, 13};
+    const int32_t nopbc[3] = {0, 0, 0};
+    cgq_neighbor_list so = {};
+    so.senders_only = 1, so.ids = ids;
+    EXPECT_EQ(cgq_neighbor_list_build_receivers(&so, 4, 4, overlap.data(), nullptr, nopbc, 4.0), CGQ_STATUS_BAD_INPUT);
+    const std::string msg = cgq_last_error();
+    EXPECT_NE(msg.find("atoms 11 at"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("and 13 at"), std::string::npos) << msg;
+    EXPECT_EQ(so.n_edges, 0);
+    EXPECT_EQ(so.row_ptr[0], 0);
+    cgq_neighbor_list_free(&so);
+}
+
 TEST(Neighbor, ZeroAtoms) {
     cgq_neighbor_list nl;
     std::memset(&nl, 0, sizeof nl);

@@ -15,8 +15,11 @@
  * and |v|^2 < cutoff^2, so the result does not depend on binning, wrapping or thread count.
  *
  * Two passes over receivers (count, then fill) keep peak memory at the size of the output; each
- * row is sorted by (sender, S0, S1, S2). Rows are independent, so the OpenMP loops give bitwise
- * identical results for any number of threads. */
+ * row is sorted by (sender, S0, S1, S2). With senders_only (an MD code's candidate pairs: 4 bytes an
+ * edge instead of 40) one pass suffices: each thread keeps its sorted rows of senders in an arena of
+ * its own, and the rows are copied into place once all are counted (the scan was two thirds of a
+ * two-pass build, and the fill's sort and 40-byte records most of the rest). Rows are independent,
+ * so the OpenMP loops give bitwise identical results for any number of threads. */
 #include "graph/neighbor.h"
 
 #include <float.h>
@@ -188,8 +191,10 @@ static inline void next_bin(const search_ctx *c, int dim, int64_t *r, int64_t *s
 }
 
 /* Scans all candidates of the receiver at bin-order position k. Returns the number of edges;
- * writes them to out (unsorted) when out != NULL. Records the smallest overlap in *ov. */
-static int64_t scan_receiver(const search_ctx *c, int64_t k, edge_rec *out, overlap_info *ov) {
+ * writes them to out (unsorted) when out != NULL, or only their keys (edge_rec.key) to the first
+ * cap places of keys when keys != NULL. Records the smallest overlap in *ov. */
+static int64_t scan_receiver(const search_ctx *c, int64_t k, edge_rec *out, uint64_t *keys, int64_t cap,
+                             overlap_info *ov) {
     const int32_t j = c->sorted_id[k];
     const int64_t bj = c->atom_bin[k];
     const int64_t b[3] = {bj / (c->nb[1] * c->nb[2]), (bj / c->nb[2]) % c->nb[1], bj % c->nb[2]};
@@ -286,18 +291,24 @@ static int64_t scan_receiver(const search_ctx *c, int64_t k, edge_rec *out, over
                             continue;
                         }
                         if (d2 >= r2_cut) continue;
-                        if (out) {
-                            edge_rec *e = &out[count];
+                        if (out || keys) {
                             /* For a fixed sender, S - s is constant, so (sender, s - s_first) sorts
                              * like (sender, S). The fill pass checks that the key fits. */
-                            e->key = ((((uint64_t)i << c->key_bits[0] | (uint64_t)(s0 - s_first[0]))
-                                           << c->key_bits[1] |
-                                       (uint64_t)(s1 - s_first[1]))
-                                      << c->key_bits[2]) |
-                                     (uint64_t)(seg_s2 - s_first[2]);
-                            e->sender = i;
-                            memcpy(e->s, S, sizeof S);
-                            memcpy(e->v, v, sizeof v);
+                            const uint64_t key =
+                                ((((uint64_t)i << c->key_bits[0] | (uint64_t)(s0 - s_first[0]))
+                                      << c->key_bits[1] |
+                                  (uint64_t)(s1 - s_first[1]))
+                                 << c->key_bits[2]) |
+                                (uint64_t)(seg_s2 - s_first[2]);
+                            if (out) {
+                                edge_rec *e = &out[count];
+                                e->key = key;
+                                e->sender = i;
+                                memcpy(e->s, S, sizeof S);
+                                memcpy(e->v, v, sizeof v);
+                            } else if (count < cap) {
+                                keys[count] = key;
+                            }
                         }
                         ++count;
                     }
@@ -325,9 +336,10 @@ static void normalize3(double *a) {
     for (int d = 0; d < 3; ++d) a[d] /= n;
 }
 
-/* Grows the arrays to hold n_nodes nodes and n_edges edges (1.5x geometric growth). The
- * recorded capacity only changes once every array of that kind has grown. */
-static cgq_status reserve(cgq_neighbor_list *nl, int64_t n_nodes, int64_t n_edges) {
+/* Grows the arrays to hold n_nodes nodes and n_edges edges (1.5x geometric growth): row_ptr,
+ * sender, and shift and vec unless senders_only. The recorded capacity of shift and vec only
+ * changes once both have grown. */
+static cgq_status reserve(cgq_neighbor_list *nl, int64_t n_nodes, int64_t n_edges, int senders_only) {
     if (!nl->row_ptr || n_nodes > nl->node_capacity) {
         int64_t cap = nl->row_ptr ? nl->node_capacity + nl->node_capacity / 2 : 0;
         if (cap < n_nodes) cap = n_nodes;
@@ -339,23 +351,31 @@ static cgq_status reserve(cgq_neighbor_list *nl, int64_t n_nodes, int64_t n_edge
         nl->row_ptr = p;
         nl->node_capacity = cap;
     }
-    if (n_edges > nl->edge_capacity || (n_edges > 0 && (!nl->sender || !nl->shift || !nl->vec))) {
+    const double gb = (double)n_edges * (senders_only ? 4.0 : 40.0) / 1e9;
+    if (n_edges > nl->edge_capacity || (n_edges > 0 && !nl->sender)) {
         int64_t cap = nl->edge_capacity + nl->edge_capacity / 2;
         if (cap < n_edges) cap = n_edges;
         int32_t *s = realloc(nl->sender, (size_t)cap * sizeof *s);
-        if (s) nl->sender = s;
-        int32_t *sh = s ? realloc(nl->shift, (size_t)cap * 3 * sizeof *sh) : NULL;
-        if (sh) nl->shift = sh;
-        double *v = sh ? realloc(nl->vec, (size_t)cap * 3 * sizeof *v) : NULL;
-        if (v) nl->vec = v;
-        if (!v)
-            return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY,
-                            "neighbor list: cannot allocate %lld edges (%.1f GB); reduce the "
-                            "system size or the cutoff",
-                            (long long)n_edges, (double)n_edges * 40.0 / 1e9);
+        if (!s) goto oom;
+        nl->sender = s;
         nl->edge_capacity = cap;
     }
+    if (!senders_only && (n_edges > nl->geom_capacity || (n_edges > 0 && (!nl->shift || !nl->vec)))) {
+        int64_t cap = nl->geom_capacity + nl->geom_capacity / 2;
+        if (cap < n_edges) cap = n_edges;
+        int32_t *sh = realloc(nl->shift, (size_t)cap * 3 * sizeof *sh);
+        if (sh) nl->shift = sh;
+        double *v = sh ? realloc(nl->vec, (size_t)cap * 3 * sizeof *v) : NULL;
+        if (!v) goto oom;
+        nl->vec = v;
+        nl->geom_capacity = cap;
+    }
     return CGQ_STATUS_OK;
+oom:
+    return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY,
+                    "neighbor list: cannot allocate %lld edges (%.1f GB); reduce the system size or the "
+                    "cutoff",
+                    (long long)n_edges, gb);
 }
 
 /* Builds the effective cell (periodic rows as given, synthetic orthonormal rows elsewhere) and
@@ -437,6 +457,141 @@ static void invert3(const double *m, double *inv) {
     inv[8] = (m[0] * m[4] - m[1] * m[3]) / det;
 }
 
+/* The error for the first overlapping pair found; atoms are named by the caller's ids when it gave
+ * them (e.g. LAMMPS tags), else by index. */
+static cgq_status overlap_error(const cgq_neighbor_list *nl, const double *positions, const overlap_info *ov) {
+    const double *pi = positions + 3 * (int64_t)ov->send, *pj = positions + 3 * (int64_t)ov->recv;
+    const long long id_r = nl->ids ? (long long)nl->ids[ov->recv] : (long long)ov->recv;
+    const long long id_s = nl->ids ? (long long)nl->ids[ov->send] : (long long)ov->send;
+    if (ov->send == ov->recv)
+        return cgq_fail(CGQ_STATUS_BAD_INPUT,
+                        "atom %lld is %.3g A from its own periodic image (shift %d %d %d), "
+                        "closer than %g A; the cell is degenerate, check the cell",
+                        id_r, ov->dist, ov->s[0], ov->s[1], ov->s[2], OVERLAP_DIST);
+    return cgq_fail(CGQ_STATUS_BAD_INPUT,
+                    "atoms %lld at (%g, %g, %g) and %lld at (%g, %g, %g) (taken with image "
+                    "shift %d %d %d) overlap: they are %.3g A apart, closer than %g A; "
+                    "remove duplicate atoms from the input structure",
+                    id_r, pj[0], pj[1], pj[2], id_s, pi[0], pi[1], pi[2], ov->s[0], ov->s[1], ov->s[2],
+                    ov->dist, OVERLAP_DIST);
+}
+
+/* Grows *p (elements of elem bytes, capacity *cap) to hold need, at least doubling; 0 when out of
+ * memory (*p is kept). */
+static int grow_to(void **p, int64_t *cap, int64_t need, size_t elem) {
+    if (need <= *cap) return 1;
+    const int64_t want = need > 2 * *cap ? need : 2 * *cap;
+    void *q = realloc(*p, (size_t)want * elem);
+    if (!q) return 0;
+    *p = q;
+    *cap = want;
+    return 1;
+}
+
+/* One thread's rows of senders (senders_only), one after another, and its scratch for the row
+ * being scanned and sorted. */
+typedef struct row_arena {
+    int32_t *send;
+    int64_t n, cap;
+    uint64_t *keys, *ktmp;
+    int64_t kcap, tcap;
+    int failed;
+} row_arena;
+
+/* The senders_only build after binning: one pass, each thread scanning receivers into its keys
+ * (regrown and scanned again when a row is longer than any before on that thread), sorting them
+ * and appending the senders to its arena; then row_ptr and the rows copied into place. */
+static cgq_status build_senders_only(cgq_neighbor_list *nl, const search_ctx *c, int64_t n, int64_t n_receivers,
+                                     const double *positions) {
+    const int shift_bits = c->key_bits[0] + c->key_bits[1] + c->key_bits[2];
+    int nthreads = 1;
+#ifdef _OPENMP
+    nthreads = n >= 512 ? omp_get_max_threads() : 1;
+#endif
+    cgq_status status = CGQ_STATUS_OK;
+    row_arena *ar = calloc((size_t)nthreads, sizeof *ar);
+    int32_t *row_thread = malloc((size_t)n * sizeof *row_thread);
+    int64_t *row_off = malloc((size_t)n * sizeof *row_off), *row_ptr = nl->row_ptr;
+    overlap_info ov_all;
+    memset(&ov_all, 0, sizeof ov_all);
+    if (!ar || !row_thread || !row_off) goto oom;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nthreads)
+#endif
+    {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        row_arena *A = &ar[tid];
+        overlap_info ov;
+        memset(&ov, 0, sizeof ov);
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 64)
+#endif
+        for (int64_t k = 0; k < n; ++k) {
+            const int32_t id = c->sorted_id[k];
+            row_ptr[id + 1] = 0;
+            if (id >= n_receivers || A->failed) continue; /* a sender only: empty row */
+            int64_t cnt = scan_receiver(c, k, NULL, A->keys, A->kcap, &ov);
+            if (cnt > A->kcap) {
+                if (!grow_to((void **)&A->keys, &A->kcap, cnt, sizeof *A->keys) ||
+                    !grow_to((void **)&A->ktmp, &A->tcap, A->kcap, sizeof *A->ktmp)) {
+                    A->failed = 1;
+                    continue;
+                }
+                cnt = scan_receiver(c, k, NULL, A->keys, A->kcap, &ov);
+            }
+            if (!grow_to((void **)&A->send, &A->cap, A->n + cnt, sizeof *A->send)) {
+                A->failed = 1;
+                continue;
+            }
+            sort_keys(A->keys, A->ktmp, cnt);
+            for (int64_t e = 0; e < cnt; ++e) A->send[A->n + e] = (int32_t)(A->keys[e] >> shift_bits);
+            row_thread[id] = tid;
+            row_off[id] = A->n;
+            row_ptr[id + 1] = cnt;
+            A->n += cnt;
+        }
+#ifdef _OPENMP
+#pragma omp critical(cgq_neighbor_reduce)
+#endif
+        if (ov.found && (!ov_all.found || key_less(ov.recv, ov.send, ov.s, ov_all.recv, ov_all.send, ov_all.s)))
+            ov_all = ov;
+    }
+    for (int t = 0; t < nthreads; ++t)
+        if (ar[t].failed) goto oom;
+    if (ov_all.found) {
+        status = overlap_error(nl, positions, &ov_all);
+        goto done;
+    }
+    row_ptr[0] = 0;
+    for (int64_t j = 0; j < n; ++j) row_ptr[j + 1] += row_ptr[j];
+    status = reserve(nl, n, row_ptr[n], 1);
+    if (status != CGQ_STATUS_OK) goto done;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nthreads)
+#endif
+    for (int64_t j = 0; j < n; ++j) {
+        const int64_t cnt = row_ptr[j + 1] - row_ptr[j];
+        if (cnt) memcpy(nl->sender + row_ptr[j], ar[row_thread[j]].send + row_off[j], (size_t)cnt * sizeof(int32_t));
+    }
+    nl->n_nodes = n;
+    nl->n_edges = row_ptr[n];
+    goto done;
+oom:
+    status = cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "neighbor list: out of memory building the candidate pairs of %lld atoms",
+                      (long long)n);
+done:
+    if (ar)
+        for (int t = 0; t < nthreads; ++t) free(ar[t].send), free(ar[t].keys), free(ar[t].ktmp);
+    free(ar);
+    free(row_thread);
+    free(row_off);
+    if (status != CGQ_STATUS_OK) nl->row_ptr[0] = 0;
+    return status;
+}
+
 cgq_status cgq_neighbor_list_build(cgq_neighbor_list *nl, int64_t n_atoms, const double *positions,
                                    const double cell[9], const int32_t pbc[3], double cutoff) {
     return cgq_neighbor_list_build_receivers(nl, n_atoms, n_atoms, positions, cell, pbc, cutoff);
@@ -471,7 +626,7 @@ cgq_status cgq_neighbor_list_build_receivers(cgq_neighbor_list *nl, int64_t n_at
                         "neighbor list: cell is NULL but pbc is (%d, %d, %d); pass the cell",
                         pbc[0], pbc[1], pbc[2]);
 
-    CGQ_TRY(reserve(nl, n_atoms, 0));
+    CGQ_TRY(reserve(nl, n_atoms, 0, 1));
     nl->row_ptr[0] = 0;
     if (n_atoms == 0) return CGQ_STATUS_OK;
     const int64_t n = n_atoms;
@@ -655,6 +810,12 @@ cgq_status cgq_neighbor_list_build_receivers(cgq_neighbor_list *nl, int64_t n_at
     c.x = xo;
     c.wrap = wrap;
 
+    if (nl->senders_only && bits_for((uint64_t)n) + c.key_bits[0] + c.key_bits[1] + c.key_bits[2] <= 64) {
+        status = build_senders_only(nl, &c, n, n_receivers, positions);
+        if (status != CGQ_STATUS_OK) goto fail;
+        goto done;
+    }
+
     /* Pass 1: count edges per receiver (into row_ptr[j+1]) and look for overlaps. */
     int64_t *row_ptr = nl->row_ptr;
     overlap_info ov_all;
@@ -675,7 +836,7 @@ cgq_status cgq_neighbor_list_build_receivers(cgq_neighbor_list *nl, int64_t n_at
                 row_ptr[c.sorted_id[k] + 1] = 0;
                 continue;
             }
-            int64_t cnt = scan_receiver(&c, k, NULL, &ov);
+            int64_t cnt = scan_receiver(&c, k, NULL, NULL, 0, &ov);
             row_ptr[c.sorted_id[k] + 1] = cnt;
             if (cnt > my_max) my_max = cnt;
         }
@@ -690,30 +851,14 @@ cgq_status cgq_neighbor_list_build_receivers(cgq_neighbor_list *nl, int64_t n_at
         }
     }
     if (ov_all.found) {
-        const double *pi = positions + 3 * (int64_t)ov_all.send,
-                     *pj = positions + 3 * (int64_t)ov_all.recv;
-        /* atoms are named by the caller's ids when it gave them (e.g. LAMMPS tags), else by index */
-        const long long id_r = nl->ids ? (long long)nl->ids[ov_all.recv] : (long long)ov_all.recv;
-        const long long id_s = nl->ids ? (long long)nl->ids[ov_all.send] : (long long)ov_all.send;
-        if (ov_all.send == ov_all.recv)
-            status = cgq_fail(CGQ_STATUS_BAD_INPUT,
-                              "atom %lld is %.3g A from its own periodic image (shift %d %d %d), "
-                              "closer than %g A; the cell is degenerate, check the cell",
-                              id_r, ov_all.dist, ov_all.s[0], ov_all.s[1], ov_all.s[2], OVERLAP_DIST);
-        else
-            status = cgq_fail(CGQ_STATUS_BAD_INPUT,
-                              "atoms %lld at (%g, %g, %g) and %lld at (%g, %g, %g) (taken with image "
-                              "shift %d %d %d) overlap: they are %.3g A apart, closer than %g A; "
-                              "remove duplicate atoms from the input structure",
-                              id_r, pj[0], pj[1], pj[2], id_s, pi[0], pi[1], pi[2],
-                              ov_all.s[0], ov_all.s[1], ov_all.s[2], ov_all.dist, OVERLAP_DIST);
+        status = overlap_error(nl, positions, &ov_all);
         goto fail;
     }
     row_ptr[0] = 0;
     for (int64_t j = 0; j < n; ++j) row_ptr[j + 1] += row_ptr[j];
     const int64_t n_edges = row_ptr[n];
 
-    status = reserve(nl, n, n_edges);
+    status = reserve(nl, n, n_edges, 0);
     if (status != CGQ_STATUS_OK) {
         nl->row_ptr[0] = 0;
         goto fail;
@@ -752,7 +897,7 @@ cgq_status cgq_neighbor_list_build_receivers(cgq_neighbor_list *nl, int64_t n_at
 #endif
         for (int64_t k = 0; k < n; ++k) {
             if (c.sorted_id[k] >= n_receivers) continue;
-            int64_t cnt = scan_receiver(&c, k, buf, &ov);
+            int64_t cnt = scan_receiver(&c, k, buf, NULL, 0, &ov);
             int64_t base = nl->row_ptr[c.sorted_id[k]];
             if (use_keys) {
                 for (int64_t e = 0; e < cnt; ++e) keys[e] = buf[e].key << pos_bits | (uint64_t)e;

@@ -18,8 +18,10 @@ typedef struct cgq_neighbor_list {
     int32_t *sender;  /* [n_edges] */
     int32_t *shift;   /* [n_edges*3] integer image shift S of the sender */
     double *vec;      /* [n_edges*3] v = x_receiver - x_sender - S.cell */
-    int64_t node_capacity, edge_capacity;
+    int64_t node_capacity, edge_capacity, geom_capacity; /* rows; sender; shift and vec */
     const int64_t *ids; /* optional, set by the caller: [n_atoms] ids that error messages name atoms by */
+    int senders_only;   /* optional, set by the caller: fill row_ptr and sender only (shift and vec are left as they
+                           are), in one pass over the receivers instead of two (an MD code's candidate pairs) */
 } cgq_neighbor_list;
 
 /* Builds the list. Fails with CGQ_STATUS_BAD_INPUT (clear message naming the atoms) on NaN/inf

@@ -240,6 +240,7 @@ void PairCGEqui::build_candidates(bool fold) {
     const int32_t nopbc[3] = {0, 0, 0};
     const double nocell[9] = {0};
     nl->ids = point_id.data();
+    nl->senders_only = 1; /* the evaluator takes the rows and senders only */
     const double t0 = MPI_Wtime();
     if (cgq_neighbor_list_build_receivers(nl, np, cand_local, cand_pos.data(), nocell, nopbc, cutoff + cand_skin) !=
         CGQ_STATUS_OK)
