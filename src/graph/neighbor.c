@@ -97,6 +97,28 @@ static int key_less(int32_t ra, int32_t sa, const int32_t *ta, int32_t rb, int32
     return 0;
 }
 
+/* Keeps in *all the first overlap of *ov and *all (by key_less: the same for any thread count). */
+static void keep_first_overlap(overlap_info *all, const overlap_info *ov) {
+    if (ov->found && (!all->found || key_less(ov->recv, ov->send, ov->s, all->recv, all->send, all->s))) *all = *ov;
+}
+
+/* Threads of the builds' parallel loops (one for small systems) and this thread's number. */
+static int build_threads(int64_t n) {
+#ifdef _OPENMP
+    return n >= 512 ? omp_get_max_threads() : 1;
+#else
+    (void)n;
+    return 1;
+#endif
+}
+static int thread_id(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
 /* Stable bottom-up merge sort (insertion-sorted runs of 16); O(n log n) even for huge rows.
  * Keys within a row are unique, so any correct sort gives the same order. */
 static void sort_row(edge_rec *a, edge_rec *tmp, int64_t n) {
@@ -503,11 +525,7 @@ typedef struct row_arena {
  * and appending the senders to its arena; then row_ptr and the rows copied into place. */
 static cgq_status build_senders_only(cgq_neighbor_list *nl, const search_ctx *c, int64_t n, int64_t n_receivers,
                                      const double *positions) {
-    const int shift_bits = c->key_bits[0] + c->key_bits[1] + c->key_bits[2];
-    int nthreads = 1;
-#ifdef _OPENMP
-    nthreads = n >= 512 ? omp_get_max_threads() : 1;
-#endif
+    const int shift_bits = c->key_bits[0] + c->key_bits[1] + c->key_bits[2], nthreads = build_threads(n);
     cgq_status status = CGQ_STATUS_OK;
     row_arena *ar = calloc((size_t)nthreads, sizeof *ar);
     int32_t *row_thread = malloc((size_t)n * sizeof *row_thread);
@@ -519,10 +537,7 @@ static cgq_status build_senders_only(cgq_neighbor_list *nl, const search_ctx *c,
 #pragma omp parallel num_threads(nthreads)
 #endif
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
+        const int tid = thread_id();
         row_arena *A = &ar[tid];
         overlap_info ov;
         memset(&ov, 0, sizeof ov);
@@ -556,8 +571,7 @@ static cgq_status build_senders_only(cgq_neighbor_list *nl, const search_ctx *c,
 #ifdef _OPENMP
 #pragma omp critical(cgq_neighbor_reduce)
 #endif
-        if (ov.found && (!ov_all.found || key_less(ov.recv, ov.send, ov.s, ov_all.recv, ov_all.send, ov_all.s)))
-            ov_all = ov;
+        keep_first_overlap(&ov_all, &ov);
     }
     for (int t = 0; t < nthreads; ++t)
         if (ar[t].failed) goto oom;
@@ -845,9 +859,7 @@ cgq_status cgq_neighbor_list_build_receivers(cgq_neighbor_list *nl, int64_t n_at
 #endif
         {
             if (my_max > max_row) max_row = my_max;
-            if (ov.found && (!ov_all.found ||
-                             key_less(ov.recv, ov.send, ov.s, ov_all.recv, ov_all.send, ov_all.s)))
-                ov_all = ov;
+            keep_first_overlap(&ov_all, &ov);
         }
     }
     if (ov_all.found) {
@@ -871,10 +883,7 @@ cgq_status cgq_neighbor_list_build_receivers(cgq_neighbor_list *nl, int64_t n_at
     const int packed_bits = bits_for((uint64_t)n) + c.key_bits[0] + c.key_bits[1] + c.key_bits[2];
     const int pos_bits = bits_for((uint64_t)row_cap);
     const int use_keys = packed_bits + pos_bits <= 64;
-    int nthreads = 1;
-#ifdef _OPENMP
-    nthreads = n >= 512 ? omp_get_max_threads() : 1;
-#endif
+    const int nthreads = build_threads(n);
     const size_t per_thread = (size_t)row_cap * (2 * sizeof(edge_rec) + 2 * sizeof(uint64_t));
     scratch = malloc((size_t)nthreads * per_thread);
     if (!scratch) goto oom;
@@ -882,11 +891,7 @@ cgq_status cgq_neighbor_list_build_receivers(cgq_neighbor_list *nl, int64_t n_at
 #pragma omp parallel num_threads(nthreads)
 #endif
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
-        edge_rec *buf = (edge_rec *)((char *)scratch + (size_t)tid * per_thread);
+        edge_rec *buf = (edge_rec *)((char *)scratch + (size_t)thread_id() * per_thread);
         edge_rec *tmp = buf + row_cap;
         uint64_t *keys = (uint64_t *)(tmp + row_cap);
         uint64_t *ktmp = keys + row_cap;
