@@ -383,6 +383,10 @@ TEST_P(GpuKernels, SpeciesConvolutionMatchesCpu) {
             return;
         }
         ASSERT_EQ(st, CGQ_STATUS_OK) << cgq_last_error();
+        // CGQ_GPU_SPECIES_CONV=2 asks for the GEMM folds: every MACE layer 0 that runs factored has their form
+        const char *mode = std::getenv("CGQ_GPU_SPECIES_CONV");
+        EXPECT_EQ(cgq_gpu_species_conv_gemm(g), mode && std::string(mode) == "2" ? 1 : 0);
+        std::printf("  %s folds\n", cgq_gpu_species_conv_gemm(g) ? "GEMM" : "in-kernel");
         const ConvReference ref(rc, tp, nY, row, sender, r, cut, x, Y, gM);
         expect_close(GetParam(), 0, fp32, seed, "M (species)", M, ref.M);
         expect_close(GetParam(), 0, fp32, seed, "dE/dY (species)", gY, ref.gY);

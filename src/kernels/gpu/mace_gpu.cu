@@ -930,11 +930,14 @@ static cgq_status build_species_conv(cgq_gpu *g) {
     std::vector<conv_ins> ins(p.n_ins);
     CGQ_CHECK_GPU(cudaMemcpy(ins.data(), p.ins, sizeof(conv_ins) * p.n_ins, cudaMemcpyDeviceToHost));
     s.gemm = env && atoi(env) == 2;
-    for (const conv_ins &k : ins) { /* the GEMM folds: a forward part per output block, its instructions as segments */
+    std::vector<int> blocks; /* the GEMM folds: a forward part per output block, its instructions as segments */
+    for (const conv_ins &k : ins) {
         int into = 0;
         for (const conv_ins &k2 : ins) into += k2.out_off == k.out_off;
         if (k.d1 != 1 || into > LG_MAX_SEGS) s.gemm = 0;
+        if (std::find(blocks.begin(), blocks.end(), k.out_off) == blocks.end()) blocks.push_back(k.out_off);
     }
+    if ((int)blocks.size() != p.n_out) s.gemm = 0; /* an output block no instruction writes (the GEMMs leave it) */
     g->sconv_ins = ins;
     std::vector<int32_t> cls(m->n_species + SC_MAX_CLASSES, -1);
     const int32_t *dcls = nullptr;
@@ -950,10 +953,12 @@ static cgq_status build_species_conv(cgq_gpu *g) {
     for (const void *k : kernels)
         set = set && cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g->smem_optin) ==
                          cudaSuccess;
-    if (!set) {
+    cudaFuncAttributes fa;
+    if (!set || cudaFuncGetAttributes(&fa, kernels[s.gemm ? 1 : 0]) != cudaSuccess) {
         cudaGetLastError();
         return CGQ_STATUS_OK; /* the separate kernels run the layer */
     }
+    s.fwd_max_threads = fa.maxThreadsPerBlock;
     s.ok = 1;
     return CGQ_STATUS_OK;
 }
@@ -2532,6 +2537,10 @@ extern "C" cgq_status cgq_gpu_species_conv(cgq_gpu *g, int64_t n, const int64_t 
     CGQ_TRY(test_buffers::out(dgY, gY, E * nY));
     CGQ_TRY(test_buffers::out(dgcut, gcut, E));
     return test_buffers::out(dgr, gr, E);
+}
+
+extern "C" int cgq_gpu_species_conv_gemm(const cgq_gpu *g) {
+    return g->sconv.ok && g->sconv.gemm;
 }
 
 extern "C" int cgq_gpu_conv_std(const cgq_gpu *g, int layer) {

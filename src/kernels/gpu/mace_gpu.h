@@ -76,6 +76,10 @@ cgq_status cgq_gpu_species_conv(cgq_gpu *gpu, int64_t n, const int64_t *row_ptr,
                                 const int32_t *species, const double *r, const double *cut, const double *x,
                                 const double *Y, const double *gM, double *M, double *gY, double *gcut, double *gr);
 
+/* 1 where MACE's first convolution, when it runs factored, runs its folds as node GEMMs (CGQ_GPU_SPECIES_CONV=2 and a
+ * form they cover), else 0 */
+int cgq_gpu_species_conv_gemm(const cgq_gpu *gpu);
+
 /* Kernel test entry: MACE layer's convolution forward and reverse with its weight table (fp32, conv.cuh conv_weights)
  * on a graph of n receivers (CSR rows, senders among them), edge lengths r, the cutoff (multiplying the weights; NULL
  * where the model applies it elsewhere), x (n x in1 dim), Y, gM = dE/dM: the messages M, and per edge dE/dY, dE/dcut,

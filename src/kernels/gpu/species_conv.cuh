@@ -42,6 +42,7 @@ struct species_conv {
     int K = 0, P = 0, x_off = 0, n_species = 0;
     int split_ins =
         0; /* every output block has one instruction: the forward's threads may take (channel, instruction) */
+    int fwd_max_threads = 0; /* the forward kernel's largest block (cudaFuncGetAttributes) */
     float alpha = 1;
     radial_table tab;
     const float *W = nullptr;  /* the radial MLP's last layer [K][wn] (the float model's) */
@@ -70,16 +71,18 @@ __host__ __device__ inline int sc_r4(int n) {
 struct sc_layout {
     int acc, G, Z, ab, sb, Pb, hb, cut, tw, ints, floats;
 };
-__host__ __device__ inline sc_layout sc_layout_of(const conv_plan &p, const species_conv &s, bool bwd) {
+/* (gemm: the fold's mode, a compile-time constant in the kernels: a run-time s.gemm there cost the default reverse 8
+ * registers) */
+__host__ __device__ inline sc_layout sc_layout_of(const conv_plan &p, const species_conv &s, bool bwd, bool gemm) {
     sc_layout o = {};
     const int PS = sc_r4(s.P), spk = sc_r4(s.S * s.P * s.K);
-    o.acc = o.G = s.gemm ? 0 : sc_r4(s.S * p.C);
-    const int stage = o.acc + (bwd ? spk : s.gemm ? 0 : sc_r4(p.acc_dim * p.C));
+    o.acc = o.G = gemm ? 0 : sc_r4(s.S * p.C);
+    const int stage = o.acc + (bwd ? spk : gemm ? 0 : sc_r4(p.acc_dim * p.C));
     o.Z = o.ab = stage, o.sb = o.ab + sc_r4(SC_EB * s.K);
     o.Pb = o.sb + (bwd ? sc_r4(SC_EB * s.K) : 0), o.hb = o.Pb + SC_EB * PS;
     o.cut = o.hb + SC_EB * (bwd ? 6 : 3);
     int end = o.cut + (bwd ? SC_EB : 0);
-    const int other = s.gemm ? 0 : stage + (bwd ? sc_r4(s.S * s.P * p.C) : spk); /* Z (reverse) or Q (forward) */
+    const int other = gemm ? 0 : stage + (bwd ? sc_r4(s.S * s.P * p.C) : spk); /* Z (reverse) or Q (forward) */
     end = end > other ? end : other;
     o.tw = sc_r4(end), o.ints = o.tw + (bwd ? SC_BWD_THREADS / CGQ_WARP * (CONV_MAX_Y + 1) : 0);
     o.floats = o.ints + 2 * SC_EB;
@@ -90,12 +93,13 @@ static int sc_fwd_threads(const species_conv &s) {
     return t > 128 ? t : 128;
 }
 static size_t sc_smem(const conv_plan &p, const species_conv &s, bool bwd) {
-    return sizeof(float) * sc_layout_of(p, s, bwd).floats;
+    return sizeof(float) * sc_layout_of(p, s, bwd, s.gemm).floats;
 }
-/* whether the layer runs factored in a graph of s.S classes within the shared memory limit */
+/* whether the layer runs factored in a graph of s.S classes within the shared memory limit and the forward's block
+ * limit (its registers: 8 classes of a 128-wide table ask for 1,024 threads) */
 static bool sc_runs(const conv_plan &p, const species_conv &s, size_t smem_limit) {
     return s.ok && s.S >= 1 && s.S <= SC_MAX_CLASSES && sc_smem(p, s, false) <= smem_limit &&
-           sc_smem(p, s, true) <= smem_limit;
+           sc_smem(p, s, true) <= smem_limit && sc_fwd_threads(s) <= s.fwd_max_threads;
 }
 
 /* Stages the batch of nb edges from eb in shared memory: per edge its class cb, table interval kb and Hermite weights
@@ -134,9 +138,6 @@ __device__ __forceinline__ void sc_stage(const conv_plan &p, const species_conv 
     }
     __syncthreads();
 }
-
-/* the cases of 2l+1 = d3 <= 7, for switches that instantiate a template per d3 */
-#define SC_D3_CASES(F) F(1) F(3) F(5) F(7)
 
 /* the cases of 2l+1 = d3 <= 7, for switches that instantiate a template per d3 */
 #define SC_D3_CASES(F) F(1) F(3) F(5) F(7)
@@ -184,7 +185,7 @@ __global__ void k_species_conv_fwd(conv_plan p, species_conv s, int64_t i0, cons
                                    const float *hu, const float *cut, float *out) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int C = p.C, K = s.K, P = s.P, PS = sc_r4(P), tid = threadIdx.x, T = blockDim.x;
-    const sc_layout o = sc_layout_of(p, s, false);
+    const sc_layout o = sc_layout_of(p, s, false, GEMM);
     float *xs = reinterpret_cast<float *>(smem_raw), *acc = xs + o.acc, *ab = xs + o.ab, *Pb = xs + o.Pb;
     float *Qs = ab; /* Q [S][P][K] replaces the batch after the row */
     int *cb = reinterpret_cast<int *>(xs + o.ints), *kb = cb + SC_EB;
@@ -290,7 +291,7 @@ __global__ void __launch_bounds__(SC_BWD_THREADS)
                        const float *gsrc, int64_t e0, float *gY, float *gcut, double *gr) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int C = p.C, K = s.K, P = s.P, PS = sc_r4(P), S = s.S, tid = threadIdx.x, T = blockDim.x;
-    const sc_layout o = sc_layout_of(p, s, true);
+    const sc_layout o = sc_layout_of(p, s, true, GEMM);
     float *xs = reinterpret_cast<float *>(smem_raw), *G = xs + o.G, *Z = xs + o.Z;
     float *ab = xs + o.ab, *sb = xs + o.sb, *Pb = xs + o.Pb, *cutb = xs + o.cut;
     int *cb = reinterpret_cast<int *>(xs + o.ints), *kb = cb + SC_EB;
