@@ -35,6 +35,8 @@
 #define cudaDevAttrMaxSharedMemoryPerBlockOptin hipDeviceAttributeSharedMemPerBlockOptin
 #define cudaDevAttrComputeCapabilityMajor hipDeviceAttributeComputeCapabilityMajor
 #define cudaFuncSetAttribute hipFuncSetAttribute
+#define cudaFuncAttributes hipFuncAttributes
+#define cudaFuncGetAttributes hipFuncGetAttributes
 #define cudaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
 #define CGQ_WARP 64 /* wavefront */
 #define CGQ_SHFL_DOWN_W(v, d, w) __shfl_down(v, d, w) /* within groups of w lanes */
