@@ -6,7 +6,7 @@
 # the MACE-MP-0-medium-architecture step (5,184 water atoms, fp32, --pairs; checked against the CPU first) alternated
 # three times, both profiles, Nsight Compute's time of one step's node GEMMs and species kernels in the GEMM mode, the
 # shipped MACE models and 98,304 atoms. Needs the mace wheels in .whl (bench/device_build.sh make_models) and
-# .device/googletest. Logs in $OUT; the summary is printed last. Build, ctest and bench together may pass one call's
+# .device/googletest (tools/prepare-device.sh makes both; carry .whl and .device). Logs in $OUT; the summary is printed last. Build, ctest and bench together may pass one call's
 # 600 s: CTEST=0 leaves ctest out (run bench/device_ctest.sh on the warm machine next).
 set -u
 OUT=${OUT:-device-out}
