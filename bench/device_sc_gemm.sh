@@ -5,9 +5,10 @@
 # racecheck on the GEMM mode; `ctest -L gpu` (which holds test_gpu_kernels_species_gemm and test_gpu_species_gemm);
 # the MACE-MP-0-medium-architecture step (5,184 water atoms, fp32, --pairs; checked against the CPU first) alternated
 # three times, both profiles, Nsight Compute's time of one step's node GEMMs and species kernels in the GEMM mode, the
-# shipped MACE models and 98,304 atoms. Needs the mace wheels in .whl (bench/device_build.sh make_models) and
-# .device/googletest (tools/prepare-device.sh makes both; carry .whl and .device). Logs in $OUT; the summary is printed last. Build, ctest and bench together may pass one call's
-# 600 s: CTEST=0 leaves ctest out (run bench/device_ctest.sh on the warm machine next).
+# shipped MACE models and 98,304 atoms. Needs the mace wheels in .whl (bench/device_build.sh make_models),
+# .device/googletest and .device/models/water_192.xyz (tools/prepare-device.sh makes them; carry .whl and .device).
+# Logs in $OUT; the summary is printed last. Build, ctest and bench together may pass one call's 600 s: CTEST=0 leaves
+# ctest out (run bench/device_ctest.sh on the warm machine next).
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
