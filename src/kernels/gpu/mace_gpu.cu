@@ -1587,8 +1587,8 @@ static cgq_status grow_t(double **p, size_t *cap, size_t n) {
     return grow((void **)p, cap, sizeof(T) * (n + 1));
 }
 
-/* the buffers of species_conv's GEMM folds (the graph's classes set) for pieces of at most `piece` receivers, fewer where Q of a
- * piece would pass SC_PIECE_FLOATS */
+/* the buffers of species_conv's GEMM folds (the graph's classes set) for pieces of at most `piece` receivers, fewer
+ * where Q of a piece would pass SC_PIECE_FLOATS */
 static cgq_status species_conv_work(cgq_gpu *g, int64_t piece, sc_work *w) {
     const species_conv &s = g->sconv;
     const conv_plan &p = g->plans[0];
@@ -1998,6 +1998,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
         if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, hu, a.staging, NA, dhu_t, xc, false));
+        if (t == 0 && sconv && g->sconv.gemm) /* V once per step, for every chunk */
+            species_conv_weights(p, g->sconv, scw, reinterpret_cast<const float *>(hu));
         for (const edge_chunk &ch : chunks) {
             if (t == 0 && sconv) {
                 species_conv_forward(p, g->sconv, scw, ch.i0, ch.i1, c.row_ptr, c.sender, c.species, c.r,
@@ -2530,6 +2532,7 @@ extern "C" cgq_status cgq_gpu_species_conv(cgq_gpu *g, int64_t n, const int64_t 
     CGQ_TRY(tb.in((const double *)nullptr, E * nY, &dgY));
     CGQ_TRY(tb.in((const double *)nullptr, E, &dgcut));
     CGQ_TRY(tb.in((const double *)nullptr, E, &dgr));
+    if (s.gemm) species_conv_weights(p, s, w, dx);
     species_conv_forward(p, s, w, 0, n, drow, dsend, dspec, dr, dY, dx, dcut, dMsg);
     species_conv_backward(p, s, w, 0, n, 0, drow, dsend, dspec, dr, dY, dx, dcut, dgM, dgY, dgcut, dgr);
     CGQ_CHECK_GPU(cudaGetLastError());

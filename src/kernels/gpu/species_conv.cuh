@@ -403,8 +403,8 @@ __global__ void k_species_conv_weights(conv_plan p, species_conv s, const float 
 /* The GEMMs between Q (or G) rows of n receivers and their rows of M (or gM) (node_ops.cuh). Forward: one part per
  * output block, its instructions as segments (M = sum_k pw_k Q_k V_k); reverse (gM given): one part per instruction
  * (G_k = pw_k gM_k V_k^T). */
-static void sc_gemms(const conv_plan &p, const species_conv &s, const sc_work &w, int64_t n, float *M, const float *gM) {
-    const bool reverse = gM != nullptr;
+static void sc_gemms(const conv_plan &p, const species_conv &s, const sc_work &w, int64_t n, float *M,
+                     const float *gM) {
     const int SK = s.S * s.K;
     const int64_t ldq = (int64_t)SK * s.P;
     std::vector<lin_gemm<float>> gs;
@@ -412,50 +412,54 @@ static void sc_gemms(const conv_plan &p, const species_conv &s, const sc_work &w
         const conv_ins &k = w.ins[q];
         lin_gemm<float> g{};
         g.n_nodes = n, g.d = k.d3, g.alpha = 1.0, g.W = w.V;
-        const int seg = 0;
-        if (reverse) { /* rows of gM (block out_off, C channels) -> rows of G (block S K p_off, S K channels) */
-            g.A = gM, g.lda = p.dM, g.C = w.QG, g.ldc = ldq, g.c_off = SK * k.p_off, g.N = SK;
-            g.a_off[seg] = k.out_off, g.K[seg] = p.C;
-        } else {
-            bool first = true; /* the block's first instruction makes its part, with every instruction into it */
-            for (int q2 = 0; q2 < q; q2++) first = first && w.ins[q2].out_off != k.out_off;
-            if (!first) continue;
-            g.A = w.QG, g.lda = ldq, g.C = M, g.ldc = p.dM, g.c_off = k.out_off, g.N = p.C;
+        if (gM) { /* rows of gM (block out_off, C channels) -> rows of G (block S K p_off, S K channels) */
+            g.A = gM, g.lda = p.dM, g.C = w.QG, g.ldc = ldq, g.c_off = SK * k.p_off, g.N = SK, g.n_segs = 1;
+            g.a_off[0] = k.out_off, g.K[0] = p.C, g.ld[0] = p.C, g.w_off[0] = (int64_t)q * SK * p.C, g.pw[0] = k.pw;
+            gs.push_back(g);
+            continue;
         }
+        bool first = true; /* the block's first instruction makes its part, with every instruction into it */
+        for (int q2 = 0; q2 < q; q2++) first = first && w.ins[q2].out_off != k.out_off;
+        if (!first) continue;
+        g.A = w.QG, g.lda = ldq, g.C = M, g.ldc = p.dM, g.c_off = k.out_off, g.N = p.C;
         for (int q2 = q; q2 < p.n_ins; q2++) {
             const conv_ins &k2 = w.ins[q2];
-            if (reverse ? q2 != q : k2.out_off != k.out_off) continue;
-            const int t = reverse ? 0 : g.n_segs;
-            if (!reverse) g.a_off[t] = SK * k2.p_off, g.K[t] = SK;
-            g.ld[t] = p.C, g.w_off[t] = (int64_t)q2 * SK * p.C, g.pw[t] = k2.pw;
-            g.n_segs = t + 1;
+            if (k2.out_off != k.out_off) continue;
+            const int t = g.n_segs++;
+            g.a_off[t] = SK * k2.p_off, g.K[t] = SK, g.ld[t] = p.C, g.w_off[t] = (int64_t)q2 * SK * p.C,
+            g.pw[t] = k2.pw;
         }
         gs.push_back(g);
     }
-    if (reverse)
+    if (gM)
         lin_gemm_launch<float, true>(gs);
     else
         lin_gemm_launch<float, false>(gs);
 }
 
-/* The layer's forward for the receivers [i0, i1). GEMM folds (s.gemm): V from hu (layer 0's sender features), then
- * piece by piece Q and M = Q V (the reverse reads this call's V). */
+/* GEMM folds: V of the step (the graph's classes) from hu, layer 0's sender features; once per evaluation, before
+ * species_conv_forward */
+static void species_conv_weights(const conv_plan &p, const species_conv &s, const sc_work &w, const float *hu) {
+    const int64_t nv = (int64_t)p.n_ins * s.S * s.K * p.C;
+    if (nv > 0) k_species_conv_weights<<<(unsigned)std::min<int64_t>((nv + 255) / 256, 4096), 256>>>(p, s, hu, w.V);
+}
+
+/* The layer's forward for the receivers [i0, i1). GEMM folds (s.gemm; V from species_conv_weights): piece by piece Q
+ * and M = Q V. */
 static void species_conv_forward(const conv_plan &p, const species_conv &s, const sc_work &w, int64_t i0, int64_t i1,
                                  const int64_t *row_ptr, const int32_t *sender, const int32_t *species, const double *r,
                                  const float *Y, const float *hu, const float *cut, float *M) {
     if (i1 <= i0) return;
     const size_t smem = sc_smem(p, s, false);
     if (!s.gemm) {
-        k_species_conv_fwd<false><<<(unsigned)(i1 - i0), sc_fwd_threads(s), smem>>>(p, s, i0, row_ptr, sender, species,
-                                                                                   r, Y, hu, cut, M);
+        k_species_conv_fwd<false>
+            <<<(unsigned)(i1 - i0), sc_fwd_threads(s), smem>>>(p, s, i0, row_ptr, sender, species, r, Y, hu, cut, M);
         return;
     }
-    const int64_t nv = (int64_t)p.n_ins * s.S * s.K * p.C;
-    k_species_conv_weights<<<(unsigned)std::min<int64_t>((nv + 255) / 256, 4096), 256>>>(p, s, hu, w.V);
     for (int64_t a = i0; a < i1; a += w.piece) {
         const int64_t b = std::min(i1, a + w.piece);
-        k_species_conv_fwd<true><<<(unsigned)(b - a), sc_fwd_threads(s), smem>>>(p, s, a, row_ptr, sender, species, r,
-                                                                                Y, hu, cut, w.QG);
+        k_species_conv_fwd<true>
+            <<<(unsigned)(b - a), sc_fwd_threads(s), smem>>>(p, s, a, row_ptr, sender, species, r, Y, hu, cut, w.QG);
         sc_gemms(p, s, w, b - a, M + a * p.dM, nullptr);
     }
 }
