@@ -383,7 +383,8 @@ TEST_P(GpuKernels, SpeciesConvolutionMatchesCpu) {
             return;
         }
         ASSERT_EQ(st, CGQ_STATUS_OK) << cgq_last_error();
-        // CGQ_GPU_SPECIES_CONV=2 asks for the GEMM folds: every MACE layer 0 that runs factored has their form
+        // CGQ_GPU_SPECIES_CONV=2 asks for the GEMM folds (every MACE layer 0 that runs factored has their form), =1
+        // for the in-kernel ones; unset, the fixtures (narrower than 64 channels) run the in-kernel folds
         const char *mode = std::getenv("CGQ_GPU_SPECIES_CONV");
         EXPECT_EQ(cgq_gpu_species_conv_gemm(g), mode && std::string(mode) == "2" ? 1 : 0);
         std::printf("  %s folds\n", cgq_gpu_species_conv_gemm(g) ? "GEMM" : "in-kernel");

@@ -399,7 +399,7 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
  * pattern; the group's first lane writes it to *red_slot. The loop is unrolled over the warp's steps, each taken
  * where it is below the width (uniform over the warp): the same additions as a loop from width / 2 down. */
 template <class T>
-__device__ inline void group_sum_to_red(T v, int width, T *red_slot) {
+__device__ __forceinline__ void group_sum_to_red(T v, int width, T *red_slot) {
 #pragma unroll
     for (int off = CGQ_WARP / 2; off > 0; off /= 2)
         if (off < width) v += CGQ_SHFL_DOWN_W(v, off, width);
@@ -495,6 +495,27 @@ __host__ __device__ inline size_t conv_bwd_table_offset(const conv_plan &p, size
     return (es * n + 15) / 16 * 16;
 }
 
+/* The reverse's per-edge sums over a group of `width` channel lanes (one slot's: dE/dY, dE/dcut and, tabled, dE/dr per
+ * step of the table) into the group's row of the step's buffer rb. Inlined with a constant width (k_conv_bwd's GW: the
+ * warp, in models of 32 channels and more), the lane and group indices and the shuffle steps are constants: no
+ * division, no branch per shuffle step (with the width read at run time they were ~70 of the MP-0 reverse's ~920
+ * instructions per edge). */
+template <class T, int NY>
+__device__ __forceinline__ void conv_bwd_group_sums(T (&gy)[CONV_MAX_Y + 1], T gt, bool tabled, int width, T *rb) {
+    T *rg = rb + (threadIdx.x / width) * CONV_RED_W; /* the group: slot * groups + group within the slot */
+    group_sum_to_red(gy[CONV_MAX_Y], width, rg + NY); /* dE/dcut */
+    if (tabled) group_sum_to_red(gt, width, rg + NY + 1);
+    if (NY == 1)
+        group_sum_to_red(gy[0], width, rg);
+    else if (NY <= 4 && width >= 4)
+        group_scatter_sum<T, 4>(gy, NY, width, rg);
+    else if (width >= 16)
+        group_scatter_sum<T, 16>(gy, NY, width, rg);
+    else
+#pragma unroll
+        for (int b = 0; b < NY; b++) group_sum_to_red(gy[b], width, rg + b);
+}
+
 /* The std reverse's instruction Q for one edge and channel (conv_bwd_ins): G_Q in the channel's row Gu, the table's 4
  * values staged at ws4[Q B] (B: the block's threads), hd: the edge's Hermite weights of w and of step dw/dr. (Staged
  * per thread instead, [thread][Q], an odd number of 16-byte values apart, the reverse took 4.97 ms for MP-0's layer 1
@@ -520,7 +541,7 @@ __device__ __forceinline__ void conv_bwd_std(std::integer_sequence<int, Q...>, c
     (conv_bwd_std_ins<NL1, NY, Q>(Gu, ws4, B, hd, cut, cs, xv, yv, gx, gy, gt), ...);
 }
 
-template <class T, int NL1, int NY, bool TAB, bool STD = false>
+template <class T, int NL1, int NY, bool TAB, bool STD = false, int GW = 0>
 __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
                conv_weights<T> cw, const T *cut, const T *gM, T *gw, T *gY, T *gcut, T *gx1e, double *gr,
@@ -530,7 +551,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     static_assert(!STD || (TAB && sizeof(T) == sizeof(float)), "the std reverse is the weight tables' (fp32)");
     constexpr int NI = STD ? conv_std_count(NL1, sh_lmax<NY>()) : 0; /* its instructions */
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots_bwd, nred = NY + (tabled ? 2 : 1);
-    const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP, groups = p.cw / width, nbuf = S * groups;
+    const int width = GW ? GW : p.cw < CGQ_WARP ? p.cw : CGQ_WARP, groups = p.cw / width, nbuf = S * groups;
     const int64_t e0 = cw.e0, wn = p.wn;
     T *red = reinterpret_cast<T *>(smem_raw), *G = red + 2 * (size_t)CONV_BWD_STEPS * nbuf * CONV_RED_W;
     /* this thread's weights of its current edge, [n_ins] with stride blockDim.x (tabled: the table's 4 values, float4
@@ -567,10 +588,30 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     T xv[CONV_MAX_XDIM], yv[CONV_MAX_Y], cs = 1;
     float h0 = 0, h1 = 0, h2 = 0, d0 = 0, d1 = 0, d2 = 0; /* tabled: the edge's Hermite weights of w, step dw/dr */
     const bool y16 = (reinterpret_cast<uintptr_t>(Y) & 15) == 0;
-    auto load_edge = [&](int64_t e) {
+    /* Tabled, slots of whole warps (GW): the table intervals of the slot's edges, found by its warps' lanes: lane j
+     * holds those of the slot's edge rec_m0 + j (edge r0 + slot + (rec_m0 + j) S), and each thread takes its next
+     * edge's from that lane (next_record). Each thread finding its edge's interval itself costs a double division and
+     * ~50 instructions per edge and thread (~6% of MP-0's layer 1); narrower slots still do, as the records took the
+     * water models' reverse from 85 to 99 registers (4 resident blocks of 128 threads instead of 5). */
+    constexpr bool records = TAB && GW > 0;
+    const int glane = threadIdx.x % width;
+    int rec_k = 0, rec_m0 = -width, nk = 0;
+    float rec_t = 0, nt = 0;
+    auto next_record = [&](int m) { /* the slot's edge m (its step m); uniform over the block: all lanes shuffle */
+        if constexpr (!records) return;
+        if (m >= rec_m0 + width) {
+            rec_m0 = m;
+            const int64_t e = r0 + slot + (int64_t)(m + glane) * S;
+            if (e < r1) rec_k = hermite_interval(cw.tab, cw.r[e], rec_t);
+        }
+        nk = CGQ_SHFL_W(rec_k, m - rec_m0, width);
+        nt = CGQ_SHFL_W(rec_t, m - rec_m0, width);
+    };
+    auto load_edge = [&](int64_t e) { /* records: after next_record of its step */
         if (tabled) {
             float b[3], db[3];
-            const float4 *kn = wtable_at(cw.tab, hermite_weights(cw.tab, cw.r[e], b, db), u);
+            if (records) hermite_weights_at(nt, b, db);
+            const float4 *kn = wtable_at(cw.tab, records ? nk : hermite_weights(cw.tab, cw.r[e], b, db), u);
             h0 = b[0], h1 = b[1], h2 = b[2], d0 = db[0], d1 = db[1], d2 = db[2];
             if (STD) { /* instruction q's weights at q C */
 #pragma unroll
@@ -599,6 +640,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
         for (int b = 0; b < NY; b++) yv[b] = Y[e * NY + b];
         cs = cut ? cut[e] : (T)1;
     };
+    next_record(0);
     if (active && r0 + slot < r1) load_edge(r0 + slot);
     int step = 0;
     for (int64_t base = r0; base < r1; base += S, step++) {
@@ -652,25 +694,14 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
 #pragma unroll
                 for (int a = 0; a < 2 * l + 1; a++)
                     if (l < NL1 && in1b[l].d) gxe[in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
-            if (e + S < r1) load_edge(e + S);
         }
+        next_record(step + 1);
+        if (active && e + S < r1) load_edge(e + S);
         /* sums over each slot's channels: shuffles within groups of lanes into the step's buffer, then, every
          * CONV_BWD_STEPS steps, the groups in order (the batches double-buffered: one barrier per batch) */
         const int bi = step % CONV_BWD_STEPS, half = (step / CONV_BWD_STEPS) & 1;
         T *rb = red + ((size_t)half * CONV_BWD_STEPS + bi) * nbuf * CONV_RED_W;
-        const int grp = threadIdx.x / width; /* = slot * groups + group within the slot */
-        T *rg = rb + grp * CONV_RED_W;
-        group_sum_to_red(gy[CONV_MAX_Y], width, rg + NY); /* dE/dcut */
-        if (tabled) group_sum_to_red(gt, width, rg + NY + 1);
-        if (NY == 1)
-            group_sum_to_red(gy[0], width, rg);
-        else if (NY <= 4 && width >= 4)
-            group_scatter_sum<T, 4>(gy, NY, width, rg);
-        else if (width >= 16)
-            group_scatter_sum<T, 16>(gy, NY, width, rg);
-        else
-#pragma unroll
-            for (int b = 0; b < NY; b++) group_sum_to_red(gy[b], width, rg + b);
+        conv_bwd_group_sums<T, NY>(gy, gt, tabled, width, rb);
         if (bi + 1 < CONV_BWD_STEPS && base + S < r1) continue; /* uniform over the block */
         __syncthreads();
         const int64_t base0 = base - (int64_t)bi * S;
@@ -702,24 +733,31 @@ __host__ __device__ constexpr bool conv_std_instantiated(int n_in1, int nY) {
     return n_in1 >= 1 && n_in1 <= 3 && (nY == 4 || nY == 9 || nY == 16);
 }
 
-/* the reverse kernel for the plan's in1 blocks and SH width (NULL: none instantiated); std: the plan is std_form */
+/* the reverse kernel for the plan's in1 blocks and SH width (NULL: none instantiated); std: the plan is std_form;
+ * warps: its slots are whole warps (cw >= the warp: the tabled kernels then take the width as a constant, GW) */
 template <class T>
-static conv_bwd_fn<T> conv_bwd_kernel(int n_in1, int nY, bool tabled = false, bool std = false) {
+static conv_bwd_fn<T> conv_bwd_kernel(int n_in1, int nY, bool tabled = false, bool std = false, bool warps = false) {
     constexpr bool F = sizeof(T) == sizeof(float); /* the tables are fp32's */
+    constexpr int W = F ? CGQ_WARP : 0;
     std = std && tabled && F && conv_std_instantiated(n_in1, nY);
-#define CONV_BWD_KERNEL(NL1, NY)                     \
-    if (n_in1 == NL1 && nY == NY)                    \
-        return std ? k_conv_bwd < T, NL1, NY, F,     \
-               F && NL1 <= 3 && NY >= 4 >            \
-           : tabled && F ? k_conv_bwd<T, NL1, NY, F> \
-                         : k_conv_bwd<T, NL1, NY, false>;
+#define CONV_BWD_KERNEL(NL1, NY)                                                                       \
+    if (n_in1 == NL1 && nY == NY) {                                                                    \
+        constexpr bool S = F && NL1 <= 3 && NY >= 4;                                                   \
+        if (std) return warps ? k_conv_bwd<T, NL1, NY, F, S, W> : k_conv_bwd<T, NL1, NY, F, S>;        \
+        if (tabled && F) return warps ? k_conv_bwd<T, NL1, NY, F, false, W> : k_conv_bwd<T, NL1, NY, F>; \
+        return k_conv_bwd<T, NL1, NY, false>;                                                          \
+    }
 #define CONV_BWD_KERNELS(NL1) \
     CONV_BWD_KERNEL(NL1, 1) CONV_BWD_KERNEL(NL1, 4) CONV_BWD_KERNEL(NL1, 9) CONV_BWD_KERNEL(NL1, 16)
     CONV_BWD_KERNELS(1)
     CONV_BWD_KERNELS(2) CONV_BWD_KERNELS(3) CONV_BWD_KERNELS(4)
 #undef CONV_BWD_KERNELS
 #undef CONV_BWD_KERNEL
-        return nullptr;
+    return nullptr;
+}
+template <class T>
+static conv_bwd_fn<T> conv_bwd_kernel(const conv_plan &p, bool tabled) {
+    return conv_bwd_kernel<T>(p.n_in1, p.nY, tabled, p.std_form, p.cw >= CGQ_WARP);
 }
 
 /* first position in sedge[r0, r1) (increasing edge ids) whose edge id is >= e */

@@ -667,9 +667,13 @@ static cudaError_t set_smem_limits(int cap) {
     for (int n_in1 = 1; n_in1 <= 4; n_in1++)
         for (int l = 0; l <= 3; l++) {
             const int nY = (l + 1) * (l + 1);
-            for (bool tabled : {false, true}) kernels.push_back((const void *)conv_bwd_kernel<T>(n_in1, nY, tabled));
+            for (bool warps : {false, true}) {
+                for (bool tabled : {false, true})
+                    kernels.push_back((const void *)conv_bwd_kernel<T>(n_in1, nY, tabled, false, warps));
+                if (F && conv_std_instantiated(n_in1, nY))
+                    kernels.push_back((const void *)conv_bwd_kernel<T>(n_in1, nY, true, true, warps));
+            }
             if (F && conv_std_instantiated(n_in1, nY)) {
-                kernels.push_back((const void *)conv_bwd_kernel<T>(n_in1, nY, true, true));
                 kernels.push_back((const void *)conv_fwd_std_kernel(n_in1, nY));
             }
         }
@@ -904,8 +908,11 @@ static cgq_status choose_fused_conv(cgq_gpu *g) {
 /* Whether fp32 MACE's first convolution runs factored through the senders' species (species_conv.cuh): its sender
  * features are the embedding's linear_up (one scalar per channel and species), its radial MLP has a table, and no
  * density normalisation; not where CGQ_GPU_FUSED_CONV=1 fuses that layer, or with CGQ_GPU_SPECIES_CONV=0 (the separate
- * kernels, for comparisons and their tests). CGQ_GPU_SPECIES_CONV=2 runs its folds as node GEMMs (species_conv.cuh;
- * opt-in until measured on a GPU). Whether a graph runs it depends on its species (sc_runs). */
+ * kernels, for comparisons and their tests). Its folds run as node GEMMs (species_conv.cuh) where their outputs, the
+ * channels, are at least a tile of the node GEMMs wide and the tensor-core tile runs (GEMM_BN; MACE-MP-0's 128
+ * channels: 1.41 -> 1.24 ms per step, session 22), in the edge kernels for narrower models (the water MACE's 16 and
+ * mace01's 32 channels were 2–9% slower per step with the GEMMs); CGQ_GPU_SPECIES_CONV=1 asks for the in-kernel
+ * folds, =2 for the GEMMs. Whether a graph runs the layer factored depends on its species (sc_runs). */
 static cgq_status build_species_conv(cgq_gpu *g) {
     species_conv &s = g->sconv;
     s = species_conv();
@@ -929,7 +936,7 @@ static cgq_status build_species_conv(cgq_gpu *g) {
     CGQ_TRY(device_uploader{g}(&s.WT, WT));
     std::vector<conv_ins> ins(p.n_ins);
     CGQ_CHECK_GPU(cudaMemcpy(ins.data(), p.ins, sizeof(conv_ins) * p.n_ins, cudaMemcpyDeviceToHost));
-    s.gemm = env && atoi(env) == 2;
+    s.gemm = env && *env ? atoi(env) == 2 : p.C >= GEMM_BN && lin_gemm_tc_mode() > 0;
     std::vector<int> blocks; /* the GEMM folds: a forward part per output block, its instructions as segments */
     for (const conv_ins &k : ins) {
         int into = 0;
@@ -2110,9 +2117,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             }
             if (!ms.keep && !wtab[t]) CGQ_TRY(radial_forward(t, ch));
             prof.mark("mlp_fwd");
-            conv_bwd_kernel<T>(
-                p.n_in1, p.nY, wtab[t],
-                p.std_form)<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd, conv_bwd_smem(p, sizeof(T), wtab[t])>>>(
+            conv_bwd_kernel<T>(p, wtab[t])<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd,
+                                             conv_bwd_smem(p, sizeof(T), wtab[t])>>>(
                 p, ch.i0, c.row_ptr, c.sender, Y, hu, edge_weights(t, ch), cut_w, gM, gw, gY, gcut, gx1e, b.gr, 0);
             prof.mark("conv_bwd");
             T *gef_tail = gef; /* dE/d(edge features) for the tail: the MLP's and the density's */
@@ -2586,8 +2592,7 @@ extern "C" cgq_status cgq_gpu_table_conv(cgq_gpu *g, int layer, int64_t n, const
     const conv_weights<float> cw = conv_table(g->wtab[layer], dr, 0);
     conv_fwd_kernel<float>(p, true)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(float))>>>(p, 0, drow, dsend, dY,
                                                                                                  dx, cw, dcut, dMsg);
-    conv_bwd_kernel<float>(p.n_in1, p.nY, true,
-                           p.std_form)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(float), true)>>>(
+    conv_bwd_kernel<float>(p, true)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(float), true)>>>(
         p, 0, drow, dsend, dY, dx, cw, dcut, dgM, nullptr, dgY, dgcut, dgx1e, dgr, 0);
     sender_sum_rows<float>(n, (int)din, dsrow, dsedge, 0, E, 1, 1, dgx1e, dgx);
     CGQ_CHECK_GPU(cudaGetLastError());

@@ -20,16 +20,27 @@ struct radial_table {
 /* The interval k of r and the Hermite weights b of its rows 1-3 (difference d, scaled slopes m_k, m_k+1), and db of
  * the same for step * da/dr: a = a_k + h01 d + h10 m_k + h11 m_k+1 (as h00 + h01 = 1), step a' = h01' d + h10' m_k +
  * h11' m_k+1. */
-__device__ __forceinline__ int hermite_weights(const radial_table &s, double r, float b[3], float db[3]) {
+__device__ __forceinline__ int hermite_interval(const radial_table &s, double r, float &t) {
     double x = r / s.step;
     if (!(x > 0.0)) x = 0.0;
     int k = (int)fmin(x, (double)s.n_int);
     if (k >= s.n_int) k = s.n_int - 1;
-    const bool beyond = x - k > 1.0; /* past r_max: the last value, flat */
-    const float t = beyond ? 1.0f : (float)(x - k), u = 1.0f - t;
+    t = x - k > 1.0 ? 2.0f : (float)(x - k); /* t > 1: past r_max (the last value, flat) */
+    return k;
+}
+/* hermite_weights from the interval's t (hermite_interval: one edge's interval is found once, its weights in each of
+ * the threads that use them) */
+__device__ __forceinline__ void hermite_weights_at(float t_in, float b[3], float db[3]) {
+    const bool beyond = t_in > 1.0f;
+    const float t = beyond ? 1.0f : t_in, u = 1.0f - t;
     b[0] = t * t * (3.0f - 2.0f * t), b[1] = t * u * u, b[2] = -t * t * u;
     db[0] = 6.0f * t * u, db[1] = u * (1.0f - 3.0f * t), db[2] = t * (3.0f * t - 2.0f);
     if (beyond) db[0] = db[1] = db[2] = 0.0f;
+}
+__device__ __forceinline__ int hermite_weights(const radial_table &s, double r, float b[3], float db[3]) {
+    float t;
+    const int k = hermite_interval(s, r, t);
+    hermite_weights_at(t, b, db);
     return k;
 }
 

@@ -17,10 +17,10 @@
  * with more than SC_MAX_CLASSES the separate kernels run the layer.
  *
  * The folds between Q and M, and between gM and G, run one of two ways (the kernels' template parameter GEMM):
- * - in the edge kernels, per receiver (the default; session 16): each block streams W from L2 (MACE-MP-0 on water:
- *   0.48 + 0.95 ms of the step, session 20, issue-bound);
- * - as the node GEMMs of node_ops.cuh (CGQ_GPU_SPECIES_CONV=2; session 21, written without a GPU and NOT YET RUN on
- *   one: docs/gpu.md "Next" item 2): M = sum_k pw_k Q_k V_k and G_k = pw_k gM_k V_k^T with
+ * - in the edge kernels, per receiver (models narrower than 64 channels, or CGQ_GPU_SPECIES_CONV=1; session 16): each
+ *   block streams W from L2 (MACE-MP-0 on water: 0.47 + 0.94 ms of the step, session 22, issue-bound);
+ * - as the node GEMMs of node_ops.cuh (64 channels and more, or CGQ_GPU_SPECIES_CONV=2; session 21, first run in
+ *   session 22: MACE-MP-0 0.39 + 0.85 ms): M = sum_k pw_k Q_k V_k and G_k = pw_k gM_k V_k^T with
  *   V_k[(s,j), u] = alpha x[s,u] W[j, k u] built per step for the graph's classes (k_species_conv_weights), Q and G
  *   stored as e3nn rows of S K channels per instruction (block k at S K p_off_k, entry (s,j) d3 + c), receivers in
  *   pieces whose Q stays within SC_PIECE_FLOATS; the edge kernels then only sum Q and take G apart.
@@ -37,7 +37,7 @@
 
 struct species_conv {
     int ok = 0;   /* layer 0 has the form (build_species_conv) */
-    int gemm = 0; /* the folds run as node GEMMs (CGQ_GPU_SPECIES_CONV=2) */
+    int gemm = 0; /* the folds run as node GEMMs (build_species_conv) */
     int S = 0;    /* species classes in the current graph */
     int K = 0, P = 0, x_off = 0, n_species = 0;
     int split_ins =

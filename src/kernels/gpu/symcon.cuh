@@ -8,7 +8,9 @@
  * nonzero. Monomials are padded to NF factors (the layer's largest correlation) with index D, whose A column
  * holds 1, so the factor loop has a compile-time length and the indices stay in registers.
  * One node per block, one thread per channel (coefficients read coalesced over channels); monomials are sorted
- * by output component m, so each B[c,m] is summed in one register, in double. */
+ * by output component m, so each B[c,m] is summed in one register. The sums are in T: in float for fp32, as the
+ * products themselves (in double until session 22: the forward's conversions and the reverse's 8-byte read-modify-
+ * writes in shared memory, which bound it, took MACE-MP-0's 0.52 + 0.89 ms per step). */
 #ifndef CGQ_GPU_SYMCON_CUH
 #define CGQ_GPU_SYMCON_CUH
 
@@ -54,7 +56,7 @@ __global__ void k_symcon_fwd(symcon_args a, const T *coef, const int32_t *specie
         const symcon_block &bk = a.blk[j];
         T *Bj = B + n * ldb + bk.out_off + ch * bk.dm;
         for (int m = 0; m < bk.dm; m++) {
-            double acc = 0;
+            T acc = 0;
             const int q1 = bk.mstart[m + 1];
             /* SYMCON_UNROLL monomials' codes and coefficients loaded together: one at a time, each waited an L2
              * latency (the coefficients do not fit L1) */
@@ -75,7 +77,7 @@ __global__ void k_symcon_fwd(symcon_args a, const T *coef, const int32_t *specie
                     T prod = cq[v];
 #pragma unroll
                     for (int p = 0; p < NF; p++) prod *= as[idx[p] * nt + ch];
-                    acc += (double)prod;
+                    acc += prod;
                 }
             }
             Bj[m] = (T)acc;
@@ -91,7 +93,7 @@ __global__ void k_symcon_bwd(symcon_args a, const T *coef, const int32_t *specie
     const int nt = blockDim.x, ch = threadIdx.x;
     const int64_t n = blockIdx.x;
     T *as = reinterpret_cast<T *>(smem_raw);
-    double *gas = reinterpret_cast<double *>(smem_raw) + ((size_t)(a.D + 1) * nt * sizeof(T) + 7) / 8; /* double sums */
+    T *gas = as + (size_t)(a.D + 1) * nt; /* the sums */
     if (ch >= a.C) return;
     for (int i = 0; i < a.D; i++) as[i * nt + ch] = A[n * lda + a.a_off[i] + ch * a.a_stride[i]], gas[i * nt + ch] = 0;
     as[a.D * nt + ch] = (T)1;
@@ -127,7 +129,7 @@ __global__ void k_symcon_bwd(symcon_args a, const T *coef, const int32_t *specie
 #pragma unroll
                         for (int r = 0; r < NF; r++)
                             if (r != p) prod *= f[v][r];
-                        gas[idx[v][p] * nt + ch] += (double)prod;
+                        gas[idx[v][p] * nt + ch] += prod;
                     }
                 }
             }
@@ -143,10 +145,8 @@ struct symcon_plan {
     float *coef_f; /* the same in float, fp32 evaluators */
 };
 
-/* shared memory of the kernels for coupling width D, nt threads and operands of `es` bytes (sums in double) */
+/* shared memory of the kernels for coupling width D, nt threads and operands and sums of `es` bytes */
 static inline size_t symcon_fwd_smem(int D, int nt, size_t es) { return (size_t)(D + 1) * nt * es; }
-static inline size_t symcon_bwd_smem(int D, int nt, size_t es) {
-    return ((size_t)(D + 1) * nt * es + 7) / 8 * 8 + sizeof(double) * (size_t)(D + 1) * nt;
-}
+static inline size_t symcon_bwd_smem(int D, int nt, size_t es) { return 2 * (size_t)(D + 1) * nt * es; }
 
 #endif

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# device_conv_bwd.sh: on the GPU machine, session 22's changes (the reverse convolution's table intervals found once
+# per edge by the lanes of a warp and its channel sums with the warp's width as a constant; the GEMM folds as the
+# default from 64 channels; the product basis summed in float in fp32) against a base commit in one call: builds this
+# tree with the tests and the base's bench_eval (its source in .device/base: `git archive BASE | tar -x -C
+# .device/base`) side by side; the convolution, species and product-basis kernel tests, memcheck and racecheck on them; the MACE-MP-0-medium-architecture step (5,184 water atoms, fp32, --pairs; checked
+# against the CPU first) base and new alternated three times, their profiles, the shipped models and 98,304 atoms.
+# `ctest -L gpu` is left to bench/device_ctest.sh (one call would pass 600 s). Carry .whl and .device.
+set -u
+OUT=${OUT:-device-out}
+mkdir -p "$OUT"
+source bench/device_build.sh
+make_models
+( cd .device/base && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DCGQ_BUILD_TESTS=OFF >/dev/null 2>&1 && cmake --build build -j8 --target bench_eval >"$OUT/build_base.log" 2>&1 ) &
+BASE_PID=$!
+build_gpu
+wait $BASE_PID
+K=build-gpu/tests/test_gpu_kernels F='*WeightTable*:*Convolution*:*Species*:*ProductBasis*'
+$K --gtest_filter="$F" >"$OUT/kernels.log" 2>&1
+compute-sanitizer --tool memcheck $K --gtest_filter="$F" >"$OUT/memcheck.log" 2>&1
+compute-sanitizer --tool racecheck $K --gtest_filter='*WeightTable*:*ProductBasis*' >"$OUT/racecheck.log" 2>&1
+wait $MODELS_PID
+B=build-gpu/bench_eval B0=.device/base/build/bench_eval W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch.h5
+ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)|GPU memory [0-9.]+ GiB' | tr '\n' ' '; }
+{
+  echo "new: $($B $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
+  echo "base: $($B0 $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
+  $B $MP $W 3 3 3 cuda 10 --fp32 --pairs >/dev/null
+  for round in 1 2 3; do
+    echo "== MP-0 round $round base: $($B0 $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
+    echo "== MP-0 round $round new: $($B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
+  done
+  echo "base $(CGQ_GPU_PROFILE=1 $B0 $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
+  echo "new $(CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
+  WM=potentials/water-mace-small.h5
+  echo "water base $(CGQ_GPU_PROFILE=1 $B0 $WM $W 3 3 3 cuda 5 --fp32 --pairs 2>&1 | grep profile | tail -1)"
+  echo "water new $(CGQ_GPU_PROFILE=1 $B $WM $W 3 3 3 cuda 5 --fp32 --pairs 2>&1 | grep profile | tail -1)"
+  for mdl in water-mace-small mace01-solvent water-nequip-small; do
+    echo "== $mdl new: $($B potentials/$mdl.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET' | head -1)"
+    echo "== $mdl base: $($B0 potentials/$mdl.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET' | head -1)"
+    for round in 1 2; do
+      echo "== $mdl base: $($B0 potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
+      echo "== $mdl new: $($B potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
+    done
+  done
+  echo "== MP-0 98,304 atoms base: $($B0 $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
+  echo "== MP-0 98,304 atoms new: $($B $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
+} >"$OUT/bench.txt" 2>&1
+echo "==== summary"
+grep -hE "^\[  (PASSED|FAILED)|FAILED  \]" "$OUT/kernels.log" | head
+grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/memcheck.log" "$OUT/racecheck.log"
+cat "$OUT/bench.txt"
