@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# device_conv_bwd.sh: on the GPU machine, session 22's changes (the reverse convolution's table intervals found once
-# per edge by the lanes of a warp and its channel sums with the warp's width as a constant; the GEMM folds as the
-# default from 64 channels; the product basis summed in float in fp32) against a base commit in one call: builds this
-# tree with the tests and the base's bench_eval (its source in .device/base: `git archive BASE | tar -x -C
-# .device/base`) side by side; the convolution, species and product-basis kernel tests, memcheck and racecheck on them; the MACE-MP-0-medium-architecture step (5,184 water atoms, fp32, --pairs; checked
-# against the CPU first) base and new alternated three times, their profiles, the shipped models and 98,304 atoms.
-# `ctest -L gpu` is left to bench/device_ctest.sh (one call would pass 600 s). Carry .whl and .device.
+# device_ab.sh: on the GPU machine, this tree against a base commit in one call (session 22): builds this tree with the
+# tests and the base's bench_eval (its source in .device/base: `git archive BASE | tar -x -C .device/base`) side by
+# side; the kernel tests of FILTER (default: convolution, species, product basis and node maps; also with
+# CGQ_GPU_NODE_TC=1, which runs the narrow fixtures on the tensor-core tile), memcheck on them and racecheck on
+# RACE_FILTER; the MACE-MP-0-medium-architecture step (5,184 water atoms, fp32, --pairs; checked against the CPU first)
+# base and new alternated three times, their profiles, the shipped models and 98,304 atoms. `ctest -L gpu` is left to
+# bench/device_ctest.sh (one call would pass 600 s). Carry .whl and .device.
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
@@ -16,10 +16,11 @@ make_models
 BASE_PID=$!
 build_gpu
 wait $BASE_PID
-K=build-gpu/tests/test_gpu_kernels F='*WeightTable*:*Convolution*:*Species*:*ProductBasis*'
+K=build-gpu/tests/test_gpu_kernels F=${FILTER:-'*WeightTable*:*Convolution*:*Species*:*ProductBasis*:*NodeLinear*:*Skip*'}
 $K --gtest_filter="$F" >"$OUT/kernels.log" 2>&1
+CGQ_GPU_NODE_TC=1 $K --gtest_filter="$F" >"$OUT/kernels_tc.log" 2>&1
 compute-sanitizer --tool memcheck $K --gtest_filter="$F" >"$OUT/memcheck.log" 2>&1
-compute-sanitizer --tool racecheck $K --gtest_filter='*WeightTable*:*ProductBasis*' >"$OUT/racecheck.log" 2>&1
+compute-sanitizer --tool racecheck $K --gtest_filter="${RACE_FILTER:-*WeightTable*:*ProductBasis*}" >"$OUT/racecheck.log" 2>&1
 wait $MODELS_PID
 B=build-gpu/bench_eval B0=.device/base/build/bench_eval W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch.h5
 ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)|GPU memory [0-9.]+ GiB' | tr '\n' ' '; }
@@ -48,6 +49,6 @@ ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)|GPU memory [0-
   echo "== MP-0 98,304 atoms new: $($B $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
 } >"$OUT/bench.txt" 2>&1
 echo "==== summary"
-grep -hE "^\[  (PASSED|FAILED)|FAILED  \]" "$OUT/kernels.log" | head
+grep -hE "^\[  (PASSED|FAILED)|FAILED  \]" "$OUT/kernels.log" "$OUT/kernels_tc.log" | head
 grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/memcheck.log" "$OUT/racecheck.log"
 cat "$OUT/bench.txt"
