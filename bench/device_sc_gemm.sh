@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# device_sc_gemm.sh: on the GPU machine, the first run of the factored first convolution with its folds as node GEMMs
-# (species_conv.cuh, CGQ_GPU_SPECIES_CONV=2; written in session 21 without device time) against the default in-kernel
-# folds, in one call: build with the tests; the species kernel tests in both modes, compute-sanitizer memcheck and
-# racecheck on the GEMM mode; `ctest -L gpu` (which holds test_gpu_kernels_species_gemm and test_gpu_species_gemm);
+# device_sc_gemm.sh: on the GPU machine, the factored first convolution with its folds as node GEMMs (species_conv.cuh,
+# CGQ_GPU_SPECIES_CONV=2; first run in session 22, the default from 64 channels since) against the in-kernel folds
+# (CGQ_GPU_SPECIES_CONV=1; labelled "default", as they were when the script was written), in one call: build with the
+# tests; the species kernel tests in both modes, compute-sanitizer memcheck and racecheck on the GEMM mode; `ctest -L gpu` (which holds test_gpu_kernels_species_gemm and test_gpu_species_gemm);
 # the MACE-MP-0-medium-architecture step (5,184 water atoms, fp32, --pairs; checked against the CPU first) alternated
 # three times, both profiles, Nsight Compute's time of one step's node GEMMs and species kernels in the GEMM mode, the
 # shipped MACE models and 98,304 atoms. Needs the mace wheels in .whl (bench/device_build.sh make_models),
@@ -15,8 +15,8 @@ mkdir -p "$OUT"
 source bench/device_build.sh
 make_models
 build_gpu
-K=build-gpu/tests/test_gpu_kernels F='*Species*' GM=CGQ_GPU_SPECIES_CONV=2
-$K --gtest_filter="$F" >"$OUT/kernels_default.log" 2>&1
+K=build-gpu/tests/test_gpu_kernels F='*Species*' GM=CGQ_GPU_SPECIES_CONV=2 DF=CGQ_GPU_SPECIES_CONV=1
+env $DF $K --gtest_filter="$F" >"$OUT/kernels_default.log" 2>&1
 env $GM $K --gtest_filter="$F" >"$OUT/kernels_gemm.log" 2>&1
 env $GM compute-sanitizer --tool memcheck $K --gtest_filter="$F" >"$OUT/memcheck.log" 2>&1
 env $GM compute-sanitizer --tool racecheck $K --gtest_filter="$F" >"$OUT/racecheck.log" 2>&1
@@ -30,14 +30,14 @@ wait $MODELS_PID
 B=build-gpu/bench_eval W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch.h5
 ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)|GPU memory [0-9.]+ GiB' | tr '\n' ' '; }
 {
-  echo "default: $($B $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
+  echo "default: $(env $DF $B $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
   echo "gemm: $(env $GM $B $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
-  $B $MP $W 3 3 3 cuda 10 --fp32 --pairs >/dev/null
+  env $DF $B $MP $W 3 3 3 cuda 10 --fp32 --pairs >/dev/null
   for round in 1 2 3; do
-    echo "== MP-0 round $round default: $($B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
+    echo "== MP-0 round $round default: $(env $DF $B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
     echo "== MP-0 round $round gemm: $(env $GM $B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
   done
-  echo "default $(CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
+  echo "default $(env $DF CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
   echo "gemm $(env $GM CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
   # one evaluation's 16 node GEMMs and the layer's 5 launches (weights, Q, its GEMM; G's GEMM, the reverse): the third
   # evaluation (two warm-ups skipped)
@@ -46,10 +46,10 @@ ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)|GPU memory [0-
   grep -E "^\s+(void )?k_|gpu__time" "$OUT/ncu_gemm.txt" | sed -E 's/\s+/ /g' | cut -c1-100
   for mdl in water-mace-small mace01-solvent; do
     echo "== $mdl gemm: $(env $GM $B potentials/$mdl.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET' | head -1)"
-    echo "== $mdl default: $($B potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
+    echo "== $mdl default: $(env $DF $B potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
     echo "== $mdl gemm: $(env $GM $B potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
   done
-  echo "== MP-0 98,304 atoms default: $($B $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
+  echo "== MP-0 98,304 atoms default: $(env $DF $B $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
   echo "== MP-0 98,304 atoms gemm: $(env $GM $B $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
 } >"$OUT/bench.txt" 2>&1
 echo "==== summary"
