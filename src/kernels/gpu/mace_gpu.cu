@@ -946,6 +946,14 @@ static cgq_status build_species_conv(cgq_gpu *g) {
     }
     if ((int)blocks.size() != p.n_out) s.gemm = 0; /* an output block no instruction writes (the GEMMs leave it) */
     g->sconv_ins = ins;
+    int n_cg = 0; /* Y2P from the plan's float couplings (its instructions have d1 = 1: in1 is one 0e block) */
+    for (const conv_ins &k : ins) n_cg = std::max(n_cg, k.c_off + k.d1 * k.d2 * k.d3);
+    std::vector<float> cgf((size_t)n_cg), y2p((size_t)p.p_dim * p.nY, 0.0f);
+    CGQ_CHECK_GPU(cudaMemcpy(cgf.data(), p.cg_f, sizeof(float) * cgf.size(), cudaMemcpyDeviceToHost));
+    for (const conv_ins &k : ins)
+        for (int c = 0; c < k.d3; c++)
+            for (int b = 0; b < k.d2; b++) y2p[(size_t)(k.p_off + c) * p.nY + k.y_off + b] = cgf[k.c_off + b * k.d3 + c];
+    CGQ_TRY(device_uploader{g}(&s.Y2P, y2p));
     std::vector<int32_t> cls(m->n_species + SC_MAX_CLASSES, -1);
     const int32_t *dcls = nullptr;
     CGQ_TRY(device_uploader{g}(&dcls, cls));

@@ -47,6 +47,10 @@ struct species_conv {
     radial_table tab;
     const float *W = nullptr;  /* the radial MLP's last layer [K][wn] (the float model's) */
     const float *WT = nullptr; /* the same transposed, [wn][K] (the in-kernel reverse fold reads it along K) */
+    /* [P][nY]: P_q = sum_b Y2P[q][b] Y_b, the couplings C_k[0, b - y_off_k, c] of P entry q = p_off_k + c (zero
+     * elsewhere), staged in shared memory by both kernels: read per edge from the plan (instruction, offsets, then
+     * the couplings, each load waiting on the one before) they were a chain of dependent global loads per entry */
+    const float *Y2P = nullptr;
     int32_t *cls =
         nullptr; /* [n_species]: the class of each species (-1: none); then [SC_MAX_CLASSES] a node of each */
 };
@@ -63,13 +67,13 @@ struct sc_work {
  * ints (class and table interval per edge) last. Forward: xs [S][C] (the classes' features), acc [acc_dim][C]
  * (messages), then the batch (a [EB][K], P times the cutoff [EB][PS], Hermite weights [EB][3]), which Q [S][P][K]
  * replaces after the row. Reverse: xs, G [S][P][K], then Z [S][P][C] = gM x, which the batch (a and the slopes [EB][K]
- * each, P [EB][PS], Hermite weights of both [EB][6], the cutoff [EB]) replaces, and per warp the sums T [17]. With
- * the GEMM folds xs, acc, Q and Z are not there. */
+ * each, P [EB][PS], Hermite weights of both [EB][6], the cutoff [EB]) replaces, and per warp the sums T [17]. Both:
+ * Y2P [P][nY] (species_conv). With the GEMM folds xs, acc, Q and Z are not there. */
 __host__ __device__ inline int sc_r4(int n) {
     return (n + 3) / 4 * 4;
 }
 struct sc_layout {
-    int acc, G, Z, ab, sb, Pb, hb, cut, tw, ints, floats;
+    int acc, G, Z, ab, sb, Pb, hb, cut, tw, y2p, ints, floats;
 };
 /* (gemm: the fold's mode, a compile-time constant in the kernels: a run-time s.gemm there cost the default reverse 8
  * registers) */
@@ -84,7 +88,8 @@ __host__ __device__ inline sc_layout sc_layout_of(const conv_plan &p, const spec
     int end = o.cut + (bwd ? SC_EB : 0);
     const int other = gemm ? 0 : stage + (bwd ? sc_r4(s.S * s.P * p.C) : spk); /* Z (reverse) or Q (forward) */
     end = end > other ? end : other;
-    o.tw = sc_r4(end), o.ints = o.tw + (bwd ? SC_BWD_THREADS / CGQ_WARP * (CONV_MAX_Y + 1) : 0);
+    o.tw = sc_r4(end), o.y2p = o.tw + (bwd ? SC_BWD_THREADS / CGQ_WARP * (CONV_MAX_Y + 1) : 0);
+    o.ints = o.y2p + sc_r4(s.P * p.nY);
     o.floats = o.ints + 2 * SC_EB;
     return o;
 }
@@ -102,13 +107,18 @@ static bool sc_runs(const conv_plan &p, const species_conv &s, size_t smem_limit
            sc_smem(p, s, true) <= smem_limit && sc_fwd_threads(s) <= s.fwd_max_threads;
 }
 
+/* Copies s.Y2P to y2p in shared memory (the first batch's barrier orders it before sc_stage) */
+__device__ __forceinline__ void sc_load_y2p(const conv_plan &p, const species_conv &s, float *y2p) {
+    for (int q = threadIdx.x; q < s.P * p.nY; q += blockDim.x) y2p[q] = s.Y2P[q];
+}
+
 /* Stages the batch of nb edges from eb in shared memory: per edge its class cb, table interval kb and Hermite weights
- * hb (with those of the slopes when slopes), the cutoff (cutb, when non-null), P (times the cutoff when cut_in_P);
- * then a (and the slopes into sb). Two barriers. */
+ * hb (with those of the slopes when slopes), the cutoff (cutb, when non-null), P (from y2p; times the cutoff when
+ * cut_in_P); then a (and the slopes into sb). Two barriers. */
 __device__ __forceinline__ void sc_stage(const conv_plan &p, const species_conv &s, int64_t eb, int nb,
                                          const int32_t *sender, const int32_t *species, const double *r, const float *Y,
                                          const float *cut, bool cut_in_P, bool slopes, int *cb, int *kb, float *hb,
-                                         float *cutb, float *Pb, float *ab, float *sb) {
+                                         float *cutb, const float *y2p, float *Pb, float *ab, float *sb) {
     const int K = s.K, P = s.P, PS = sc_r4(P), tid = threadIdx.x, T = blockDim.x, hw = slopes ? 6 : 3;
     for (int el = tid; el < nb; el += T) {
         const int64_t e = eb + el;
@@ -124,7 +134,10 @@ __device__ __forceinline__ void sc_stage(const conv_plan &p, const species_conv 
         const int el = q / PS, pq = q % PS;
         float v = 0.0f;
         if (pq < P) {
-            v = conv_p_entry(p, pq, Y + (eb + el) * p.nY);
+            const float *Ye = Y + (eb + el) * p.nY, *m = y2p + pq * p.nY;
+#pragma unroll
+            for (int b = 0; b < CONV_MAX_Y; b++) /* in b's order, as conv_p_entry: the zeros add nothing */
+                if (b < p.nY) v += m[b] * Ye[b];
             if (cut && cut_in_P) v *= cut[eb + el];
         }
         Pb[q] = v;
@@ -195,6 +208,7 @@ __global__ void k_species_conv_fwd(conv_plan p, species_conv s, int64_t i0, cons
         for (int q = tid; q < s.S * C; q += T) xs[q] = hu[(int64_t)rep[q / C] * p.dhu + s.x_off + q % C];
         for (int q = tid; q < p.acc_dim * C; q += T) acc[q] = 0.0f;
     }
+    sc_load_y2p(p, s, xs + o.y2p);
     const int sig = tid / K, jj = tid % K;
     const bool owner = sig < s.S;
     float qa[SC_MAX_P];
@@ -203,7 +217,8 @@ __global__ void k_species_conv_fwd(conv_plan p, species_conv s, int64_t i0, cons
     for (int64_t eb = r0; eb < r1; eb += SC_EB) {
         const int nb = (int)(r1 - eb < SC_EB ? r1 - eb : SC_EB);
         __syncthreads(); /* the previous batch is read */
-        sc_stage(p, s, eb, nb, sender, species, r, Y, cut, true, false, cb, kb, xs + o.hb, nullptr, Pb, ab, nullptr);
+        sc_stage(p, s, eb, nb, sender, species, r, Y, cut, true, false, cb, kb, xs + o.hb, nullptr, xs + o.y2p, Pb, ab,
+                 nullptr);
         if (owner)
             for (int el = 0; el < nb; el++)
                 if (cb[el] == sig) {
@@ -334,10 +349,12 @@ __global__ void __launch_bounds__(SC_BWD_THREADS)
             }
         }
     }
+    const float *y2p = xs + o.y2p;
+    sc_load_y2p(p, s, xs + o.y2p);
     for (int64_t eb = r0; eb < r1; eb += SC_EB) {
         const int nb = (int)(r1 - eb < SC_EB ? r1 - eb : SC_EB);
-        __syncthreads(); /* G is complete (first batch), the previous batch is read */
-        sc_stage(p, s, eb, nb, sender, species, r, Y, cut, false, true, cb, kb, xs + o.hb, cutb, Pb, ab, sb);
+        __syncthreads(); /* G and Y2P are complete (first batch), the previous batch is read */
+        sc_stage(p, s, eb, nb, sender, species, r, Y, cut, false, true, cb, kb, xs + o.hb, cutb, y2p, Pb, ab, sb);
         for (int el = warp; el < nb; el += nw) {
             const int64_t e = eb + el;
             const float ce = cutb[el];
@@ -368,15 +385,11 @@ __global__ void __launch_bounds__(SC_BWD_THREADS)
             for (int off = CGQ_WARP / 2; off > 0; off /= 2)
                 au += CGQ_SHFL_XOR_W(au, off, CGQ_WARP), gu += CGQ_SHFL_XOR_W(gu, off, CGQ_WARP);
             CGQ_SYNCWARP();
-            if (lane < p.nY) { /* dE/dY_b = cut sum over the instructions' couplings of b of C_k[0,b,c] T_(k,c) */
+            if (lane < p.nY) { /* dE/dY_b = cut sum_q Y2P[q][b] T_q (in the instructions' order: the zeros add nothing) */
                 float gyb = 0.0f;
-                for (int q = 0; q < p.n_ins; q++) {
-                    const conv_ins &k = p.ins[q];
-                    const int bb = lane - k.y_off;
-                    if (bb < 0 || bb >= k.d2) continue;
-                    const float *Cc = p.cg_f + k.c_off + bb * k.d3;
-                    for (int c = 0; c < k.d3; c++) gyb += Cc[c] * Tw[k.p_off + c];
-                }
+#pragma unroll
+                for (int q = 0; q < SC_MAX_P; q++)
+                    if (q < P) gyb += y2p[q * p.nY + lane] * Tw[q];
                 gY[e * p.nY + lane] = ce * gyb;
             }
             if (lane == 0) {
