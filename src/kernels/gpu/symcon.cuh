@@ -80,7 +80,7 @@ __global__ void k_symcon_fwd(symcon_args a, const T *coef, const int32_t *specie
                     acc += prod;
                 }
             }
-            Bj[m] = (T)acc;
+            Bj[m] = acc;
         }
     }
 }
@@ -135,7 +135,7 @@ __global__ void k_symcon_bwd(symcon_args a, const T *coef, const int32_t *specie
             }
         }
     }
-    for (int i = 0; i < a.D; i++) gA[n * ldga + a.a_off[i] + ch * a.a_stride[i]] = (T)gas[i * nt + ch];
+    for (int i = 0; i < a.D; i++) gA[n * ldga + a.a_off[i] + ch * a.a_stride[i]] = gas[i * nt + ch];
 }
 
 struct symcon_plan {
