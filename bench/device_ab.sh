@@ -5,7 +5,8 @@
 # CGQ_GPU_NODE_TC=1, which runs the narrow fixtures on the tensor-core tile), memcheck on them and racecheck on
 # RACE_FILTER; the MACE-MP-0-medium-architecture step (5,184 water atoms, fp32, --pairs; checked against the CPU first)
 # base and new alternated three times, their profiles, the shipped models and 98,304 atoms. `ctest -L gpu` is left to
-# bench/device_ctest.sh (one call would pass 600 s). Carry .whl and .device.
+# bench/device_ctest.sh (one call would pass 600 s). ALT_ENV (e.g. "CGQ_GPU_WTAB12=0"): this tree under that
+# environment too, alternated with the others. Carry .whl and .device.
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
@@ -27,26 +28,32 @@ ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)|GPU memory [0-
 {
   echo "new: $($B $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
   echo "base: $($B0 $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
+  [ -n "${ALT_ENV:-}" ] && echo "new $ALT_ENV: $(env $ALT_ENV $B $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
   $B $MP $W 3 3 3 cuda 10 --fp32 --pairs >/dev/null
   for round in 1 2 3; do
     echo "== MP-0 round $round base: $($B0 $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
     echo "== MP-0 round $round new: $($B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
+    [ -n "${ALT_ENV:-}" ] && echo "== MP-0 round $round new $ALT_ENV: $(env $ALT_ENV $B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
   done
   echo "base $(CGQ_GPU_PROFILE=1 $B0 $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
   echo "new $(CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
+  [ -n "${ALT_ENV:-}" ] && echo "new $ALT_ENV $(env $ALT_ENV CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
   WM=potentials/water-mace-small.h5
   echo "water base $(CGQ_GPU_PROFILE=1 $B0 $WM $W 3 3 3 cuda 5 --fp32 --pairs 2>&1 | grep profile | tail -1)"
   echo "water new $(CGQ_GPU_PROFILE=1 $B $WM $W 3 3 3 cuda 5 --fp32 --pairs 2>&1 | grep profile | tail -1)"
   for mdl in water-mace-small mace01-solvent water-nequip-small; do
     echo "== $mdl new: $($B potentials/$mdl.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET' | head -1)"
     echo "== $mdl base: $($B0 potentials/$mdl.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET' | head -1)"
+    [ -n "${ALT_ENV:-}" ] && echo "== $mdl new $ALT_ENV: $(env $ALT_ENV $B potentials/$mdl.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET' | head -1)"
     for round in 1 2; do
       echo "== $mdl base: $($B0 potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
       echo "== $mdl new: $($B potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
+      [ -n "${ALT_ENV:-}" ] && echo "== $mdl new $ALT_ENV: $(env $ALT_ENV $B potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
     done
   done
   echo "== MP-0 98,304 atoms base: $($B0 $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
   echo "== MP-0 98,304 atoms new: $($B $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
+  [ -n "${ALT_ENV:-}" ] && echo "== MP-0 98,304 atoms new $ALT_ENV: $(env $ALT_ENV $B $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
 } >"$OUT/bench.txt" 2>&1
 echo "==== summary"
 grep -hE "^\[  (PASSED|FAILED)|FAILED  \]" "$OUT/kernels.log" "$OUT/kernels_tc.log" | head

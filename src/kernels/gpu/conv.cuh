@@ -230,16 +230,20 @@ __host__ __device__ inline size_t conv_fwd_acc_bytes(const conv_plan &p, size_t 
 }
 
 /* The forward's shared tables for the row's edges [eb, eb + nb): SH rows, senders, table intervals and Hermite weights
- * (TAB), then the P entries, per edge in rows of p.p_dim at the instructions' p_off, or (SP: the std forward's) in
- * rows of p.sp_dim at sp_off, with the path weight folded in. */
-template <class T, bool TAB, bool SP>
+ * (TAB; C12: those of the compact table), then the P entries, per edge in rows of p.p_dim at the instructions' p_off,
+ * or (SP: the std forward's) in rows of p.sp_dim at sp_off, with the path weight folded in. */
+template <class T, bool TAB, bool SP, bool C12 = false>
 __device__ inline void conv_fwd_stage(const conv_plan &p, int64_t eb, int nb, const int32_t *sender, const T *Y,
                                       const conv_weights<T> &cw, T *Pb, T *Ys, int32_t *sid, int32_t *kb, float *hb) {
     __syncthreads(); /* the previous batch's tables are no longer read */
     for (int j = threadIdx.x; j < nb * p.nY; j += blockDim.x) Ys[j] = Y[eb * p.nY + j];
     for (int j = threadIdx.x; j < nb; j += blockDim.x) {
         sid[j] = sender[eb + j];
-        if (TAB) {
+        if (TAB && C12) {
+            float t;
+            kb[j] = hermite_interval(cw.tab, cw.r[eb + j], t);
+            hermite_chord_weights_at(t, hb + 3 * j);
+        } else if (TAB) {
             float db[3];
             kb[j] = hermite_weights(cw.tab, cw.r[eb + j], hb + 3 * j, db);
         }
@@ -336,6 +340,16 @@ __device__ __forceinline__ void conv_fwd_std(std::integer_sequence<int, Q...>, c
     const float h0 = hb[0], h1 = hb[1], h2 = hb[2];
     (conv_fwd_std_ins<NL1, NY, Q>(wtable_value(tv[Q], h0, h1, h2), xv, Pe, racc), ...);
 }
+/* the same from the compact table (ka, ke: the edge's interval at channel u; es: the columns' scales) */
+template <int NL1, int NY, int NA, int NI, int... Q>
+__device__ __forceinline__ void conv_fwd_std12(std::integer_sequence<int, Q...>, const float2 *ka, const uint32_t *ke,
+                                               int C, const float *hb, const float (&es)[NI],
+                                               const float (&xv)[CONV_MAX_XDIM], const float *Pe, float (&racc)[NA]) {
+    const float2 ta[] = {__ldg(ka + (int64_t)Q * C)...};
+    const uint32_t te[] = {__ldg(ke + (int64_t)Q * C)...};
+    const float t = hb[0], h10 = hb[1], h11 = hb[2];
+    (conv_fwd_std_ins<NL1, NY, Q>(wtable12_value(ta[Q], te[Q], es[Q], t, h10, h11), xv, Pe, racc), ...);
+}
 /* racc's instruction Q into the slot's sums my (the output block's entries at acc_off) */
 template <int NL1, int NY, int Q, int NA>
 __device__ __forceinline__ void conv_fwd_std_put(const conv_plan &p, const float (&racc)[NA], float *my) {
@@ -352,8 +366,9 @@ __device__ __forceinline__ void conv_fwd_std_puts(std::integer_sequence<int, Q..
 
 /* k_conv_fwd for a std_form plan with weight tables (fp32): the slot's edges one after another, each sender's features
  * read once per edge, every instruction's messages summed in registers over the whole row (the instruction list is
- * the compile-time conv_std_at(NL1, lmax): no switch, P and the table read 16 bytes at a time) */
-template <int NL1, int NY>
+ * the compile-time conv_std_at(NL1, lmax): no switch, P and the table read 16 bytes at a time). C12: from the table's
+ * compact form (radial_table.ad). */
+template <int NL1, int NY, bool C12 = false>
 __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const float *Y,
                                const float *hu, conv_weights<float> cw, const float *cut, float *M) {
     constexpr int LY = sh_lmax<NY>(), NI = conv_std_count(NL1, LY), NA = conv_std_at(NL1, LY, NI).a_off;
@@ -370,12 +385,14 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
     int xo[NL1]; /* channel u's features of degree l in a sender's row */
 #pragma unroll
     for (int l = 0; l < NL1; l++) xo[l] = p.in1b[l].off + u * (2 * l + 1);
-    float racc[NA];
+    float racc[NA], es[NI]; /* es: the compact table's column scales of channel u */
 #pragma unroll
     for (int j = 0; j < NA; j++) racc[j] = 0;
+#pragma unroll
+    for (int q = 0; q < NI; q++) es[q] = C12 && active ? __ldg(cw.tab.escale + q * p.C + u) : 0.0f;
     for (int64_t eb = r0; eb < r1; eb += EB) {
         const int nb = (int)(r1 - eb < EB ? r1 - eb : EB);
-        conv_fwd_stage<float, true, true>(p, eb, nb, sender, Y, cw, Pb, Ys, sid, kb, hb);
+        conv_fwd_stage<float, true, true, C12>(p, eb, nb, sender, Y, cw, Pb, Ys, sid, kb, hb);
         if (!active) continue;
         for (int el = slot; el < nb; el += S) {
             const float *xs = hu + (int64_t)sid[el] * p.dhu, ce = cut ? cut[eb + el] : 1.0f;
@@ -384,8 +401,14 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
             for (int l = 0; l < NL1; l++)
 #pragma unroll
                 for (int a = 0; a < 2 * l + 1; a++) xv[l * l + a] = ce * xs[xo[l] + a];
-            conv_fwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, wtable_at(cw.tab, kb[el], u), p.C, hb + 3 * el,
-                                  xv, Pb + (size_t)el * p.sp_dim, racc);
+            if constexpr (C12) {
+                const size_t at = (size_t)kb[el] * cw.tab.width + u;
+                conv_fwd_std12<NL1, NY>(std::make_integer_sequence<int, NI>{}, cw.tab.ad + at, cw.tab.ev + at, p.C,
+                                        hb + 3 * el, es, xv, Pb + (size_t)el * p.sp_dim, racc);
+            } else {
+                conv_fwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, wtable_at(cw.tab, kb[el], u), p.C,
+                                      hb + 3 * el, xv, Pb + (size_t)el * p.sp_dim, racc);
+            }
         }
     }
     __syncthreads(); /* acc is zero everywhere */
@@ -906,13 +929,14 @@ template <class T>
 using conv_fwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const T *, const T *,
                              conv_weights<T>, const T *, T *);
 
-/* the std forward for in1 blocks l < n_in1 and SH width nY (NULL: none instantiated) */
-static conv_fwd_fn<float> conv_fwd_std_kernel(int n_in1, int nY) {
-#define CONV_FWD_STD(NL1)                             \
-    if (n_in1 == NL1) {                               \
-        if (nY == 4) return k_conv_fwd_std<NL1, 4>;   \
-        if (nY == 9) return k_conv_fwd_std<NL1, 9>;   \
-        if (nY == 16) return k_conv_fwd_std<NL1, 16>; \
+/* the std forward for in1 blocks l < n_in1 and SH width nY, from the compact table when c12 (NULL: none
+ * instantiated) */
+static conv_fwd_fn<float> conv_fwd_std_kernel(int n_in1, int nY, bool c12) {
+#define CONV_FWD_STD(NL1)                                                                  \
+    if (n_in1 == NL1) {                                                                    \
+        if (nY == 4) return c12 ? k_conv_fwd_std<NL1, 4, true> : k_conv_fwd_std<NL1, 4>;    \
+        if (nY == 9) return c12 ? k_conv_fwd_std<NL1, 9, true> : k_conv_fwd_std<NL1, 9>;    \
+        if (nY == 16) return c12 ? k_conv_fwd_std<NL1, 16, true> : k_conv_fwd_std<NL1, 16>; \
     }
     CONV_FWD_STD(1)
     CONV_FWD_STD(2) CONV_FWD_STD(3)
@@ -920,12 +944,13 @@ static conv_fwd_fn<float> conv_fwd_std_kernel(int n_in1, int nY) {
         return nullptr;
 }
 
-/* the forward kernel for the plan's message sums */
+/* the forward kernel for the plan's message sums (tabled: from a weight table; c12: it has the compact form) */
 template <class T>
-static conv_fwd_fn<T> conv_fwd_kernel(const conv_plan &p, bool tabled = false) {
+static conv_fwd_fn<T> conv_fwd_kernel(const conv_plan &p, bool tabled = false, bool c12 = false) {
     constexpr bool F = sizeof(T) == sizeof(float); /* the tables are fp32's */
     if constexpr (F)
-        if (tabled && p.std_form && conv_std_instantiated(p.n_in1, p.nY)) return conv_fwd_std_kernel(p.n_in1, p.nY);
+        if (tabled && p.std_form && conv_std_instantiated(p.n_in1, p.nY))
+            return conv_fwd_std_kernel(p.n_in1, p.nY, c12);
     if (tabled && F) return p.double_sums ? k_conv_fwd<T, double, F> : k_conv_fwd<T, T, F>;
     return p.double_sums ? k_conv_fwd<T, double> : k_conv_fwd<T, T>;
 }

@@ -673,9 +673,8 @@ static cudaError_t set_smem_limits(int cap) {
                 if (F && conv_std_instantiated(n_in1, nY))
                     kernels.push_back((const void *)conv_bwd_kernel<T>(n_in1, nY, true, true, warps));
             }
-            if (F && conv_std_instantiated(n_in1, nY)) {
-                kernels.push_back((const void *)conv_fwd_std_kernel(n_in1, nY));
-            }
+            if (F && conv_std_instantiated(n_in1, nY))
+                for (bool c12 : {false, true}) kernels.push_back((const void *)conv_fwd_std_kernel(n_in1, nY, c12));
         }
     for (const void *k : kernels) {
         cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, cap);
@@ -746,24 +745,58 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     delete g;
 }
 
-/* out[k, n, q] = alpha sum_j a[4 k + q, j] W[j, n] in double, rounded to float: the 4 rows of each interval of a
- * table times a last layer, a column's 4 values adjacent (radial_table's weight-table layout) */
+/* out[k, n, q] = alpha sum_j a[4 k + q, j] W[j, n] in double: the 4 rows of each interval of a table times a last
+ * layer, a column's 4 values adjacent (radial_table's weight-table layout) */
 __global__ void k_weight_table(int64_t rows, int K, int wn, const double *a, const double *W, double alpha,
-                               float *out) {
+                               double *out) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < rows * wn;
          i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t row = i / wn;
         const int n = (int)(i % wn);
         double s = 0.0;
         for (int j = 0; j < K; j++) s += a[row * K + j] * W[(int64_t)j * wn + n];
-        out[((row / 4) * wn + n) * 4 + row % 4] = (float)(alpha * s);
+        out[((row / 4) * wn + n) * 4 + row % 4] = alpha * s;
+    }
+}
+
+/* A weight table's float form [n_int][wn][4] and its compact form (radial_table.ad, ev, escale: each column's slope
+ * departures m - d in 16 bits over the column's largest) from its double rows; CGQ_GPU_WTAB12=0: no compact form */
+struct weight_table_host {
+    std::vector<float> f, escale;
+    std::vector<float2> ad;
+    std::vector<uint32_t> ev;
+};
+static void weight_table_forms(const std::vector<double> &t, int64_t n_int, int wn, weight_table_host *out) {
+    out->f.resize(t.size());
+    for (size_t i = 0; i < t.size(); i++) out->f[i] = (float)t[i];
+    const char *env = getenv("CGQ_GPU_WTAB12");
+    if (env && atoi(env) == 0) return;
+    out->ad.resize((size_t)n_int * wn), out->ev.resize((size_t)n_int * wn), out->escale.resize(wn);
+    for (int n = 0; n < wn; n++) {
+        double emax = 0.0;
+        for (int64_t k = 0; k < n_int; k++) {
+            const double *v = &t[((size_t)k * wn + n) * 4];
+            emax = std::max(emax, std::max(std::fabs(v[2] - v[1]), std::fabs(v[3] - v[1])));
+        }
+        const float sc = (float)(emax / 32767.0);
+        out->escale[n] = sc;
+        for (int64_t k = 0; k < n_int; k++) {
+            const double *v = &t[((size_t)k * wn + n) * 4];
+            uint32_t q[2];
+            for (int h = 0; h < 2; h++) {
+                const double z = sc > 0.0f ? std::nearbyint((v[2 + h] - v[1]) / sc) : 0.0;
+                q[h] = (uint32_t)(std::min(32767.0, std::max(-32767.0, z)) + 32768.0);
+            }
+            out->ad[(size_t)k * wn + n] = make_float2((float)v[0], (float)v[1]);
+            out->ev[(size_t)k * wn + n] = q[0] | q[1] << 16;
+        }
     }
 }
 
 /* The weight table of one layer (conv.cuh, conv_weights): h's intervals, each with its 4 rows (a_k, a_k+1 - a_k and
- * the scaled slopes, in double) times alpha W (K x wn, double), formed on the device. The table is an optimisation:
- * above CGQ_WEIGHT_TABLE_MAX_BYTES (its reads would mostly miss L2), or where the GPU has no memory for it, the layer
- * keeps the radial MLP's kernels (out stays empty). */
+ * the scaled slopes, in double) times alpha W (K x wn, double), formed on the device, in float and in the compact
+ * form. The table is an optimisation: above CGQ_WEIGHT_TABLE_MAX_BYTES (its reads would mostly miss L2), or where the
+ * GPU has no memory for it, the layer keeps the radial MLP's kernels (out stays empty). */
 #define CGQ_WEIGHT_TABLE_MAX_BYTES (256ull << 20)
 static cgq_status build_weight_table(cgq_gpu *g, const cgq_radial_spline &h, const double *W, int wn, double alpha,
                                      radial_table *out) {
@@ -771,28 +804,27 @@ static cgq_status build_weight_table(cgq_gpu *g, const cgq_radial_spline &h, con
     const int64_t rows = 4 * (int64_t)h.n_int;
     *out = radial_table();
     if (sizeof(float) * (uint64_t)rows * wn > CGQ_WEIGHT_TABLE_MAX_BYTES) return CGQ_STATUS_OK;
-    std::vector<double> a((size_t)rows * K);
+    std::vector<double> a((size_t)rows * K), t((size_t)rows * wn);
     for (int k = 0; k < h.n_int; k++) {
         const double *a0 = h.knots + (size_t)k * 2 * K, *m0 = a0 + K, *a1 = m0 + K, *m1 = a1 + K;
         double *q = a.data() + (size_t)k * 4 * K;
         for (int j = 0; j < K; j++) q[j] = a0[j], q[K + j] = a1[j] - a0[j], q[2 * K + j] = m0[j], q[3 * K + j] = m1[j];
     }
-    double *da = nullptr, *dW = nullptr;
-    float *dt = nullptr;
+    double *da = nullptr, *dW = nullptr, *dt = nullptr;
     cudaError_t e = cudaMalloc(&da, sizeof(double) * a.size());
     if (e == cudaSuccess) e = cudaMalloc(&dW, sizeof(double) * K * wn);
-    if (e == cudaSuccess) e = cudaMalloc(&dt, sizeof(float) * rows * wn);
+    if (e == cudaSuccess) e = cudaMalloc(&dt, sizeof(double) * t.size());
     if (e == cudaSuccess) e = cudaMemcpy(da, a.data(), sizeof(double) * a.size(), cudaMemcpyHostToDevice);
     if (e == cudaSuccess) e = cudaMemcpy(dW, W, sizeof(double) * K * wn, cudaMemcpyHostToDevice);
     if (e == cudaSuccess) {
         const unsigned blocks = (unsigned)std::min<int64_t>((rows * wn + 255) / 256, 65535);
         k_weight_table<<<blocks, 256>>>(rows, K, wn, da, dW, alpha, dt);
-        e = cudaDeviceSynchronize();
+        e = cudaMemcpy(t.data(), dt, sizeof(double) * t.size(), cudaMemcpyDeviceToHost);
     }
     cudaFree(da);
     cudaFree(dW);
+    cudaFree(dt);
     if (e != cudaSuccess) {
-        cudaFree(dt);
         cudaGetLastError();
         if (e == cudaErrorMemoryAllocation) return CGQ_STATUS_OK; /* the MLP kernels run the layer */
         return cgq_fail(CGQ_STATUS_DEVICE_ERROR,
@@ -800,9 +832,28 @@ static cgq_status build_weight_table(cgq_gpu *g, const cgq_radial_spline &h, con
                         "GPU: %s",
                         (long long)rows, wn, cudaGetErrorString(e));
     }
-    g->allocations.push_back(dt);
-    g->model_bytes += sizeof(float) * rows * wn;
-    out->n_int = h.n_int, out->width = wn, out->step = h.step, out->knots = dt;
+    weight_table_host ht;
+    weight_table_forms(t, h.n_int, wn, &ht);
+    const size_t bf = sizeof(float) * ht.f.size(), bad = sizeof(float2) * ht.ad.size(),
+                 bev = sizeof(uint32_t) * ht.ev.size(), bs = sizeof(float) * ht.escale.size();
+    char *d = nullptr; /* both forms in one allocation (offsets multiples of 16, 8, 4) */
+    e = cudaMalloc(&d, bf + bad + bev + bs);
+    if (e == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        return CGQ_STATUS_OK; /* the MLP kernels run the layer */
+    }
+    CGQ_CHECK_GPU(e);
+    g->allocations.push_back(d);
+    g->model_bytes += bf + bad + bev + bs;
+    CGQ_CHECK_GPU(cudaMemcpy(d, ht.f.data(), bf, cudaMemcpyHostToDevice));
+    out->n_int = h.n_int, out->width = wn, out->step = h.step, out->knots = reinterpret_cast<float *>(d);
+    if (bad) {
+        CGQ_CHECK_GPU(cudaMemcpy(d + bf, ht.ad.data(), bad, cudaMemcpyHostToDevice));
+        CGQ_CHECK_GPU(cudaMemcpy(d + bf + bad, ht.ev.data(), bev, cudaMemcpyHostToDevice));
+        CGQ_CHECK_GPU(cudaMemcpy(d + bf + bad + bev, ht.escale.data(), bs, cudaMemcpyHostToDevice));
+        out->ad = reinterpret_cast<float2 *>(d + bf), out->ev = reinterpret_cast<uint32_t *>(d + bf + bad);
+        out->escale = reinterpret_cast<float *>(d + bf + bad + bev);
+    }
     return CGQ_STATUS_OK;
 }
 
@@ -954,6 +1005,14 @@ static cgq_status build_species_conv(cgq_gpu *g) {
         for (int c = 0; c < k.d3; c++)
             for (int b = 0; b < k.d2; b++) y2p[(size_t)(k.p_off + c) * p.nY + k.y_off + b] = cgf[k.c_off + b * k.d3 + c];
     CGQ_TRY(device_uploader{g}(&s.Y2P, y2p));
+    std::vector<int32_t> y2r((size_t)p.p_dim, 0); /* each row's nonzeros: b0 | n << 16 */
+    for (int q = 0; q < p.p_dim; q++) {
+        int b0 = p.nY, b1 = 0;
+        for (int b = 0; b < p.nY; b++)
+            if (y2p[(size_t)q * p.nY + b] != 0.0f) b0 = std::min(b0, b), b1 = b + 1;
+        if (b1 > b0) y2r[q] = b0 | (b1 - b0) << 16;
+    }
+    CGQ_TRY(device_uploader{g}(&s.Y2Pr, y2r));
     std::vector<int32_t> cls(m->n_species + SC_MAX_CLASSES, -1);
     const int32_t *dcls = nullptr;
     CGQ_TRY(device_uploader{g}(&dcls, cls));
@@ -2032,7 +2091,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             } else {
                 if (!wtab[t]) CGQ_TRY(radial_forward(t, ch));
                 prof.mark("mlp_fwd");
-                conv_fwd_kernel<T>(p, wtab[t])<<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
+                conv_fwd_kernel<T>(p, wtab[t], wtab[t] && g->wtab[t].ad)<<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
                     p, ch.i0, c.row_ptr, c.sender, Y, hu, edge_weights(t, ch), cut_w, M);
                 CGQ_LAUNCH_CHECK();
                 prof.mark("conv_fwd");
@@ -2566,6 +2625,10 @@ extern "C" int cgq_gpu_conv_std(const cgq_gpu *g, int layer) {
     return p.ok && p.std_form && conv_std_instantiated(p.n_in1, p.nY);
 }
 
+extern "C" int cgq_gpu_weight_table_compact(const cgq_gpu *g, int layer) {
+    return layer >= 0 && layer < g->host_model->n_layers && g->fp32 && g->wtab[layer].ad;
+}
+
 extern "C" cgq_status cgq_gpu_table_conv(cgq_gpu *g, int layer, int64_t n, const int64_t *row_ptr,
                                          const int32_t *sender, const double *r, const double *cut, const double *x,
                                          const double *Y, const double *gM, double *M, double *gY, double *gcut,
@@ -2598,8 +2661,8 @@ extern "C" cgq_status cgq_gpu_table_conv(cgq_gpu *g, int layer, int64_t n, const
     CGQ_TRY(tb.in((const double *)nullptr, n * din, &dgx));
     CGQ_TRY(tb.in((const double *)nullptr, E, &dgr));
     const conv_weights<float> cw = conv_table(g->wtab[layer], dr, 0);
-    conv_fwd_kernel<float>(p, true)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(float))>>>(p, 0, drow, dsend, dY,
-                                                                                                 dx, cw, dcut, dMsg);
+    conv_fwd_kernel<float>(p, true, cw.tab.ad)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(float))>>>(
+        p, 0, drow, dsend, dY, dx, cw, dcut, dMsg);
     conv_bwd_kernel<float>(p, true)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(float), true)>>>(
         p, 0, drow, dsend, dY, dx, cw, dcut, dgM, nullptr, dgY, dgcut, dgx1e, dgr, 0);
     sender_sum_rows<float>(n, (int)din, dsrow, dsedge, 0, E, 1, 1, dgx1e, dgx);

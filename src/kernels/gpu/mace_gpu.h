@@ -91,6 +91,8 @@ cgq_status cgq_gpu_table_conv(cgq_gpu *gpu, int layer, int64_t n, const int64_t 
 /* 1 where layer's convolution runs the std kernels (conv.cuh conv_std_at: its plan has their form and its weights come
  * from a weight table), else 0 */
 int cgq_gpu_conv_std(const cgq_gpu *gpu, int layer);
+/* 1 where layer's weight table has its compact form (radial_table.ad: the std forward reads it), else 0 */
+int cgq_gpu_weight_table_compact(const cgq_gpu *gpu, int layer);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,13 @@ struct radial_table {
      * formed in double: the slope from a(r_k+1) and a(r_k) in float would lose 3 digits to cancellation. A weight
      * table (conv.cuh) stores the same 4 rows as [n_int][width][4]: a column's 4 values in one 16-byte read. */
     const float *knots = nullptr;
+    /* A weight table's compact form (wtable12_value), read by the std forward: per interval and column (a_k, d) in
+     * float and, in 16 bits each, the slopes' departures from the chord, m - d = escale[column] (v - 32768): 12 bytes
+     * instead of 16 (the forward is bound by its table's bytes), with the float table's accuracy (its 16 bits span
+     * the column's largest departure, about 1e-4 of its values) */
+    const float2 *ad = nullptr;
+    const uint32_t *ev = nullptr;
+    const float *escale = nullptr;
     const uint32_t *w_tc = nullptr;     /* the last layer on the tensor cores: radial_tc_layout (null: SGEMM) */
     const uint32_t *w_tc_bwd = nullptr; /* its reverse on the tensor cores: radial_tc_layout_bwd (null: SGEMM) */
 };
@@ -62,6 +69,22 @@ __device__ __forceinline__ float wtable_value(const float4 &v, float b0, float b
 }
 __device__ __forceinline__ float wtable_slope(const float4 &v, float d0, float d1, float d2) {
     return d0 * v.y + d1 * v.z + d2 * v.w;
+}
+
+/* The compact form's weights of t (hermite_weights_at's t, past r_max 2): a = a_k + t d + h10 e_k + h11 e_k+1 (as
+ * h01 + h10 + h11 = t), h10 = t (1 - t)^2, h11 = -t^2 (1 - t) */
+__device__ __forceinline__ void hermite_chord_weights_at(float t_in, float b[3]) {
+    const float t = t_in > 1.0f ? 1.0f : t_in, u = 1.0f - t;
+    b[0] = t, b[1] = t * u * u, b[2] = -t * t * u;
+}
+/* A 16-bit half of a compact column's departures as a float, exactly: the float whose bits are 0x4B00 then the half
+ * is 2^23 + v (no conversion instruction: those run at a quarter of the FMA rate) */
+__device__ __forceinline__ float wtable12_half(uint32_t e, bool hi) {
+    return __int_as_float((int)__byte_perm(e, 0x4B000000u, hi ? 0x7632 : 0x7610)) - 8421376.0f; /* 2^23 + 32768 */
+}
+/* a column's value from its compact entries (v: a_k, d; e: the departures; s: the column's scale) */
+__device__ __forceinline__ float wtable12_value(float2 v, uint32_t e, float s, float t, float h10, float h11) {
+    return fmaf(t, v.y, v.x) + s * (h10 * wtable12_half(e, false) + h11 * wtable12_half(e, true));
 }
 
 #endif

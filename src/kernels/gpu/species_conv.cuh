@@ -51,6 +51,9 @@ struct species_conv {
      * elsewhere), staged in shared memory by both kernels: read per edge from the plan (instruction, offsets, then
      * the couplings, each load waiting on the one before) they were a chain of dependent global loads per entry */
     const float *Y2P = nullptr;
+    /* [P]: row q's nonzeros are Y2P[q][b0, b0 + n), packed b0 | n << 16 (the P entries sum only those: one for the
+     * 0e x l -> l couplings of a first layer, 2l+1 read before) */
+    const int32_t *Y2Pr = nullptr;
     int32_t *cls =
         nullptr; /* [n_species]: the class of each species (-1: none); then [SC_MAX_CLASSES] a node of each */
 };
@@ -68,7 +71,8 @@ struct sc_work {
  * (messages), then the batch (a [EB][K], P times the cutoff [EB][PS], Hermite weights [EB][3]), which Q [S][P][K]
  * replaces after the row. Reverse: xs, G [S][P][K], then Z [S][P][C] = gM x, which the batch (a and the slopes [EB][K]
  * each, P [EB][PS], Hermite weights of both [EB][6], the cutoff [EB]) replaces, and per warp the sums T [17]. Both:
- * Y2P [P][nY] (species_conv). With the GEMM folds xs, acc, Q and Z are not there. */
+ * Y2P [P][nY] (species_conv); last the ints: the batch's classes and table intervals [2][SC_EB], Y2Pr [P]. With the
+ * GEMM folds xs, acc, Q and Z are not there. */
 __host__ __device__ inline int sc_r4(int n) {
     return (n + 3) / 4 * 4;
 }
@@ -90,7 +94,7 @@ __host__ __device__ inline sc_layout sc_layout_of(const conv_plan &p, const spec
     end = end > other ? end : other;
     o.tw = sc_r4(end), o.y2p = o.tw + (bwd ? SC_BWD_THREADS / CGQ_WARP * (CONV_MAX_Y + 1) : 0);
     o.ints = o.y2p + sc_r4(s.P * p.nY);
-    o.floats = o.ints + 2 * SC_EB;
+    o.floats = o.ints + 2 * SC_EB + sc_r4(s.P);
     return o;
 }
 static int sc_fwd_threads(const species_conv &s) {
@@ -107,18 +111,20 @@ static bool sc_runs(const conv_plan &p, const species_conv &s, size_t smem_limit
            sc_smem(p, s, true) <= smem_limit && sc_fwd_threads(s) <= s.fwd_max_threads;
 }
 
-/* Copies s.Y2P to y2p in shared memory (the first batch's barrier orders it before sc_stage) */
-__device__ __forceinline__ void sc_load_y2p(const conv_plan &p, const species_conv &s, float *y2p) {
+/* Copies s.Y2P and s.Y2Pr to y2p and y2r in shared memory (the first batch's barrier orders them before sc_stage) */
+__device__ __forceinline__ void sc_load_y2p(const conv_plan &p, const species_conv &s, float *y2p, int *y2r) {
     for (int q = threadIdx.x; q < s.P * p.nY; q += blockDim.x) y2p[q] = s.Y2P[q];
+    for (int q = threadIdx.x; q < s.P; q += blockDim.x) y2r[q] = s.Y2Pr[q];
 }
 
 /* Stages the batch of nb edges from eb in shared memory: per edge its class cb, table interval kb and Hermite weights
- * hb (with those of the slopes when slopes), the cutoff (cutb, when non-null), P (from y2p; times the cutoff when
- * cut_in_P); then a (and the slopes into sb). Two barriers. */
+ * hb (with those of the slopes when slopes), the cutoff (cutb, when non-null), P (from y2p over y2r's ranges; times the
+ * cutoff when cut_in_P); then a (and the slopes into sb). Two barriers. */
 __device__ __forceinline__ void sc_stage(const conv_plan &p, const species_conv &s, int64_t eb, int nb,
                                          const int32_t *sender, const int32_t *species, const double *r, const float *Y,
                                          const float *cut, bool cut_in_P, bool slopes, int *cb, int *kb, float *hb,
-                                         float *cutb, const float *y2p, float *Pb, float *ab, float *sb) {
+                                         float *cutb, const float *y2p, const int *y2r, float *Pb,
+                                         float *ab, float *sb) {
     const int K = s.K, P = s.P, PS = sc_r4(P), tid = threadIdx.x, T = blockDim.x, hw = slopes ? 6 : 3;
     for (int el = tid; el < nb; el += T) {
         const int64_t e = eb + el;
@@ -134,10 +140,9 @@ __device__ __forceinline__ void sc_stage(const conv_plan &p, const species_conv 
         const int el = q / PS, pq = q % PS;
         float v = 0.0f;
         if (pq < P) {
-            const float *Ye = Y + (eb + el) * p.nY, *m = y2p + pq * p.nY;
-#pragma unroll
-            for (int b = 0; b < CONV_MAX_Y; b++) /* in b's order, as conv_p_entry: the zeros add nothing */
-                if (b < p.nY) v += m[b] * Ye[b];
+            const int b0 = y2r[pq] & 0xffff, n = y2r[pq] >> 16;
+            const float *Ye = Y + (eb + el) * p.nY + b0, *m = y2p + pq * p.nY + b0;
+            for (int b = 0; b < n; b++) v += m[b] * Ye[b]; /* in b's order, as conv_p_entry: the zeros add nothing */
             if (cut && cut_in_P) v *= cut[eb + el];
         }
         Pb[q] = v;
@@ -208,7 +213,7 @@ __global__ void k_species_conv_fwd(conv_plan p, species_conv s, int64_t i0, cons
         for (int q = tid; q < s.S * C; q += T) xs[q] = hu[(int64_t)rep[q / C] * p.dhu + s.x_off + q % C];
         for (int q = tid; q < p.acc_dim * C; q += T) acc[q] = 0.0f;
     }
-    sc_load_y2p(p, s, xs + o.y2p);
+    sc_load_y2p(p, s, xs + o.y2p, kb + SC_EB);
     const int sig = tid / K, jj = tid % K;
     const bool owner = sig < s.S;
     float qa[SC_MAX_P];
@@ -217,8 +222,8 @@ __global__ void k_species_conv_fwd(conv_plan p, species_conv s, int64_t i0, cons
     for (int64_t eb = r0; eb < r1; eb += SC_EB) {
         const int nb = (int)(r1 - eb < SC_EB ? r1 - eb : SC_EB);
         __syncthreads(); /* the previous batch is read */
-        sc_stage(p, s, eb, nb, sender, species, r, Y, cut, true, false, cb, kb, xs + o.hb, nullptr, xs + o.y2p, Pb, ab,
-                 nullptr);
+        sc_stage(p, s, eb, nb, sender, species, r, Y, cut, true, false, cb, kb, xs + o.hb, nullptr, xs + o.y2p,
+                 kb + SC_EB, Pb, ab, nullptr);
         if (owner)
             for (int el = 0; el < nb; el++)
                 if (cb[el] == sig) {
@@ -350,11 +355,12 @@ __global__ void __launch_bounds__(SC_BWD_THREADS)
         }
     }
     const float *y2p = xs + o.y2p;
-    sc_load_y2p(p, s, xs + o.y2p);
+    sc_load_y2p(p, s, xs + o.y2p, kb + SC_EB);
     for (int64_t eb = r0; eb < r1; eb += SC_EB) {
         const int nb = (int)(r1 - eb < SC_EB ? r1 - eb : SC_EB);
         __syncthreads(); /* G and Y2P are complete (first batch), the previous batch is read */
-        sc_stage(p, s, eb, nb, sender, species, r, Y, cut, false, true, cb, kb, xs + o.hb, cutb, y2p, Pb, ab, sb);
+        sc_stage(p, s, eb, nb, sender, species, r, Y, cut, false, true, cb, kb, xs + o.hb, cutb, y2p, kb + SC_EB, Pb,
+                 ab, sb);
         for (int el = warp; el < nb; el += nw) {
             const int64_t e = eb + el;
             const float ce = cutb[el];
