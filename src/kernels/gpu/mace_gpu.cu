@@ -760,7 +760,10 @@ __global__ void k_weight_table(int64_t rows, int K, int wn, const double *a, con
 }
 
 /* A weight table's float form [n_int][wn][4] and its compact form (radial_table.ad, ev, escale: each column's slope
- * departures m - d in 16 bits over the column's largest) from its double rows; CGQ_GPU_WTAB12=0: no compact form */
+ * departures m - d in 16 bits over the column's largest) from its double rows. The compact form is made for tables of
+ * CGQ_WTAB12_MIN_BYTES or more in float, whose reads bound the forward (session 23, H100: MACE-MP-0's layer 1, 42 MB,
+ * 1.84 -> 1.57 ms); the water models' (0.5-4 MB) gained nothing. CGQ_GPU_WTAB12=0: never; =1: always. */
+#define CGQ_WTAB12_MIN_BYTES (8ull << 20)
 struct weight_table_host {
     std::vector<float> f, escale;
     std::vector<float2> ad;
@@ -770,7 +773,8 @@ static void weight_table_forms(const std::vector<double> &t, int64_t n_int, int 
     out->f.resize(t.size());
     for (size_t i = 0; i < t.size(); i++) out->f[i] = (float)t[i];
     const char *env = getenv("CGQ_GPU_WTAB12");
-    if (env && atoi(env) == 0) return;
+    const bool large = sizeof(float) * t.size() >= CGQ_WTAB12_MIN_BYTES;
+    if (env && *env ? atoi(env) == 0 : !large) return;
     out->ad.resize((size_t)n_int * wn), out->ev.resize((size_t)n_int * wn), out->escale.resize(wn);
     for (int n = 0; n < wn; n++) {
         double emax = 0.0;
