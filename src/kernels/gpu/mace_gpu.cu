@@ -327,7 +327,8 @@ static bool skip_tp_is_species_linear(const cgq_model *m, const cgq_tp *tp) {
 
 /* The layer's product basis as monomials (symcon.cuh): nonzeros of every U_nu with the same output component m and
  * the same sorted A indices are folded into one monomial whose coefficient, per element and channel, is the sum of
- * u W_nu[e,k,c] over them (in double, in the file's nonzero order). Monomials are ordered by (block, m, indices). */
+ * u W_nu[e,k,c] over them (in double, in the file's nonzero order). Monomials are ordered by (block, m, indices), each
+ * m's padded to a multiple of SYMCON_UNROLL with copies of its last code whose coefficients are zero. */
 static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     const cgq_model *hm = g->host_model;
     const cgq_mace_layer *ly = &hm->layers[t];
@@ -365,10 +366,14 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
         symcon_block &bk = a.blk[j];
         bk.dm = 2 * ct->l_out + 1, bk.out_off = ly->product_out.b[j].offset;
         for (int m = 0; m <= bk.dm; m++) bk.mstart[m] = (int)codes.size(); /* components without monomials stay empty */
-        for (auto &kv : ix) {
-            kv.second = (int)codes.size();
-            codes.push_back(kv.first.second);
-            for (int m = kv.first.first + 1; m <= bk.dm; m++) bk.mstart[m] = (int)codes.size();
+        for (auto it = ix.begin(); it != ix.end(); ++it) {
+            const int m = it->first.first;
+            it->second = (int)codes.size();
+            codes.push_back(it->first.second);
+            const auto next = std::next(it);
+            if (next == ix.end() || next->first.first != m) /* m's last: pad its range (symcon_nested) */
+                while ((codes.size() - bk.mstart[m]) % SYMCON_UNROLL) codes.push_back(it->first.second);
+            for (int m2 = m + 1; m2 <= bk.dm; m2++) bk.mstart[m2] = (int)codes.size();
         }
     }
     a.n_blocks = ly->n_contractions, a.n_mono = (int)codes.size(), a.C = C, a.D = D, a.agnostic = ly->agnostic;

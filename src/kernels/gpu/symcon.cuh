@@ -8,16 +8,16 @@
  * nonzero. Monomials are padded to NF factors (the layer's largest correlation) with index D, whose A column
  * holds 1, so the factor loop has a compile-time length and the indices stay in registers.
  * One node per block, one thread per channel (coefficients read coalesced over channels); monomials are sorted
- * by output component m, so each B[c,m] is summed in one register. The sums are in T: in float for fp32, as the
- * products themselves (in double until session 22: the forward's conversions and the reverse's 8-byte read-modify-
- * writes in shared memory, which bound it, took MACE-MP-0's 0.52 + 0.89 ms per step). */
+ * by output component m, then by their sorted factors, so each B[c,m] is a nested sum in registers (symcon_nested).
+ * The sums are in T: in float for fp32, as the products themselves (in double until session 22: the forward's
+ * conversions and the reverse's 8-byte read-modify-writes in shared memory took MACE-MP-0's 0.52 + 0.89 ms). */
 #ifndef CGQ_GPU_SYMCON_CUH
 #define CGQ_GPU_SYMCON_CUH
 
 #define SYMCON_MAX_D 16     /* coupling width: sum of 2l+1 of the target irreps (l <= 3) */
 #define SYMCON_MAX_BLOCKS 8 /* output irreps of the product */
 #define SYMCON_IDX_BITS 5   /* one factor's A index (0..D, D = the constant 1) */
-#define SYMCON_UNROLL 4     /* monomials whose loads are issued together */
+#define SYMCON_UNROLL 4     /* monomials whose loads are issued together; each m's range a multiple of it */
 
 struct symcon_block {
     int dm, out_off;
@@ -33,10 +33,69 @@ struct symcon_args {
     const int32_t *code; /* [n_mono]: factor p's A index at bits SYMCON_IDX_BITS * p */
 };
 
-template <int NF>
-__device__ inline void symcon_factors(int32_t code, int *idx) {
+/* factor p of a monomial's code (its A index) */
+__device__ __forceinline__ int symcon_factor(int32_t code, int p) {
+    return (code >> (SYMCON_IDX_BITS * p)) & ((1 << SYMCON_IDX_BITS) - 1);
+}
+
+/* A component's monomials [q0, q1) as nested sums (Horner's scheme). A code's factors are sorted (s_0 <= ... <=
+ * s_NF-1) and the codes in increasing order, so the monomials of one prefix (s_1, ..., s_NF-1) are adjacent:
+ *   B = sum_{s_NF-1} A[s_NF-1] ... sum_{s_1} A[s_1] sum_{s_0} T A[s_0],
+ * acc[p] the sum of level p over the current prefix. A prefix ends where a factor above p changes (the code's bits
+ * above p differ; warp-uniform: the codes are the layer's): then acc[p + 1] += A[s_p+1] acc[p]. Per monomial one
+ * factor is read and one product added, instead of NF of each (session 23: the kernels issued in 78-86% of cycles).
+ * REV: the reverse for g = dE/dB instead, into gas: with pp[p] = g prod_{r > p} A[s_r] of the prefix, each monomial
+ * adds pp[0] T to gA[s_0], and level p's end adds pp[p + 1] acc[p] to gA[s_p+1] (the product rule over the
+ * factors' positions, whichever indices coincide). as, gas: the channel's columns (stride nt). */
+template <class T, int NF, bool REV>
+__device__ __forceinline__ T symcon_nested(const int32_t *code, const T *tc, int C, int q0, int q1, const T *as, int nt,
+                                           T g, T *gas) {
+    T acc[NF], av[NF], pp[NF]; /* av[p]: A[s_p] of the current prefix (p >= 1) */
+    int32_t prev = __ldg(code + q0);
 #pragma unroll
-    for (int p = 0; p < NF; p++) idx[p] = (code >> (SYMCON_IDX_BITS * p)) & ((1 << SYMCON_IDX_BITS) - 1);
+    for (int p = 0; p < NF; p++) acc[p] = 0, av[p] = p ? as[symcon_factor(prev, p) * nt] : (T)0;
+    pp[NF - 1] = g;
+#pragma unroll
+    for (int p = NF - 2; p >= 0; p--) pp[p] = pp[p + 1] * av[p + 1];
+    const T *cp = tc + (size_t)q0 * C;
+    for (int q = q0; q < q1; q += SYMCON_UNROLL, cp += SYMCON_UNROLL * C) {
+        /* SYMCON_UNROLL monomials' codes and coefficients loaded together: one at a time, each waited an L2 latency
+         * (the coefficients do not fit L1). The plan pads each range to a multiple (zero coefficients). */
+        int32_t cd[SYMCON_UNROLL];
+        T cq[SYMCON_UNROLL];
+#pragma unroll
+        for (int v = 0; v < SYMCON_UNROLL; v++) cd[v] = __ldg(code + q + v), cq[v] = cp[v * C];
+#pragma unroll
+        for (int v = 0; v < SYMCON_UNROLL; v++) {
+            const int32_t diff = cd[v] ^ prev;
+            if (diff >> SYMCON_IDX_BITS) { /* the prefix changed: its levels below the change end */
+#pragma unroll
+                for (int p = 0; p + 1 < NF; p++)
+                    if (diff >> (SYMCON_IDX_BITS * (p + 1))) {
+                        if (REV) gas[symcon_factor(prev, p + 1) * nt] += pp[p + 1] * acc[p];
+                        acc[p + 1] += av[p + 1] * acc[p];
+                        acc[p] = 0;
+                    }
+#pragma unroll
+                for (int p = 1; p < NF; p++)
+                    if (diff >> (SYMCON_IDX_BITS * p)) av[p] = as[symcon_factor(cd[v], p) * nt];
+                if (REV)
+#pragma unroll
+                    for (int p = NF - 2; p >= 0; p--)
+                        if (diff >> (SYMCON_IDX_BITS * (p + 1))) pp[p] = pp[p + 1] * av[p + 1];
+                prev = cd[v];
+            }
+            const int i0 = symcon_factor(cd[v], 0) * nt;
+            acc[0] += cq[v] * as[i0];
+            if (REV) gas[i0] += pp[0] * cq[v];
+        }
+    }
+#pragma unroll
+    for (int p = 0; p + 1 < NF; p++) { /* the last prefix's levels end */
+        if (REV) gas[symcon_factor(prev, p + 1) * nt] += pp[p + 1] * acc[p];
+        acc[p + 1] += av[p + 1] * acc[p];
+    }
+    return acc[NF - 1];
 }
 
 /* B[n] = the polynomial of A[n]; coef: [elements][n_mono][C] */
@@ -56,36 +115,13 @@ __global__ void k_symcon_fwd(symcon_args a, const T *coef, const int32_t *specie
         const symcon_block &bk = a.blk[j];
         T *Bj = B + n * ldb + bk.out_off + ch * bk.dm;
         for (int m = 0; m < bk.dm; m++) {
-            T acc = 0;
-            const int q1 = bk.mstart[m + 1];
-            /* SYMCON_UNROLL monomials' codes and coefficients loaded together: one at a time, each waited an L2
-             * latency (the coefficients do not fit L1) */
-            for (int q = bk.mstart[m]; q < q1; q += SYMCON_UNROLL) {
-                int32_t code[SYMCON_UNROLL];
-                T cq[SYMCON_UNROLL];
-#pragma unroll
-                for (int v = 0; v < SYMCON_UNROLL; v++) {
-                    const bool in = q + v < q1;
-                    code[v] = in ? __ldg(a.code + q + v) : 0;
-                    cq[v] = in ? tc[(size_t)(q + v) * a.C] : (T)0;
-                }
-#pragma unroll
-                for (int v = 0; v < SYMCON_UNROLL; v++) {
-                    if (q + v >= q1) continue; /* not a break: hipcc unrolls no loop with a break */
-                    int idx[NF];
-                    symcon_factors<NF>(code[v], idx);
-                    T prod = cq[v];
-#pragma unroll
-                    for (int p = 0; p < NF; p++) prod *= as[idx[p] * nt + ch];
-                    acc += prod;
-                }
-            }
-            Bj[m] = acc;
+            const int q0 = bk.mstart[m], q1 = bk.mstart[m + 1];
+            Bj[m] = q1 > q0 ? symcon_nested<T, NF, false>(a.code, tc, a.C, q0, q1, as + ch, nt, (T)0, nullptr) : (T)0;
         }
     }
 }
 
-/* gA[n] = dE/dA from gB = dE/dB (overwrites): each monomial adds g T prod_{r != p} A[i_r] to gA[i_p] */
+/* gA[n] = dE/dA from gB = dE/dB (overwrites) */
 template <class T, int NF>
 __global__ void k_symcon_bwd(symcon_args a, const T *coef, const int32_t *species, const T *A, int64_t lda, const T *gB,
                              int64_t ldgb, T *gA, int64_t ldga) {
@@ -105,34 +141,8 @@ __global__ void k_symcon_bwd(symcon_args a, const T *coef, const int32_t *specie
         const T *gBj = gB + n * ldgb + bk.out_off + ch * bk.dm;
         for (int m = 0; m < bk.dm; m++) {
             const T g = gBj[m];
-            if (g == (T)0) continue;
-            const int q1 = bk.mstart[m + 1];
-            for (int q = bk.mstart[m]; q < q1; q += SYMCON_UNROLL) { /* loads first, as in k_symcon_fwd */
-                int idx[SYMCON_UNROLL][NF];
-                T f[SYMCON_UNROLL][NF], s[SYMCON_UNROLL];
-#pragma unroll
-                for (int v = 0; v < SYMCON_UNROLL; v++) {
-                    const bool in = q + v < q1;
-                    symcon_factors<NF>(in ? __ldg(a.code + q + v) : 0, idx[v]);
-                    s[v] = in ? g * tc[(size_t)(q + v) * a.C] : (T)0;
-                }
-#pragma unroll
-                for (int v = 0; v < SYMCON_UNROLL; v++)
-#pragma unroll
-                    for (int p = 0; p < NF; p++) f[v][p] = as[idx[v][p] * nt + ch]; /* as is read-only here */
-#pragma unroll
-                for (int v = 0; v < SYMCON_UNROLL; v++) {
-                    if (q + v >= q1) continue; /* not a break: hipcc unrolls no loop with a break */
-#pragma unroll
-                    for (int p = 0; p < NF; p++) {
-                        T prod = s[v];
-#pragma unroll
-                        for (int r = 0; r < NF; r++)
-                            if (r != p) prod *= f[v][r];
-                        gas[idx[v][p] * nt + ch] += prod;
-                    }
-                }
-            }
+            const int q0 = bk.mstart[m], q1 = bk.mstart[m + 1];
+            if (g != (T)0 && q1 > q0) symcon_nested<T, NF, true>(a.code, tc, a.C, q0, q1, as + ch, nt, g, gas + ch);
         }
     }
     for (int i = 0; i < a.D; i++) gA[n * ldga + a.a_off[i] + ch * a.a_stride[i]] = gas[i * nt + ch];
