@@ -2,18 +2,20 @@
 # device_stalls.sh: on the GPU machine, what bounds each kernel of one MACE-MP-0-medium-architecture step (5,184 water
 # atoms, fp32, --pairs): Nsight Compute's throughputs, occupancy and warp stall reasons per kernel (the last launch of
 # each name and grid), as a short table; with LMP=1 also LAMMPS (from .device/lammps, built meanwhile) water boxes of
-# 5,184 atoms on the GPU through pair_style cgequi, timesteps per second. Carry .whl and .device. Logs in $OUT.
+# 5,184 atoms on the GPU through pair_style cgequi, timesteps per second (NCU=0: only those). Carry .whl and .device.
+# Logs in $OUT.
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 source bench/device_build.sh
-make_models
+[ "${NCU:-1}" = 1 ] && make_models
 build_gpu --no-tests bench_eval cgequi
 if [ "${LMP:-0}" = 1 ]; then
   (tools/build-lammps-with-cgequi.sh .device/lammps build-gpu /tmp/lmpbuild -DBUILD_MPI=yes -DBUILD_OMP=yes \
     >"$OUT/lammps_build.log" 2>&1 || echo "LAMMPS build failed" >>"$OUT/lammps_build.log") &
   LMP_PID=$!
 fi
+if [ "${NCU:-1}" = 1 ]; then
 wait $MODELS_PID
 B=build-gpu/bench_eval W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch.h5
 timeout 300 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
@@ -52,6 +54,7 @@ for (name, grid), (t, n, r) in sorted(last.items(), key=lambda kv: -kv[1][0])[:2
     sol = " ".join(g(r, c) for c in SOL)
     print(f"{t:6.0f} {n:2d} {name:34s} g{grid:>7s} | {sol} | {stalls}")
 PY
+fi
 if [ "${LMP:-0}" = 1 ]; then
   wait $LMP_PID
   tail -2 "$OUT/lammps_build.log"

@@ -1243,6 +1243,13 @@ static int blocks_for(int64_t n) {
     return (int)(b < 1 ? 1 : (b > maxb ? maxb : b));
 }
 
+/* blocks for n items of a kernel without per-thread scratch, up to 64 resident warps per SM: the latency-bound
+ * gathers (sender sums, edge geometry and tail) ran at 25% of the warps with blocks_for's cap (ncu, session 23) */
+static int blocks_wide(int64_t n) {
+    const int64_t b = (n + CGQ_GPU_THREADS - 1) / CGQ_GPU_THREADS, maxb = 16 * (CGQ_GPU_MAX_PARALLEL / CGQ_GPU_THREADS);
+    return (int)(b < 1 ? 1 : (b > maxb ? maxb : b));
+}
+
 /* threads that blocks_for(n) launches: the per-thread scratch the steps over n items need */
 static size_t scratch_threads(int64_t n) { return (size_t)blocks_for(n) * CGQ_GPU_THREADS; }
 
@@ -1607,7 +1614,7 @@ template <class T>
 static void edge_tail(const mace_ctx &c, int t, int64_t e0, int64_t e1, const T *gef, const T *gY, const T *gcut,
                       const double *gr) {
     if (e1 <= e0) return;
-    const unsigned blocks = blocks_for(e1 - e0);
+    const unsigned blocks = blocks_wide(e1 - e0);
     switch (c.nY) {
         case 1:
             k_edge_tail<T, 1><<<blocks, CGQ_GPU_THREADS>>>(c, t, e0, e1, gef, gY, gcut, gr);
@@ -1790,11 +1797,11 @@ static void sender_sum_rows(int64_t n, int dhu, const int64_t *srow, const int32
     if constexpr (sizeof(T) == sizeof(float))
         if (dhu % 4 == 0 && (uintptr_t)gx1e % 16 == 0 && (uintptr_t)ghu % 16 == 0) {
             k_sender_sum_rows<T, 4>
-                <<<blocks_for(n * dhu / 4), CGQ_GPU_THREADS>>>(n, dhu, srow, sedge, e0, e1, first, whole, gx1e, ghu);
+                <<<blocks_wide(n * dhu / 4), CGQ_GPU_THREADS>>>(n, dhu, srow, sedge, e0, e1, first, whole, gx1e, ghu);
             return;
         }
     k_sender_sum_rows<T, 1>
-        <<<blocks_for(n * dhu), CGQ_GPU_THREADS>>>(n, dhu, srow, sedge, e0, e1, first, whole, gx1e, ghu);
+        <<<blocks_wide(n * dhu), CGQ_GPU_THREADS>>>(n, dhu, srow, sedge, e0, e1, first, whole, gx1e, ghu);
 }
 
 /* The chunk's dE/dx rows gx1e into their senders' sums ghu (NA x dhu) in sender order, continuing the chunks before it
@@ -1830,7 +1837,7 @@ static cgq_status sender_sums(cgq_gpu *g, int64_t NA, int dhu, const int64_t *sr
     scan_flags(flags, NA, scan, tiles);
     k_compact_flags<<<blocks_for(NA), TH>>>(NA, flags, scan, list);
     k_sender_sum_list<T>
-        <<<blocks_for(std::min(NA, ne) * dhu), TH>>>(scan + NA, list, dhu, srow, sedge, ch.e0, ch.e1, gx1e, ghu);
+        <<<blocks_wide(std::min(NA, ne) * dhu), TH>>>(scan + NA, list, dhu, srow, sedge, ch.e0, ch.e1, gx1e, ghu);
     CGQ_LAUNCH_CHECK();
     return CGQ_STATUS_OK;
 }
@@ -2026,16 +2033,16 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     prof.mark("buffers");
     if (E) switch (c.nY) { /* the model's SH width as a constant */
             case 1:
-                k_edge_geometry_t<T, 1><<<blocks_for(E), TH>>>(c, a.Y, a.ef, a.cut);
+                k_edge_geometry_t<T, 1><<<blocks_wide(E), TH>>>(c, a.Y, a.ef, a.cut);
                 break;
             case 4:
-                k_edge_geometry_t<T, 4><<<blocks_for(E), TH>>>(c, a.Y, a.ef, a.cut);
+                k_edge_geometry_t<T, 4><<<blocks_wide(E), TH>>>(c, a.Y, a.ef, a.cut);
                 break;
             case 9:
-                k_edge_geometry_t<T, 9><<<blocks_for(E), TH>>>(c, a.Y, a.ef, a.cut);
+                k_edge_geometry_t<T, 9><<<blocks_wide(E), TH>>>(c, a.Y, a.ef, a.cut);
                 break;
             default:
-                k_edge_geometry_t<T, 16><<<blocks_for(E), TH>>>(c, a.Y, a.ef, a.cut);
+                k_edge_geometry_t<T, 16><<<blocks_wide(E), TH>>>(c, a.Y, a.ef, a.cut);
                 break;
         }
     if (NA) k_embed<T><<<blocks_for(NA * hm->node_embedding.out.dim), TH>>>(c, a.h[0]);
