@@ -767,19 +767,21 @@ __global__ void k_weight_table(int64_t rows, int K, int wn, const double *a, con
 /* A weight table's float form [n_int][wn][4] and its compact form (radial_table.ad, ev, escale: each column's slope
  * departures m - d in 16 bits over the column's largest) from its double rows. The compact form is made for tables of
  * CGQ_WTAB12_MIN_BYTES or more in float, whose reads bound the forward (session 23, H100: MACE-MP-0's layer 1, 42 MB,
- * 1.84 -> 1.57 ms); the water models' (0.5-4 MB) gained nothing. CGQ_GPU_WTAB12=0: never; =1: always. */
+ * 1.84 -> 1.57 ms), of layers whose forward runs the std kernel (std_fwd: not MACE-MP-0's layer 0, factored, 40 MB);
+ * the water models' (0.5-4 MB) gained nothing. CGQ_GPU_WTAB12=0: never; =1: always. */
 #define CGQ_WTAB12_MIN_BYTES (8ull << 20)
 struct weight_table_host {
     std::vector<float> f, escale;
     std::vector<float2> ad;
     std::vector<uint32_t> ev;
 };
-static void weight_table_forms(const std::vector<double> &t, int64_t n_int, int wn, weight_table_host *out) {
+static void weight_table_forms(const std::vector<double> &t, int64_t n_int, int wn, bool std_fwd,
+                               weight_table_host *out) {
     out->f.resize(t.size());
     for (size_t i = 0; i < t.size(); i++) out->f[i] = (float)t[i];
     const char *env = getenv("CGQ_GPU_WTAB12");
     const bool large = sizeof(float) * t.size() >= CGQ_WTAB12_MIN_BYTES;
-    if (env && *env ? atoi(env) == 0 : !large) return;
+    if (env && *env ? atoi(env) == 0 : !(large && std_fwd)) return;
     out->ad.resize((size_t)n_int * wn), out->ev.resize((size_t)n_int * wn), out->escale.resize(wn);
     for (int n = 0; n < wn; n++) {
         double emax = 0.0;
@@ -808,7 +810,7 @@ static void weight_table_forms(const std::vector<double> &t, int64_t n_int, int 
  * GPU has no memory for it, the layer keeps the radial MLP's kernels (out stays empty). */
 #define CGQ_WEIGHT_TABLE_MAX_BYTES (256ull << 20)
 static cgq_status build_weight_table(cgq_gpu *g, const cgq_radial_spline &h, const double *W, int wn, double alpha,
-                                     radial_table *out) {
+                                     bool std_fwd, radial_table *out) {
     const int K = h.width;
     const int64_t rows = 4 * (int64_t)h.n_int;
     *out = radial_table();
@@ -842,7 +844,7 @@ static cgq_status build_weight_table(cgq_gpu *g, const cgq_radial_spline &h, con
                         (long long)rows, wn, cudaGetErrorString(e));
     }
     weight_table_host ht;
-    weight_table_forms(t, h.n_int, wn, &ht);
+    weight_table_forms(t, h.n_int, wn, std_fwd, &ht);
     const size_t bf = sizeof(float) * ht.f.size(), bad = sizeof(float2) * ht.ad.size(),
                  bev = sizeof(uint32_t) * ht.ev.size(), bs = sizeof(float) * ht.escale.size();
     char *d = nullptr; /* both forms in one allocation (offsets multiples of 16, 8, 4) */
@@ -882,6 +884,17 @@ static bool weight_table_fits(const cgq_gpu *g, int t) {
            conv_bwd_smem(g->plans[t], sizeof(float), true) <= g->smem_optin;
 }
 
+/* Whether MACE's first convolution has the form the factored kernels run (species_conv.cuh, build_species_conv): its
+ * sender features one 0e block, no density normalisation, not CGQ_GPU_SPECIES_CONV=0. Its std forward then runs only
+ * in graphs of more species classes than they take (sc_runs), from the float table. */
+static bool layer0_factored_form(const cgq_gpu *g) {
+    const char *env = getenv("CGQ_GPU_SPECIES_CONV");
+    const cgq_model *m = g->host_model;
+    if ((env && atoi(env) == 0) || m->nequip || m->n_layers < 1) return false;
+    const cgq_tp *tp = &m->layers[0].conv_tp;
+    return !m->layers[0].density && tp->in1.n == 1 && tp->in1.b[0].l == 0;
+}
+
 /* fp32: every layer's radial MLP as a table of its hidden output (radial_spline.cuh), when each layer's table
  * meets 1e-8 (values) and 1e-6 (slopes) of its largest magnitude; else none, and the MLP runs per edge. rm[t]: the
  * layers' MLPs (host weights); alpha[t]: their last layers' scale. CGQ_GPU_RADIAL_MLP=1 runs the MLP per edge;
@@ -914,7 +927,8 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
         st = upload<float>(g, &kd, knots.size());
         s.n_int = h.n_int, s.width = h.width, s.step = h.step, s.alpha = (float)alpha[t], s.knots = kd;
         if (st == CGQ_STATUS_OK && weight_table_fits(g, t)) {
-            st = build_weight_table(g, h, fc.W[fc.n_layers - 1], fc.h[fc.n_layers], alpha[t], &g->wtab[t]);
+            const bool std_fwd = t > 0 || !layer0_factored_form(g);
+            st = build_weight_table(g, h, fc.W[fc.n_layers - 1], fc.h[fc.n_layers], alpha[t], std_fwd, &g->wtab[t]);
             if (g->wtab[t].knots && g->host_model->nequip)
                 for (int q = 0; q < g->nq_groups[t]; q++) choose_bwd_slots(g, &g->nq_plans[t][q], true);
             else if (g->wtab[t].knots)
@@ -978,13 +992,12 @@ static cgq_status build_species_conv(cgq_gpu *g) {
     s = species_conv();
     const cgq_model *m = g->host_model;
     const char *env = getenv("CGQ_GPU_SPECIES_CONV");
-    if ((env && atoi(env) == 0) || !g->fp32 || !g->v2 || m->n_layers < 1 || g->fused_conv[0]) return CGQ_STATUS_OK;
+    if (!layer0_factored_form(g) || !g->fp32 || !g->v2 || g->fused_conv[0]) return CGQ_STATUS_OK;
     const cgq_mace_layer *ly = &m->layers[0];
-    const cgq_tp *tp = &ly->conv_tp;
     const conv_plan &p = g->plans[0];
     const radial_table &tab = g->radial[0];
     const cgq_fcnet &fc = ly->radial_mlp;
-    if (!p.ok || tab.n_int == 0 || ly->density || tp->in1.n != 1 || tp->in1.b[0].l != 0 || p.p_dim > SC_MAX_P ||
+    if (!p.ok || tab.n_int == 0 || p.p_dim > SC_MAX_P ||
         tab.width > SC_MAX_K || tab.width % 4 || p.C % 4 || fc.h[fc.n_layers - 1] != tab.width ||
         fc.h[fc.n_layers] != p.wn)
         return CGQ_STATUS_OK;
@@ -1028,8 +1041,8 @@ static cgq_status build_species_conv(cgq_gpu *g) {
     s.cls = const_cast<int32_t *>(dcls), g->sconv_classes = cls;
     const cgq_fcnet &ff = g->shadow_f.layers[0].radial_mlp; /* the float model's weights */
     s.W = reinterpret_cast<const float *>(ff.W[ff.n_layers - 1]);
-    s.split_ins = p.single_writer, s.K = K, s.P = p.p_dim, s.x_off = tp->in1.b[0].offset, s.n_species = m->n_species,
-    s.alpha = tab.alpha, s.tab = tab;
+    s.split_ins = p.single_writer, s.K = K, s.P = p.p_dim, s.x_off = ly->conv_tp.in1.b[0].offset;
+    s.n_species = m->n_species, s.alpha = tab.alpha, s.tab = tab;
     const void *kernels[] = {(const void *)k_species_conv_fwd<false>, (const void *)k_species_conv_fwd<true>,
                              (const void *)k_species_conv_bwd<false>, (const void *)k_species_conv_bwd<true>};
     bool set = true;
@@ -1237,18 +1250,17 @@ __global__ void k_scratch_step(mace_ctx c, int kind, int t, int64_t n, double *p
     }
 }
 
-static int blocks_for(int64_t n) {
-    int64_t b = (n + CGQ_GPU_THREADS - 1) / CGQ_GPU_THREADS;
-    const int64_t maxb = CGQ_GPU_MAX_PARALLEL / CGQ_GPU_THREADS;
+/* Blocks of CGQ_GPU_THREADS for n items, at most `per_cap` times CGQ_GPU_MAX_PARALLEL threads: 1 for the kernels with
+ * per-thread scratch (scratch_threads), CGQ_WIDE for those without (blocks_wide) */
+#define CGQ_WIDE 16
+static int blocks_for(int64_t n, int per_cap = 1) {
+    const int64_t b = (n + CGQ_GPU_THREADS - 1) / CGQ_GPU_THREADS;
+    const int64_t maxb = per_cap * (CGQ_GPU_MAX_PARALLEL / CGQ_GPU_THREADS);
     return (int)(b < 1 ? 1 : (b > maxb ? maxb : b));
 }
-
-/* blocks for n items of a kernel without per-thread scratch, up to 64 resident warps per SM: the latency-bound
- * gathers (sender sums, edge geometry and tail) ran at 25% of the warps with blocks_for's cap (ncu, session 23) */
-static int blocks_wide(int64_t n) {
-    const int64_t b = (n + CGQ_GPU_THREADS - 1) / CGQ_GPU_THREADS, maxb = 16 * (CGQ_GPU_MAX_PARALLEL / CGQ_GPU_THREADS);
-    return (int)(b < 1 ? 1 : (b > maxb ? maxb : b));
-}
+/* up to 64 resident warps per SM: the latency-bound gathers (sender sums, edge geometry and tail) ran at 25% of the
+ * warps with blocks_for's scratch cap (ncu, session 23) */
+static int blocks_wide(int64_t n) { return blocks_for(n, CGQ_WIDE); }
 
 /* threads that blocks_for(n) launches: the per-thread scratch the steps over n items need */
 static size_t scratch_threads(int64_t n) { return (size_t)blocks_for(n) * CGQ_GPU_THREADS; }

@@ -248,17 +248,23 @@ __global__ void __launch_bounds__(256) k_lin_gemm(lin_gemm_parts<T> parts) {
     }
 }
 
+/* Nodes per tensor-core tile (lin_tc_tile): T = 64 / d, T d of its 64 rows */
+__host__ __device__ inline int ltc_nodes(int d) { return GEMM_BM / d; }
+
 #if !defined(__HIPCC__)
 /* The float tiles on the tensor cores (sm_80 and later), with tf32_mma.cuh's float-accurate split products: 128
- * threads, four warps of 32 x 32 outputs over the same 64 x 64 tile as k_lin_gemm. The k-steps (16 wide, segment by
- * segment) are copied into shared memory with cp.async LTC_STAGES - 1 steps ahead of the products, zero-filled past K
- * and N. Each 8-wide k-step's products come from one chain of three mma (mma_split_chain, from zero) and are added
- * to the float sums scaled by the path weight and the row's diagonal coupling (the skip's), one FFMA per value: the
+ * threads, four warps of 32 x 32 outputs over a 64 x 64 tile. A tile holds whole nodes, T = 64 / d of them (T d rows
+ * (node, m): 63 of 64 for d = 3 and 7, 60 for d = 5), so that each node's k-step of A (16 k's of d components) is 16 d
+ * consecutive floats: the k-steps (16 wide, segment by segment) are copied into shared memory 16 bytes at a time with
+ * cp.async, LTC_STAGES - 1 steps ahead of the products, zero-filled past the nodes, K and N (session 24: the 4-byte
+ * copies of row tiles, each with its own address arithmetic, were ~250 of the main loop's ~515 SASS instructions per
+ * step). Each 8-wide k-step's products come from one chain of three mma (mma_split_chain, from zero) and are added to
+ * the float sums scaled by the path weight and the row's diagonal coupling (the skip's), one FFMA per value: the
  * operands are split unscaled, so no multiplication or extra addition runs per product (cvt.rna.tf32.f32 is no
- * faster than tf32_round: sm_90 runs it as four instructions, a finiteness test among them). Every sum has a
- * fixed order (deterministic). Session 20's ncu of k_lin_gemm: 50% issue active, FMA pipe 25%, long-scoreboard stalls
- * first (its one step of register prefetch), 2.5 ms of MP-0's step; this kernel's first version (operands scaled,
- * two chains, acc += tm + tc): 1.74 ms. */
+ * faster than tf32_round: sm_90 runs it as four instructions, a finiteness test among them). Every sum has a fixed
+ * order (deterministic). Session 20's ncu of k_lin_gemm: 50% issue active, FMA pipe 25%, long-scoreboard stalls first
+ * (its one step of register prefetch), 2.5 ms of MP-0's step; this kernel's first version (operands scaled, two
+ * chains, acc += tm + tc): 1.74 ms. */
 #define LTC_THREADS 128
 #define LTC_BK 16
 #define LTC_STAGES 4
@@ -266,57 +272,79 @@ __global__ void __launch_bounds__(256) k_lin_gemm(lin_gemm_parts<T> parts) {
 #define LTC_NS (GEMM_BN + 8)             /* the forward's B, [k][n]: likewise */
 #define LTC_STAGE (2 * GEMM_BM * LTC_KS) /* floats per stage: A, then B */
 static_assert(GEMM_BM == 64 && GEMM_BN == 64 && LTC_BK * LTC_NS <= GEMM_BM * LTC_KS, "the tensor-core tile's layout");
+static_assert(GEMM_BM * LTC_BK / 4 == 2 * LTC_THREADS, "each thread copies 2 x 16 bytes of A and of B per step");
 
-/* 4 bytes from global to shared memory in flight (cp.async), or a zero where !ok (src is then not read) */
-__device__ __forceinline__ void cp_async4(float *dst, const float *src, bool ok) {
+/* The stride of a node's k-step in a stage's A: 16 d floats and 4 more (d = 1: no bank conflicts in the fragment
+ * reads; odd d > 1: 2-way at most, the fewest any padding gives). The T node strides fit: T (16 d + 4) <= 1024 +
+ * 256 / d <= GEMM_BM LTC_KS floats, with 16 bytes to spare after them where d > 1. */
+__device__ inline int ltc_node_stride(int d) { return LTC_BK * d + 4; }
+
+/* 16 bytes from global to shared memory in flight (cp.async), the first `bytes` read from src and the rest zeros
+ * (bytes 0: src is not read) */
+__device__ __forceinline__ void cp_async16(float *dst, const float *src, int bytes) {
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 4 : 0));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
+}
+/* of `avail` floats from a 16-byte group's first (at float f of its run), the bytes that exist: 0 to 16 */
+__device__ __forceinline__ int cp_bytes(int avail, int f) {
+    return min(max(avail - f, 0), 4) * 4;
 }
 
+/* The tile of nodes [node0, node0 + T) and columns [n0, n0 + 64): its rows r0 = node0 d on; with per-species weights,
+ * those of species sp (only its rows are written) */
 template <bool BT>
-__device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *smem, int64_t r0, int64_t rows, int n0,
-                                            int sp) {
+__device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *smem, int64_t node0, int n0, int sp) {
     const int tid = threadIdx.x, lane = tid % 32, gq = lane / 4, tq = lane % 4;
     const int wm = tid / 32 % 2 * 32, wn = tid / 64 * 32; /* the warp's outputs */
-    const int ck = tid % LTC_BK, cr = tid / LTC_BK;       /* copies: A (row cr + 8 i, k ck); B^T likewise */
-    const int64_t node0 = r0 / g.d;
-    const float *Ab = g.A + node0 * g.lda; /* offsets from the tile's first node fit an int (lin_gemm_tc_launch) */
-    __shared__ int aoff[GEMM_BM];          /* rows' offsets from Ab, or -1 past the end (in registers they spilled) */
-    if (tid < GEMM_BM) {
-        const int64_t r = r0 + tid;
-        aoff[tid] = r < rows ? (int)((r / g.d - node0) * g.lda + r % g.d) : -1;
+    const int d = g.d, T = ltc_nodes(d), P = ltc_node_stride(d), Td = T * d;
+    const int nodes = (int)min((int64_t)T, g.n_nodes - node0);
+    const int64_t r0 = node0 * d, rows = r0 + (int64_t)nodes * d; /* the tile's rows: [r0, rows) */
+    const float *Ab = g.A + node0 * g.lda; /* offsets from the tile's first node fit an int (lin_gemm_tc_ok) */
+    /* this thread's two 16-byte copies of A per step: floats 4 w to 4 w + 3 of node ln's k-step (w < 4 d); those
+     * past the tile's T nodes (q >= 4 d T, d > 1) copy no byte and write their zeros after the nodes' strides */
+    int a_dst[2], a_src[2], a_f[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int q = tid + LTC_THREADS * i, ln = q / (4 * d), w = q % (4 * d);
+        a_dst[i] = ln < T ? ln * P + 4 * w : T * P;
+        a_src[i] = ln * (int)g.lda + 4 * w;
+        a_f[i] = ln < nodes ? 4 * w : INT_MAX; /* past the nodes: no byte exists */
     }
-    __syncthreads();
-    int am[2][2]; /* m of the fragment rows (the skip's diagonal) */
+    /* the fragments' rows (the padding rows past T d read the last row's values; they are not stored) */
+    int aro[2][2], am[2][2];
 #pragma unroll
     for (int mi = 0; mi < 2; mi++)
 #pragma unroll
-        for (int h = 0; h < 2; h++) am[mi][h] = (int)((r0 + wm + 16 * mi + gq + 8 * h) % g.d);
+        for (int h = 0; h < 2; h++) {
+            const int r = min(wm + 16 * mi + gq + 8 * h, Td - 1);
+            aro[mi][h] = r / d * P + r % d + tq * d, am[mi][h] = r % d;
+        }
+    const int d4 = 4 * d; /* k + 4 in a node's k-step */
     int n_steps = 0;
     for (int s = 0; s < g.n_segs; s++) n_steps += (g.K[s] + LTC_BK - 1) / LTC_BK;
     int cs = 0, ck0 = 0; /* the next step to copy: segment, k */
     auto copy_step = [&](int stage) {
         float *As = smem + stage * LTC_STAGE, *Bs = As + GEMM_BM * LTC_KS;
-        const int k = ck0 + ck;
-        const bool kin = k < g.K[cs];
-        const float *a = Ab + g.a_off[cs] + (int64_t)k * g.d;
+        const float *a = Ab + g.a_off[cs] + ck0 * d;
+        const int avail = (g.K[cs] - ck0) * d; /* floats of a node's k-step that exist */
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const int o = aoff[cr + 8 * i];
-            const bool ok = kin && o >= 0;
-            cp_async4(As + (cr + 8 * i) * LTC_KS + ck, ok ? a + o : g.A, ok);
+        for (int i = 0; i < 2; i++) {
+            const int bytes = cp_bytes(avail, a_f[i]);
+            cp_async16(As + a_dst[i], bytes ? a + a_src[i] : g.A, bytes);
         }
         const float *W = g.W + g.w_off[cs] + (g.species ? sp * g.w_species[cs] : 0);
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            if (BT) { /* B(k, n) = W[n ld + k]: 16 k's of a row together */
-                const int n = n0 + cr + 8 * i;
-                const bool ok = kin && n < g.N;
-                cp_async4(Bs + (cr + 8 * i) * LTC_KS + ck, ok ? W + (int64_t)n * g.ld[cs] + k : g.W, ok);
-            } else { /* B(k, n) = W[k ld + n]: 64 n's of a row together */
-                const int kk = tid / GEMM_BN + 2 * i, n = n0 + tid % GEMM_BN;
-                const bool ok = ck0 + kk < g.K[cs] && n < g.N;
-                cp_async4(Bs + kk * LTC_NS + tid % GEMM_BN, ok ? W + (int64_t)(ck0 + kk) * g.ld[cs] + n : g.W, ok);
+        for (int i = 0; i < 2; i++) {
+            const int q = tid + LTC_THREADS * i;
+            if (BT) { /* B(k, n) = W[n ld + k]: Bs[n][k], 4 k's of a row per copy */
+                const int nn = q / 4, k = ck0 + 4 * (q % 4), n = n0 + nn;
+                const int bytes = n < g.N ? cp_bytes(g.K[cs], k) : 0;
+                cp_async16(Bs + nn * LTC_KS + 4 * (q % 4), bytes ? W + (int64_t)n * g.ld[cs] + k : g.W, bytes);
+            } else { /* B(k, n) = W[k ld + n]: Bs[k][n], 4 n's of a row per copy */
+                const int kk = q / 16, n = n0 + 4 * (q % 16);
+                const int bytes = ck0 + kk < g.K[cs] ? cp_bytes(g.N, n) : 0;
+                cp_async16(Bs + kk * LTC_NS + 4 * (q % 16), bytes ? W + (int64_t)(ck0 + kk) * g.ld[cs] + n : g.W,
+                           bytes);
             }
         }
         ck0 += LTC_BK;
@@ -351,8 +379,8 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
                     for (int h = 0; h < 2; h++)
 #pragma unroll
                         for (int c = 0; c < 2; c++) {
-                            tf32_split_lo_truncated(As[(wm + 16 * mi + gq + 8 * h) * LTC_KS + kb + tq + 4 * c],
-                                                    ah[mi][h + 2 * c], al[mi][h + 2 * c]);
+                            tf32_split_lo_truncated(As[aro[mi][h] + (kb / 4 + c) * d4], ah[mi][h + 2 * c],
+                                                    al[mi][h + 2 * c]);
                         }
 #pragma unroll
                 for (int ni = 0; ni < 4; ni++) {
@@ -384,18 +412,20 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
                                           n0 + wn + 8 * ni + 2 * tq + q % 2, sp, acc[mi][ni][q]);
 }
 
+/* Block x of the grid takes node tile x - tile0[q] of part q (lin_gemm_launch) */
 template <bool BT>
 __global__ void __launch_bounds__(LTC_THREADS, 4) k_lin_gemm_tc(lin_gemm_parts<float> parts) {
     __shared__ __align__(16) float smem[LTC_STAGES * LTC_STAGE];
     int q = 0;
     while (q + 1 < parts.n && blockIdx.x >= parts.tile0[q + 1]) q++;
     const lin_gemm<float> &g = parts.g[q];
-    const int64_t rows = g.n_nodes * g.d, r0 = ((int64_t)blockIdx.x - parts.tile0[q]) * GEMM_BM;
+    const int64_t node0 = ((int64_t)blockIdx.x - parts.tile0[q]) * ltc_nodes(g.d);
     const int n0 = blockIdx.y * GEMM_BN;
     if (n0 >= g.N) return;
+    const int64_t r0 = node0 * g.d, rows = std::min(g.n_nodes * g.d, r0 + ltc_nodes(g.d) * g.d);
     for (int sp = -1;;) {
         if (g.species && (sp = lin_gemm_next_species(g.species, r0, rows, g.d, sp)) == INT_MAX) break;
-        lin_tc_tile<BT>(g, smem, r0, rows, n0, sp);
+        lin_tc_tile<BT>(g, smem, node0, n0, sp);
         if (!g.species) break;
     }
 }
@@ -418,46 +448,58 @@ static int lin_gemm_tc_mode() {
 #endif
 }
 
-/* Launches k_lin_gemm_tc where it runs these parts (float, lin_gemm_tc_mode, a tile's row offsets fit an int, no empty
- * segment); false: it did not */
-template <bool BT>
-static bool lin_gemm_tc_launch(const lin_gemm_parts<double> &, dim3) {
+/* Whether k_lin_gemm_tc runs these GEMMs: float, lin_gemm_tc_mode, a tile's row offsets fit an int, no empty segment,
+ * and every A and W run 16-byte aligned (pointers, leading dimensions and offsets: its copies are 16 bytes) */
+static bool lin_gemm_tc_ok(const lin_gemm<double> *, int) {
     return false;
 }
-template <bool BT>
-static bool lin_gemm_tc_launch(const lin_gemm_parts<float> &parts, dim3 grid) {
+static bool lin_gemm_tc_ok(const lin_gemm<float> *gs, int n) {
 #if defined(__HIPCC__)
-    (void)parts, (void)grid;
+    (void)gs, (void)n;
     return false;
 #else
     const int mode = lin_gemm_tc_mode();
-    for (int q = 0; q < parts.n; q++) {
-        const lin_gemm<float> &g = parts.g[q];
-        if (!mode || g.lda > INT_MAX / (GEMM_BM + 1) || (mode == 1 && g.N < GEMM_BN)) return false;
+    auto a16 = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    for (int q = 0; q < n; q++) {
+        const lin_gemm<float> &g = gs[q];
+        if (!mode || g.lda > INT_MAX / (GEMM_BM + 1) || (mode == 1 && g.N < GEMM_BN) || g.d > GEMM_BM ||
+            !a16(g.A) || !a16(g.W) || g.lda % 4)
+            return false;
         for (int s = 0; s < g.n_segs; s++) /* an empty segment (a 0x block): lin_tc_tile counts no k-step for it */
-            if (g.K[s] <= 0) return false;
+            if (g.K[s] <= 0 || g.a_off[s] % 4 || g.w_off[s] % 4 || g.ld[s] % 4 || (g.species && g.w_species[s] % 4))
+                return false;
     }
-    k_lin_gemm_tc<BT><<<grid, LTC_THREADS>>>(parts);
     return true;
 #endif
 }
 
-/* Runs the GEMMs gs (LG_MAX_PARTS per launch) */
+/* Runs the GEMMs gs (LG_MAX_PARTS per launch): on the tensor cores in tiles of whole nodes (lin_tc_tile) where
+ * lin_gemm_tc_ok, else k_lin_gemm's tiles of 64 rows */
 template <class T, bool BT>
 static void lin_gemm_launch(const std::vector<lin_gemm<T>> &gs) {
     for (size_t b = 0; b < gs.size(); b += LG_MAX_PARTS) {
         lin_gemm_parts<T> parts{};
         parts.n = (int)std::min<size_t>(LG_MAX_PARTS, gs.size() - b);
+        const bool tc = lin_gemm_tc_ok(gs.data() + b, parts.n);
         int col_tiles = 1;
         parts.tile0[0] = 0;
         for (int q = 0; q < parts.n; q++) {
             const lin_gemm<T> &g = gs[b + q];
             parts.g[q] = g;
-            parts.tile0[q + 1] = parts.tile0[q] + (g.n_nodes * g.d + GEMM_BM - 1) / GEMM_BM;
+            const int64_t per = tc ? ltc_nodes(g.d) : GEMM_BM, items = tc ? g.n_nodes : g.n_nodes * g.d;
+            parts.tile0[q + 1] = parts.tile0[q] + (items + per - 1) / per;
             col_tiles = std::max(col_tiles, (g.N + GEMM_BN - 1) / GEMM_BN);
         }
         const dim3 grid((unsigned)parts.tile0[parts.n], col_tiles);
-        if (parts.tile0[parts.n] > 0 && !lin_gemm_tc_launch<BT>(parts, grid)) k_lin_gemm<T, BT><<<grid, 256>>>(parts);
+        if (parts.tile0[parts.n] == 0) continue;
+#if !defined(__HIPCC__)
+        if constexpr (std::is_same<T, float>::value)
+            if (tc) {
+                k_lin_gemm_tc<BT><<<grid, LTC_THREADS>>>(parts);
+                continue;
+            }
+#endif
+        k_lin_gemm<T, BT><<<grid, 256>>>(parts);
     }
 }
 
