@@ -61,16 +61,6 @@ __device__ __forceinline__ void mma_split_step(float (&acc)[4], const uint32_t (
     for (int q = 0; q < 4; q++) acc[q] += tm[q] + tc[q];
 }
 
-/* t = a b over one k-step from zero in one chain, the small products first: the sum is truncated once, as the main
- * product alone would be; the caller adds t to its float sums (the node GEMMs: scaled, in one FFMA per value) */
-__device__ __forceinline__ void mma_split_chain(float (&t)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
-                                                uint4 b) {
-    t[0] = t[1] = t[2] = t[3] = 0.0f;
-    mma_tf32(t, al, b.x, b.y);
-    mma_tf32(t, ah, b.z, b.w);
-    mma_tf32(t, ah, b.x, b.y);
-}
-
 #endif /* !__HIPCC__ */
 
 #endif
