@@ -539,58 +539,32 @@ __device__ __forceinline__ void conv_bwd_group_sums(T (&gy)[CONV_MAX_Y + 1], T g
         for (int b = 0; b < NY; b++) group_sum_to_red(gy[b], width, rg + b);
 }
 
-/* The std reverse's instruction Q for one edge and channel (conv_bwd_ins) with its weight wraw and step dw/dr: G_Q in
- * the channel's row Gu */
-template <int NL1, int NY, int Q>
-__device__ __forceinline__ void conv_bwd_std_put(const float *Gu, float wraw, float slope, const float *cut, float cs,
-                                                 const float (&xv)[CONV_MAX_XDIM], const float (&yv)[CONV_MAX_Y],
-                                                 float (&gx)[CONV_MAX_XDIM], float (&gy)[CONV_MAX_Y + 1], float &gt) {
-    constexpr conv_std_ins I = conv_std_at(NL1, sh_lmax<NY>(), Q);
-    const float s =
-        conv_bwd_ins<float, I.l1, I.l2>(xv, yv, Gu + I.g_off, cut ? wraw * cs : wraw, gx, gy); /* dE/d(w cut) */
-    if (cut) gy[CONV_MAX_Y] += s * wraw;
-    gt += (cut ? s * cs : s) * slope;
-}
-/* ... from the table's 4 values staged at ws4[Q B] (B: the block's threads), hd: the edge's Hermite weights of w and of
- * step dw/dr. (Staged per thread instead, [thread][Q], an odd number of 16-byte values apart, the reverse took 4.97 ms
- * for MP-0's layer 1 instead of 2.87: session 19.) */
+/* The std reverse's instruction Q for one edge and channel (conv_bwd_ins): G_Q in the channel's row Gu, the table's 4
+ * values staged at ws4[Q B] (B: the block's threads), hd: the edge's Hermite weights of w and of step dw/dr. (Staged
+ * per thread instead, [thread][Q], an odd number of 16-byte values apart, the reverse took 4.97 ms for MP-0's layer 1
+ * instead of 2.87: session 19.) */
 template <int NL1, int NY, int Q>
 __device__ __forceinline__ void conv_bwd_std_ins(const float *Gu, const float4 *ws4, int B, const float (&hd)[6],
                                                  const float *cut, float cs, const float (&xv)[CONV_MAX_XDIM],
                                                  const float (&yv)[CONV_MAX_Y], float (&gx)[CONV_MAX_XDIM],
                                                  float (&gy)[CONV_MAX_Y + 1], float &gt) {
+    constexpr conv_std_ins I = conv_std_at(NL1, sh_lmax<NY>(), Q);
     const float4 v = ws4[Q * B];
     const float wraw = wtable_value(v, hd[0], hd[1], hd[2]), slope = wtable_slope(v, hd[3], hd[4], hd[5]);
-    conv_bwd_std_put<NL1, NY, Q>(Gu, wraw, slope, cut, cs, xv, yv, gx, gy, gt);
+    const float s =
+        conv_bwd_ins<float, I.l1, I.l2>(xv, yv, Gu + I.g_off, cut ? wraw * cs : wraw, gx, gy); /* dE/d(w cut) */
+    if (cut) gy[CONV_MAX_Y] += s * wraw;
+    gt += (cut ? s * cs : s) * slope;
 }
-/* the same from the compact table's entries staged at ws2[Q B] and we[Q B] (es: the columns' scales; hd: the edge's
- * hermite_chord_weights_at) */
-template <int NL1, int NY, int Q, int NI>
-__device__ __forceinline__ void conv_bwd_std12_ins(const float *Gu, const float2 *ws2, const uint32_t *we, int B,
-                                                   const float (&es)[NI], const float (&hd)[6], const float *cut,
-                                                   float cs, const float (&xv)[CONV_MAX_XDIM],
-                                                   const float (&yv)[CONV_MAX_Y], float (&gx)[CONV_MAX_XDIM],
-                                                   float (&gy)[CONV_MAX_Y + 1], float &gt) {
-    const float2 v = ws2[Q * B];
-    const uint32_t e = we[Q * B];
-    const float e0 = wtable12_half(e, false), e1 = wtable12_half(e, true);
-    const float wraw = wtable12_value_of(v, e0, e1, es[Q], hd), slope = wtable12_slope_of(v, e0, e1, es[Q], hd);
-    conv_bwd_std_put<NL1, NY, Q>(Gu, wraw, slope, cut, cs, xv, yv, gx, gy, gt);
-}
-template <int NL1, int NY, int NI, bool C12, int... Q>
+template <int NL1, int NY, int... Q>
 __device__ __forceinline__ void conv_bwd_std(std::integer_sequence<int, Q...>, const float *Gu, const float4 *ws4,
-                                             const float2 *ws2, const uint32_t *we, int B, const float (&es)[NI],
-                                             const float (&hd)[6], const float *cut, float cs,
+                                             int B, const float (&hd)[6], const float *cut, float cs,
                                              const float (&xv)[CONV_MAX_XDIM], const float (&yv)[CONV_MAX_Y],
                                              float (&gx)[CONV_MAX_XDIM], float (&gy)[CONV_MAX_Y + 1], float &gt) {
-    if constexpr (C12) {
-        (conv_bwd_std12_ins<NL1, NY, Q>(Gu, ws2, we, B, es, hd, cut, cs, xv, yv, gx, gy, gt), ...);
-    } else {
-        (conv_bwd_std_ins<NL1, NY, Q>(Gu, ws4, B, hd, cut, cs, xv, yv, gx, gy, gt), ...);
-    }
+    (conv_bwd_std_ins<NL1, NY, Q>(Gu, ws4, B, hd, cut, cs, xv, yv, gx, gy, gt), ...);
 }
 
-template <class T, int NL1, int NY, bool TAB, bool STD = false, int GW = 0, bool C12 = false>
+template <class T, int NL1, int NY, bool TAB, bool STD = false, int GW = 0>
 __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     k_conv_bwd(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const T *Y, const T *hu,
                conv_weights<T> cw, const T *cut, const T *gM, T *gw, T *gY, T *gcut, T *gx1e, double *gr,
@@ -598,7 +572,6 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     extern __shared__ __align__(16) unsigned char smem_raw[];
     constexpr bool tabled = TAB;
     static_assert(!STD || (TAB && sizeof(T) == sizeof(float)), "the std reverse is the weight tables' (fp32)");
-    static_assert(!C12 || STD, "the compact table is read by the std reverse");
     constexpr int NI = STD ? conv_std_count(NL1, sh_lmax<NY>()) : 0; /* its instructions */
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots_bwd, nred = NY + (tabled ? 2 : 1);
     const int width = GW ? GW : p.cw < CGQ_WARP ? p.cw : CGQ_WARP, groups = p.cw / width, nbuf = S * groups;
@@ -608,9 +581,6 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
      * ws4): fetched all at once, since the instruction loop's loads one after the other each waited a memory latency */
     T *ws = red + conv_bwd_ws_offset(p, tabled) + threadIdx.x;
     float4 *ws4 = reinterpret_cast<float4 *>(red + conv_bwd_ws_offset(p, tabled)) + threadIdx.x;
-    /* C12: the compact table's entries in the same place, [n_ins][threads] float2 (a_k, d), then as many departures */
-    float2 *ws2 = reinterpret_cast<float2 *>(red + conv_bwd_ws_offset(p, tabled)) + threadIdx.x;
-    uint32_t *we = reinterpret_cast<uint32_t *>(ws2 - threadIdx.x + (size_t)NI * blockDim.x) + threadIdx.x;
     /* the plan's instructions and input blocks, read per edge: from shared memory, as global loads they waited on L1
      * or L2 in every instruction of every edge */
     conv_ins *ins = reinterpret_cast<conv_ins *>(smem_raw + conv_bwd_table_offset(p, sizeof(T), tabled));
@@ -640,9 +610,6 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
      * as the current one's products are done, so that their latency overlaps the channel sums below */
     T xv[CONV_MAX_XDIM], yv[CONV_MAX_Y], cs = 1;
     float h0 = 0, h1 = 0, h2 = 0, d0 = 0, d1 = 0, d2 = 0; /* tabled: the edge's Hermite weights of w, step dw/dr */
-    float es[NI > 0 ? NI : 1];                             /* C12: the compact table's column scales of channel u */
-#pragma unroll
-    for (int q = 0; q < NI; q++) es[q] = C12 && u < p.C ? __ldg(cw.tab.escale + q * p.C + u) : 0.0f;
     const bool y16 = (reinterpret_cast<uintptr_t>(Y) & 15) == 0;
     /* Tabled, slots of whole warps (GW): the table intervals of the slot's edges, found by its warps' lanes: lane j
      * holds those of the slot's edge rec_m0 + j (edge r0 + slot + (rec_m0 + j) S), and each thread takes its next
@@ -664,18 +631,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
         nt = CGQ_SHFL_W(rec_t, m - rec_m0, width);
     };
     auto load_edge = [&](int64_t e) { /* records: after next_record of its step */
-        if constexpr (C12) { /* instruction q's entries at q C */
-            float b[3], db[3], t = nt;
-            const int k = records ? nk : hermite_interval(cw.tab, cw.r[e], t);
-            hermite_chord_weights_at(t, b, db);
-            h0 = b[0], h1 = b[1], h2 = b[2], d0 = db[0], d1 = db[1], d2 = db[2];
-            const size_t at = (size_t)k * cw.tab.width + u;
-#pragma unroll
-            for (int q = 0; q < NI; q++) {
-                cgq_copy_async(ws2 + q * blockDim.x, cw.tab.ad + at + (int64_t)q * p.C);
-                cgq_copy_async(we + q * blockDim.x, cw.tab.ev + at + (int64_t)q * p.C);
-            }
-        } else if (tabled) {
+        if (tabled) {
             float b[3], db[3];
             if (records) hermite_weights_at(nt, b, db);
             const float4 *kn = wtable_at(cw.tab, records ? nk : hermite_weights(cw.tab, cw.r[e], b, db), u);
@@ -723,8 +679,8 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
             cgq_copy_wait();
             if constexpr (STD) {
                 const float hd[6] = {h0, h1, h2, d0, d1, d2};
-                conv_bwd_std<NL1, NY, NI, C12>(std::make_integer_sequence<int, NI>{}, Gu, ws4, ws2, we,
-                                               (int)blockDim.x, es, hd, cut, cs, xv, yv, gx, gy, gt);
+                conv_bwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, Gu, ws4, (int)blockDim.x, hd, cut, cs, xv,
+                                      yv, gx, gy, gt);
             } else
                 for (int q = 0; q < p.n_ins; q++) {
                     const conv_ins &k = ins[q];
@@ -801,21 +757,18 @@ __host__ __device__ constexpr bool conv_std_instantiated(int n_in1, int nY) {
 }
 
 /* the reverse kernel for the plan's in1 blocks and SH width (NULL: none instantiated); std: the plan is std_form;
- * warps: its slots are whole warps (cw >= the warp: the tabled kernels then take the width as a constant, GW); c12: the
- * std reverse of whole warps reads the table's compact form */
+ * warps: its slots are whole warps (cw >= the warp: the tabled kernels then take the width as a constant, GW) */
 template <class T>
-static conv_bwd_fn<T> conv_bwd_kernel(int n_in1, int nY, bool tabled = false, bool std = false, bool warps = false,
-                                      bool c12 = false) {
+static conv_bwd_fn<T> conv_bwd_kernel(int n_in1, int nY, bool tabled = false, bool std = false, bool warps = false) {
     constexpr bool F = sizeof(T) == sizeof(float); /* the tables are fp32's */
     constexpr int W = F ? CGQ_WARP : 0;
     std = std && tabled && F && conv_std_instantiated(n_in1, nY);
-#define CONV_BWD_KERNEL(NL1, NY)                                                                         \
-    if (n_in1 == NL1 && nY == NY) {                                                                      \
-        constexpr bool S = F && NL1 <= 3 && NY >= 4;                                                     \
-        if (std && warps && c12) return k_conv_bwd<T, NL1, NY, F, S, W, S>;                              \
-        if (std) return warps ? k_conv_bwd<T, NL1, NY, F, S, W> : k_conv_bwd<T, NL1, NY, F, S>;          \
+#define CONV_BWD_KERNEL(NL1, NY)                                                                       \
+    if (n_in1 == NL1 && nY == NY) {                                                                    \
+        constexpr bool S = F && NL1 <= 3 && NY >= 4;                                                   \
+        if (std) return warps ? k_conv_bwd<T, NL1, NY, F, S, W> : k_conv_bwd<T, NL1, NY, F, S>;        \
         if (tabled && F) return warps ? k_conv_bwd<T, NL1, NY, F, false, W> : k_conv_bwd<T, NL1, NY, F>; \
-        return k_conv_bwd<T, NL1, NY, false>;                                                            \
+        return k_conv_bwd<T, NL1, NY, false>;                                                          \
     }
 #define CONV_BWD_KERNELS(NL1) \
     CONV_BWD_KERNEL(NL1, 1) CONV_BWD_KERNEL(NL1, 4) CONV_BWD_KERNEL(NL1, 9) CONV_BWD_KERNEL(NL1, 16)
@@ -825,11 +778,9 @@ static conv_bwd_fn<T> conv_bwd_kernel(int n_in1, int nY, bool tabled = false, bo
 #undef CONV_BWD_KERNEL
     return nullptr;
 }
-/* c12: the table has its compact form (radial_table.ad); CGQ_GPU_WTAB12_BWD=0 keeps the reverse on the float form */
 template <class T>
-static conv_bwd_fn<T> conv_bwd_kernel(const conv_plan &p, bool tabled, bool c12 = false) {
-    static const bool bwd12 = !getenv("CGQ_GPU_WTAB12_BWD") || atoi(getenv("CGQ_GPU_WTAB12_BWD")) != 0;
-    return conv_bwd_kernel<T>(p.n_in1, p.nY, tabled, p.std_form, p.cw >= CGQ_WARP, c12 && bwd12);
+static conv_bwd_fn<T> conv_bwd_kernel(const conv_plan &p, bool tabled) {
+    return conv_bwd_kernel<T>(p.n_in1, p.nY, tabled, p.std_form, p.cw >= CGQ_WARP);
 }
 
 /* first position in sedge[r0, r1) (increasing edge ids) whose edge id is >= e */

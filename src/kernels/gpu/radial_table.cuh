@@ -77,15 +77,6 @@ __device__ __forceinline__ void hermite_chord_weights_at(float t_in, float b[3])
     const float t = t_in > 1.0f ? 1.0f : t_in, u = 1.0f - t;
     b[0] = t, b[1] = t * u * u, b[2] = -t * t * u;
 }
-/* The same with db, the weights of step * da/dr = c d + h10' e_k + h11' e_k+1: c = 1 (0 past r_max, where the
- * table is flat), h10' = (1 - t)(1 - 3 t), h11' = t (3 t - 2) */
-__device__ __forceinline__ void hermite_chord_weights_at(float t_in, float b[3], float db[3]) {
-    const bool beyond = t_in > 1.0f;
-    const float t = beyond ? 1.0f : t_in, u = 1.0f - t;
-    b[0] = t, b[1] = t * u * u, b[2] = -t * t * u;
-    db[0] = 1.0f, db[1] = u * (1.0f - 3.0f * t), db[2] = t * (3.0f * t - 2.0f);
-    if (beyond) db[0] = db[1] = db[2] = 0.0f;
-}
 /* A 16-bit half of a compact column's departures as a float, exactly: the float whose bits are 0x4B00 then the half
  * is 2^23 + v (no conversion instruction: those run at a quarter of the FMA rate) */
 __device__ __forceinline__ float wtable12_half(uint32_t e, bool hi) {
@@ -94,13 +85,6 @@ __device__ __forceinline__ float wtable12_half(uint32_t e, bool hi) {
 /* a column's value from its compact entries (v: a_k, d; e: the departures; s: the column's scale) */
 __device__ __forceinline__ float wtable12_value(float2 v, uint32_t e, float s, float t, float h10, float h11) {
     return fmaf(t, v.y, v.x) + s * (h10 * wtable12_half(e, false) + h11 * wtable12_half(e, true));
-}
-/* its value and step * slope from the departures as floats (e0, e1), b and db of hermite_chord_weights_at */
-__device__ __forceinline__ float wtable12_value_of(float2 v, float e0, float e1, float s, const float (&hd)[6]) {
-    return fmaf(hd[0], v.y, v.x) + s * (hd[1] * e0 + hd[2] * e1);
-}
-__device__ __forceinline__ float wtable12_slope_of(float2 v, float e0, float e1, float s, const float (&hd)[6]) {
-    return fmaf(s, hd[4] * e0 + hd[5] * e1, hd[3] * v.y);
 }
 
 #endif
