@@ -25,3 +25,20 @@ make_models() {
   ) &
   MODELS_PID=$!
 }
+
+# lammps_water_boxes: the shipped MACE and NequIP water models in LAMMPS (/tmp/lmpbuild/lmp, built by
+# tools/build-lammps-with-cgequi.sh): examples/lammps/in.water_nvt on water_5184.data, fp32, 500 steps, one rank,
+# CGQ_PAIR_TIMING=1. Logs in $OUT (log.MODEL, timing.MODEL); prints each model's performance line, its first and last
+# thermo lines and the pair style's timing summary.
+lammps_water_boxes() {
+  local mdl
+  for mdl in water-mace-small water-nequip-small; do
+    ( cd examples/lammps
+      sed "s#^variable model index .*#variable model index $(realpath ../../potentials/$mdl.h5)#" in.water_nvt >/tmp/in.$mdl
+      CGQ_PAIR_TIMING=1 OMP_NUM_THREADS=16 timeout 120 /tmp/lmpbuild/lmp -in /tmp/in.$mdl -var steps 500 \
+        -var data water_5184.data -log "$OUT/log.$mdl" -screen none 2>"$OUT/timing.$mdl" || echo "FAILED $mdl"
+      echo "$mdl 5,184 atoms fp32, 500 steps: $(grep -E '^Performance' "$OUT/log.$mdl")"
+      grep -E "^ +(0|500) " "$OUT/log.$mdl" | head -2
+      tail -4 "$OUT/timing.$mdl" )
+  done
+}

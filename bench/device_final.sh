@@ -33,14 +33,7 @@ B=build-gpu/bench_eval W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch
 } >"$OUT/bench.txt" 2>&1
 wait $lmp
 tail -1 "$OUT/lammps_build.log"
-cd examples/lammps
-for model in water-mace-small water-nequip-small; do
-  sed "s#^variable model index .*#variable model index $(realpath ../../potentials/$model.h5)#" in.water_nvt > /tmp/in.$model
-  CGQ_PAIR_TIMING=1 OMP_NUM_THREADS=16 timeout 120 /tmp/lmpbuild/lmp -in /tmp/in.$model -var steps 500 \
-    -var data water_5184.data -log "$OUT/log.$model" -screen none || echo "FAILED $model"
-  echo "$model: $(grep -E '^Performance' "$OUT/log.$model")"
-done > "$OUT/lammps.txt" 2>&1
-cd ../..
+lammps_water_boxes > "$OUT/lammps.txt" 2>&1
 echo "==== summary"
 grep -E "FAILED|PASSED" "$OUT/kernels.log" | tail -4
 grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/memcheck.log" "$OUT/racecheck.log"

@@ -58,13 +58,5 @@ fi
 if [ "${LMP:-0}" = 1 ]; then
   wait $LMP_PID
   tail -2 "$OUT/lammps_build.log"
-  cd examples/lammps
-  for mdl in water-mace-small water-nequip-small; do
-    sed "s#^variable model index .*#variable model index $(realpath ../../potentials/$mdl.h5)#" in.water_nvt >/tmp/in.$mdl
-    CGQ_PAIR_TIMING=1 OMP_NUM_THREADS=16 timeout 120 /tmp/lmpbuild/lmp -in /tmp/in.$mdl -var steps 500 \
-      -var data water_5184.data -log "$OUT/log.$mdl" -screen none 2>"$OUT/timing.$mdl" || echo "FAILED $mdl"
-    echo "$mdl 5,184 atoms fp32, 500 steps: $(grep -E '^Performance' "$OUT/log.$mdl")"
-    grep -E "^ +(0|500) " "$OUT/log.$mdl" | head -2
-    tail -4 "$OUT/timing.$mdl"
-  done
+  lammps_water_boxes
 fi
