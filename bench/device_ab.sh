@@ -6,7 +6,8 @@
 # RACE_FILTER; the MACE-MP-0-medium-architecture step (5,184 water atoms, fp32, --pairs; checked against the CPU first)
 # base and new alternated three times, their profiles, the shipped models and 98,304 atoms. `ctest -L gpu` is left to
 # bench/device_ctest.sh (one call would pass 600 s). ALT_ENV (e.g. "CGQ_GPU_WTAB12=0"): this tree under that
-# environment too, alternated with the others. Carry .whl and .device.
+# environment too, alternated with the others. WATER=0 leaves out the shipped models; NCU_KERNELS (a
+# regex) times those kernels' launches in one MP-0 step with Nsight Compute. Carry .whl and .device.
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
@@ -20,6 +21,7 @@ wait $BASE_PID
 K=build-gpu/tests/test_gpu_kernels F=${FILTER:-'*WeightTable*:*Convolution*:*Species*:*ProductBasis*:*NodeLinear*:*Skip*'}
 $K --gtest_filter="$F" >"$OUT/kernels.log" 2>&1
 CGQ_GPU_NODE_TC=1 $K --gtest_filter="$F" >"$OUT/kernels_tc.log" 2>&1
+[ -n "${ALT_ENV:-}" ] && env $ALT_ENV CGQ_GPU_NODE_TC=1 $K --gtest_filter="$F" >"$OUT/kernels_alt.log" 2>&1
 compute-sanitizer --tool memcheck $K --gtest_filter="$F" >"$OUT/memcheck.log" 2>&1
 compute-sanitizer --tool racecheck $K --gtest_filter="${RACE_FILTER:-*WeightTable*:*ProductBasis*}" >"$OUT/racecheck.log" 2>&1
 wait $MODELS_PID
@@ -38,6 +40,7 @@ ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)|GPU memory [0-
   echo "base $(CGQ_GPU_PROFILE=1 $B0 $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
   echo "new $(CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
   [ -n "${ALT_ENV:-}" ] && echo "new $ALT_ENV $(env $ALT_ENV CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
+  if [ "${WATER:-1}" = 1 ]; then # WATER=0: MP-0 alone
   WM=potentials/water-mace-small.h5
   echo "water base $(CGQ_GPU_PROFILE=1 $B0 $WM $W 3 3 3 cuda 5 --fp32 --pairs 2>&1 | grep profile | tail -1)"
   echo "water new $(CGQ_GPU_PROFILE=1 $B $WM $W 3 3 3 cuda 5 --fp32 --pairs 2>&1 | grep profile | tail -1)"
@@ -51,11 +54,19 @@ ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)|GPU memory [0-
       [ -n "${ALT_ENV:-}" ] && echo "== $mdl new $ALT_ENV: $(env $ALT_ENV $B potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
     done
   done
+  fi
   echo "== MP-0 98,304 atoms base: $($B0 $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
   echo "== MP-0 98,304 atoms new: $($B $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
   [ -n "${ALT_ENV:-}" ] && echo "== MP-0 98,304 atoms new $ALT_ENV: $(env $ALT_ENV $B $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
 } >"$OUT/bench.txt" 2>&1
+if [ -n "${NCU_KERNELS:-}" ]; then # e.g. NCU_KERNELS=k_lin_gemm: those kernels' launches in one MP-0 step (new), timed
+  timeout 150 ncu --clock-control none --kernel-name "regex:$NCU_KERNELS" --launch-skip 0 --launch-count 200 \
+    --metrics gpu__time_duration.sum,launch__grid_size,sm__warps_active.avg.pct_of_peak_sustained_active \
+    $B $MP $W 3 3 3 cuda 1 --fp32 --pairs >"$OUT/ncu_kernels.txt" 2>&1
+  grep -E "^  [a-z_]+.*\(|gpu__time_duration|launch__grid_size|warps_active" "$OUT/ncu_kernels.txt" | \
+    sed -E 's/ +/ /g' | paste - - - - | tail -40 >>"$OUT/bench.txt"
+fi
 echo "==== summary"
-grep -hE "^\[  (PASSED|FAILED)|FAILED  \]" "$OUT/kernels.log" "$OUT/kernels_tc.log" | head
+grep -hE "^\[  (PASSED|FAILED)|FAILED  \]" "$OUT"/kernels*.log | head
 grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/memcheck.log" "$OUT/racecheck.log"
 cat "$OUT/bench.txt"

@@ -294,24 +294,85 @@ __device__ __forceinline__ int cp_bytes(int avail, int f) {
 
 /* The tile of nodes [node0, node0 + T) and columns [n0, n0 + 64): its rows r0 = node0 d on; with per-species weights,
  * those of species sp (only its rows are written) */
+/* A tile's A side: this thread's two 16-byte copies per k-step, floats 4 w to 4 w + 3 of node ln's k-step (w < 4 d);
+ * those past the tile's T nodes (q >= 4 d T, d > 1) copy no byte and write their zeros after the nodes' strides */
+struct ltc_a_copies {
+    int dst[2], src[2], f[2];
+    __device__ ltc_a_copies(int d, int nodes, int lda) {
+        const int T = ltc_nodes(d), P = ltc_node_stride(d);
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int q = threadIdx.x + LTC_THREADS * i, ln = q / (4 * d), w = q % (4 * d);
+            dst[i] = ln < T ? ln * P + 4 * w : T * P;
+            src[i] = ln * lda + 4 * w;
+            f[i] = ln < nodes ? 4 * w : INT_MAX; /* past the nodes: no byte exists */
+        }
+    }
+    /* the k-step of segment s from k0 into the stage's A */
+    __device__ __forceinline__ void copy(const lin_gemm<float> &g, const float *Ab, float *As, int s, int k0) const {
+        const float *a = Ab + g.a_off[s] + k0 * g.d;
+        const int avail = (g.K[s] - k0) * g.d; /* floats of a node's k-step that exist */
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int bytes = cp_bytes(avail, f[i]);
+            cp_async16(As + dst[i], bytes ? a + src[i] : g.A, bytes);
+        }
+    }
+};
+
+/* k-steps of the tile over every segment */
+__device__ inline int ltc_steps(const lin_gemm<float> &g) {
+    int n = 0;
+    for (int s = 0; s < g.n_segs; s++) n += (g.K[s] + LTC_BK - 1) / LTC_BK;
+    return n;
+}
+
+/* The tensor-core tiles' sums leave through shared memory: staged as the tile's part of C, 64 d floats per node (its
+ * columns n0 to n0 + 63 of the block, (n, m) at n d + m, as in C), then written node by node in runs of consecutive
+ * floats. (Written from the fragments directly, each value took a 64-bit division of its row by d and a store d floats
+ * from its neighbour's: the 32 stores of a thread were ~3,900 SASS instructions, as many as 8-24 k-steps of the
+ * loop.) ltc_out_row: where tile row r (node r / d, component r % d) starts; rows past the tile's nodes land in its
+ * unused part (the stage buffers hold 64 x 64 floats and more) and are not written. */
+__device__ __forceinline__ int ltc_out_row(int r, int d) {
+    return r / d * GEMM_BN * d + r % d;
+}
+/* the staged rows end before (r / d + 1) 64 d <= (r + d) 64 < (2 GEMM_BM - 1) GEMM_BN floats (r < 64, d <= 64) */
+static_assert((2 * GEMM_BM - 1) * GEMM_BN <= LTC_STAGES * LTC_STAGE, "the staged sums fit the stages");
+
+/* C (+)= alpha x the staged sums for the tile's nodes (with per-species weights, those of species sp), as
+ * lin_gemm_store would, each node's run of min(64, N - n0) d floats by consecutive threads */
 template <bool BT>
-__device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *smem, int64_t node0, int n0, int sp) {
+__device__ __forceinline__ void ltc_write(const lin_gemm<float> &g, const float *st, int64_t node0, int nodes, int n0,
+                                          int sp) {
+    const int d = g.d, len = min(GEMM_BN, g.N - n0) * d, tid = threadIdx.x;
+    const int per = max(1, LTC_THREADS / len), sub = tid / len; /* runs shorter than the block: several nodes a pass */
+    __syncthreads();                                            /* the staged sums */
+    for (int ln = sub; sub < per && ln < nodes; ln += per) {
+        const int64_t node = node0 + ln, off = g.c_off + (int64_t)n0 * d;
+        if (g.species && g.species[node] != sp) continue;
+        float *c = g.C + node * g.ldc + off;
+        const float *s = st + ln * GEMM_BN * d, *add = !BT && g.add ? g.add + node * g.ldadd + off : nullptr;
+        for (int w = len >= LTC_THREADS ? tid : tid % len; w < len; w += LTC_THREADS) {
+            if (BT) {
+                c[w] = (float)((g.accumulate ? (double)c[w] : 0.0) + g.alpha * s[w]);
+            } else {
+                float v = (float)(g.alpha * s[w]);
+                if (add) v += add[w];
+                c[w] = v;
+            }
+        }
+    }
+    __syncthreads(); /* the stages are free for the next species' pass */
+}
+
+template <bool BT>
+__device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *smem, int64_t node0, int nodes, int n0,
+                                            int sp) {
     const int tid = threadIdx.x, lane = tid % 32, gq = lane / 4, tq = lane % 4;
     const int wm = tid / 32 % 2 * 32, wn = tid / 64 * 32; /* the warp's outputs */
     const int d = g.d, T = ltc_nodes(d), P = ltc_node_stride(d), Td = T * d;
-    const int nodes = (int)min((int64_t)T, g.n_nodes - node0);
-    const int64_t r0 = node0 * d, rows = r0 + (int64_t)nodes * d; /* the tile's rows: [r0, rows) */
     const float *Ab = g.A + node0 * g.lda; /* offsets from the tile's first node fit an int (lin_gemm_tc_ok) */
-    /* this thread's two 16-byte copies of A per step: floats 4 w to 4 w + 3 of node ln's k-step (w < 4 d); those
-     * past the tile's T nodes (q >= 4 d T, d > 1) copy no byte and write their zeros after the nodes' strides */
-    int a_dst[2], a_src[2], a_f[2];
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int q = tid + LTC_THREADS * i, ln = q / (4 * d), w = q % (4 * d);
-        a_dst[i] = ln < T ? ln * P + 4 * w : T * P;
-        a_src[i] = ln * (int)g.lda + 4 * w;
-        a_f[i] = ln < nodes ? 4 * w : INT_MAX; /* past the nodes: no byte exists */
-    }
+    const ltc_a_copies ac(d, nodes, (int)g.lda);
     /* the fragments' rows (the padding rows past T d read the last row's values; they are not stored) */
     int aro[2][2], am[2][2];
 #pragma unroll
@@ -322,18 +383,11 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
             aro[mi][h] = r / d * P + r % d + tq * d, am[mi][h] = r % d;
         }
     const int d4 = 4 * d; /* k + 4 in a node's k-step */
-    int n_steps = 0;
-    for (int s = 0; s < g.n_segs; s++) n_steps += (g.K[s] + LTC_BK - 1) / LTC_BK;
+    const int n_steps = ltc_steps(g);
     int cs = 0, ck0 = 0; /* the next step to copy: segment, k */
     auto copy_step = [&](int stage) {
         float *As = smem + stage * LTC_STAGE, *Bs = As + GEMM_BM * LTC_KS;
-        const float *a = Ab + g.a_off[cs] + ck0 * d;
-        const int avail = (g.K[cs] - ck0) * d; /* floats of a node's k-step that exist */
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int bytes = cp_bytes(avail, a_f[i]);
-            cp_async16(As + a_dst[i], bytes ? a + a_src[i] : g.A, bytes);
-        }
+        ac.copy(g, Ab, As, cs, ck0);
         const float *W = g.W + g.w_off[cs] + (g.species ? sp * g.w_species[cs] : 0);
 #pragma unroll
         for (int i = 0; i < 2; i++) {
@@ -419,33 +473,202 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
             }
         }
     }
-    __syncthreads(); /* the stages are free for the next species' pass */
+    __syncthreads(); /* the stages are free for the sums */
 #pragma unroll
     for (int mi = 0; mi < 2; mi++)
 #pragma unroll
-        for (int ni = 0; ni < 4; ni++)
+        for (int h = 0; h < 2; h++) {
+            float *row = smem + ltc_out_row(wm + 16 * mi + gq + 8 * h, d);
 #pragma unroll
-            for (int q = 0; q < 4; q++)
-                lin_gemm_store<float, BT>(g, r0 + wm + 16 * mi + gq + 8 * (q / 2), rows,
-                                          n0 + wn + 8 * ni + 2 * tq + q % 2, sp, acc[mi][ni][q]);
+            for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) row[(wn + 8 * ni + 2 * tq + c) * d] = acc[mi][ni][2 * h + c];
+        }
+    ltc_write<BT>(g, smem, node0, nodes, n0, sp);
 }
 
-/* Block x of the grid takes node tile x - tile0[q] of part q (lin_gemm_launch) */
+/* The same tile with Hopper's warpgroup products (sm_90a): the block's 4 warps issue each 64 x 64 x 8 product
+ * together (wg_mma_64x64x8), warp w's rows 16 w on, A from registers as in lin_tc_tile and B read by the tensor
+ * cores from shared memory. B's hi and lo parts are formed once per block and k-step, where lin_tc_tile's warps split
+ * every B fragment they read (session 24: ~437 SASS instructions per warp and 16-wide k-step, 48 of them products):
+ * each thread loads 8 of W's values a step ahead into registers, then splits and stores them into the stage's two
+ * K-major B parts (8 x 4 core matrices; the n groups 36 floats apart in the forward, whose W rows run along n, and the
+ * k groups 264 apart in the transpose, so that a warp's stores spread over the banks). The products and their order
+ * are lin_tc_tile's: per 8-wide k-step a_lo b_hi, a_hi b_lo, a_hi b_hi from zero, then one FFMA per value into the
+ * float sums. */
+#define LWG_STAGES 3
+#define LWG_NSB(BT) ((BT) ? 32 : 36)    /* floats between B's core matrices along n */
+#define LWG_KSB(BT) ((BT) ? 264 : 288)  /* along k: 8 n groups, and the transpose's padding */
+#define LWG_BPART 1152                  /* floats of one B part (hi or lo) of a stage: 4 k groups */
+#define LWG_STAGE (GEMM_BM * LTC_KS + 2 * LWG_BPART)
+static_assert(4 * LWG_KSB(false) <= LWG_BPART && 4 * LWG_KSB(true) <= LWG_BPART, "the warpgroup tile's B layout");
+static_assert((2 * GEMM_BM - 1) * GEMM_BN <= LWG_STAGES * LWG_STAGE, "the staged sums fit the stages");
+
+#if defined(CGQ_WGMMA)
 template <bool BT>
+__device__ __forceinline__ void lin_wg_tile(const lin_gemm<float> &g, float *smem, int64_t node0, int nodes, int n0,
+                                            int sp) {
+    constexpr int NSB = LWG_NSB(BT), KSB = LWG_KSB(BT);
+    const int tid = threadIdx.x, lane = tid % 32, gq = lane / 4, tq = lane % 4, wm = tid / 32 * 16;
+    const int d = g.d, T = ltc_nodes(d), P = ltc_node_stride(d), Td = T * d;
+    const float *Ab = g.A + node0 * g.lda;
+    const ltc_a_copies ac(d, nodes, (int)g.lda);
+    int aro[2], am[2]; /* the fragment's rows gq and gq + 8 (padding rows read the last row's values) */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int r = min(wm + gq + 8 * h, Td - 1);
+        aro[h] = r / d * P + r % d + tq * d, am[h] = r % d;
+    }
+    /* this thread's two 16-byte pieces of W per step, and where their values go in a B part */
+    int b_dst[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int q = tid + LTC_THREADS * i;
+        if (BT) { /* 4 k's of row n: one core matrix row */
+            const int nn = q / 4, kq = q % 4;
+            b_dst[i] = kq * KSB + nn / 8 * NSB + nn % 8 * 4;
+        } else { /* 4 n's of row k: 4 rows of a core matrix */
+            const int kk = q / 16, n = 4 * (q % 16);
+            b_dst[i] = kk / 4 * KSB + n / 8 * NSB + n % 8 * 4 + kk % 4;
+        }
+    }
+    const int n_steps = ltc_steps(g);
+    float4 wb[2];                        /* the loaded step's W values */
+    int as = 0, ak0 = 0, bs = 0, bk0 = 0; /* the next steps to copy (A) and to load (B): segment, k */
+    auto copy_a = [&](int stage) {
+        ac.copy(g, Ab, smem + stage * LWG_STAGE, as, ak0);
+        ak0 += LTC_BK;
+        if (ak0 >= g.K[as]) as++, ak0 = 0;
+    };
+    auto load_b = [&]() {
+        const float *W = g.W + g.w_off[bs] + (g.species ? sp * g.w_species[bs] : 0);
+        const int K = g.K[bs];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int q = tid + LTC_THREADS * i;
+            const int n = BT ? n0 + q / 4 : n0 + 4 * (q % 16), k = BT ? bk0 + 4 * (q % 4) : bk0 + q / 16;
+            const float *w = BT ? W + (int64_t)n * g.ld[bs] + k : W + (int64_t)k * g.ld[bs] + n;
+            const int avail = BT ? (n < g.N ? K - k : 0) : (k < K ? g.N - n : 0); /* of the 4 (k's, or n's) */
+            if (avail >= 4) {
+                wb[i] = *reinterpret_cast<const float4 *>(w);
+            } else {
+                wb[i].x = avail > 0 ? w[0] : 0.0f, wb[i].y = avail > 1 ? w[1] : 0.0f;
+                wb[i].z = avail > 2 ? w[2] : 0.0f, wb[i].w = 0.0f;
+            }
+        }
+        bk0 += LTC_BK;
+        if (bk0 >= g.K[bs]) bs++, bk0 = 0;
+    };
+    auto store_b = [&](int stage) { /* hi then lo (the tensor cores truncate lo to TF32) */
+        float *Bh = smem + stage * LWG_STAGE + GEMM_BM * LTC_KS, *Bl = Bh + LWG_BPART;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const float v[4] = {wb[i].x, wb[i].y, wb[i].z, wb[i].w};
+            float hi[4], lo[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) hi[j] = tf32_round(v[j]), lo[j] = v[j] - hi[j];
+            if (BT) {
+                *reinterpret_cast<float4 *>(Bh + b_dst[i]) = make_float4(hi[0], hi[1], hi[2], hi[3]);
+                *reinterpret_cast<float4 *>(Bl + b_dst[i]) = make_float4(lo[0], lo[1], lo[2], lo[3]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; j++) Bh[b_dst[i] + 4 * j] = hi[j], Bl[b_dst[i] + 4 * j] = lo[j];
+            }
+        }
+    };
+    for (int stage = 0; stage < LWG_STAGES - 1; stage++) {
+        if (stage < n_steps) copy_a(stage);
+        __pipeline_commit();
+    }
+    if (n_steps > 0) load_b(), store_b(0);
+    if (n_steps > 1) load_b();
+    const uint64_t desc0 = wg_desc(smem + GEMM_BM * LTC_KS, 4 * KSB, 4 * NSB);
+    float acc[8][4] = {};
+    for (int ms = 0, step = 0; ms < g.n_segs; ms++) {
+        float sc[2]; /* the path weight times the row's diagonal coupling */
+        const float pw = (float)g.pw[ms];
+#pragma unroll
+        for (int h = 0; h < 2; h++) sc[h] = g.diag[ms] ? pw * g.diag[ms][am[h]] : pw;
+        for (int mk = 0; mk < g.K[ms]; mk += LTC_BK, step++) {
+            __pipeline_wait_prior(LWG_STAGES - 2); /* this step's A copies (this thread's) are done */
+            wg_proxy_fence();                      /* this thread's B stores, for the tensor cores */
+            __syncthreads();                       /* everyone's, and the previous step's reads */
+            if (step + LWG_STAGES - 1 < n_steps) copy_a((step + LWG_STAGES - 1) % LWG_STAGES);
+            __pipeline_commit();
+            if (step + 1 < n_steps) {
+                store_b((step + 1) % LWG_STAGES);
+                if (step + 2 < n_steps) load_b();
+            }
+            const int stage = step % LWG_STAGES;
+            const float *As = smem + stage * LWG_STAGE;
+            const uint64_t dh = desc0 + (uint64_t)(stage * LWG_STAGE * 4 / 16), dl = dh + LWG_BPART * 4 / 16;
+#pragma unroll
+            for (int kb = 0; kb < LTC_BK; kb += 8) {
+                uint32_t ah[4], al[4];
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+#pragma unroll
+                    for (int c = 0; c < 2; c++)
+                        tf32_split_lo_truncated(As[aro[h] + (kb / 4 + c) * 4 * d], ah[h + 2 * c], al[h + 2 * c]);
+                const uint64_t ko = (uint64_t)(kb / 4 * KSB * 4 / 16); /* k groups kb / 4 and kb / 4 + 1 */
+                float t[32];
+                wg_fence();
+                wg_mma_64x64x8<false>(t, al, dh + ko);
+                wg_mma_64x64x8<true>(t, ah, dl + ko);
+                wg_mma_64x64x8<true>(t, ah, dh + ko);
+                wg_commit();
+                wg_wait_all();
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+#pragma unroll
+                    for (int q = 0; q < 4; q++) acc[j][q] = fmaf(sc[q / 2], t[4 * j + q], acc[j][q]);
+            }
+        }
+    }
+    __syncthreads(); /* the stages are free for the sums */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float *row = smem + ltc_out_row(wm + gq + 8 * h, d);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) row[(8 * j + 2 * tq + c) * d] = acc[j][2 * h + c];
+    }
+    ltc_write<BT>(g, smem, node0, nodes, n0, sp);
+}
+#endif
+
+/* Block x of the grid takes node tile x - tile0[q] of part q (lin_gemm_launch); WG: lin_wg_tile (where compiled) */
+template <bool BT, bool WG>
 __global__ void __launch_bounds__(LTC_THREADS, 4) k_lin_gemm_tc(lin_gemm_parts<float> parts) {
-    __shared__ __align__(16) float smem[LTC_STAGES * LTC_STAGE];
+    __shared__ __align__(128) float smem[WG ? LWG_STAGES * LWG_STAGE : LTC_STAGES * LTC_STAGE];
     int q = 0;
     while (q + 1 < parts.n && blockIdx.x >= parts.tile0[q + 1]) q++;
     const lin_gemm<float> &g = parts.g[q];
     const int64_t node0 = ((int64_t)blockIdx.x - parts.tile0[q]) * ltc_nodes(g.d);
-    const int n0 = blockIdx.y * GEMM_BN;
+    const int n0 = blockIdx.y * GEMM_BN, nodes = (int)std::min((int64_t)ltc_nodes(g.d), g.n_nodes - node0);
     if (n0 >= g.N) return;
-    const int64_t r0 = node0 * g.d, rows = std::min(g.n_nodes * g.d, r0 + ltc_nodes(g.d) * g.d);
     for (int sp = -1;;) {
-        if (g.species && (sp = lin_gemm_next_species(g.species, r0, rows, g.d, sp)) == INT_MAX) break;
-        lin_tc_tile<BT>(g, smem, node0, n0, sp);
+        if (g.species && (sp = lin_gemm_next_species(g.species, node0 * g.d, (node0 + nodes) * g.d, g.d, sp)) == INT_MAX)
+            break;
+        if constexpr (WG) {
+#if defined(CGQ_WGMMA)
+            lin_wg_tile<BT>(g, smem, node0, nodes, n0, sp);
+#endif
+        } else {
+            lin_tc_tile<BT>(g, smem, node0, nodes, n0, sp);
+        }
         if (!g.species) break;
     }
+}
+
+/* 1 where this GPU runs k_lin_gemm_tc's warpgroup tile (code compiled for sm_90a), else 0 */
+__global__ void k_lin_gemm_wg_probe(int *out) {
+#if defined(CGQ_WGMMA)
+    *out = 1;
+#else
+    *out = 0;
+#endif
 }
 #endif
 
@@ -463,6 +686,28 @@ static int lin_gemm_tc_mode() {
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 8)
         return 0;
     return env && env[0] == '1' ? 2 : 1;
+#endif
+}
+
+/* Whether k_lin_gemm_tc's tiles are lin_wg_tile's: the code this GPU runs was compiled for sm_90a (probed once, as
+ * a PTX fallback JIT-compiled on a later GPU is not), unless CGQ_GPU_NODE_WG=0 */
+static bool lin_gemm_wg() {
+#if defined(__HIPCC__)
+    return false;
+#else
+    static int probed = -1;
+    const char *env = getenv("CGQ_GPU_NODE_WG");
+    if (env && env[0] == '0') return false;
+    if (probed < 0) {
+        int *d = nullptr, h = 0;
+        if (cudaMalloc(&d, sizeof(int)) != cudaSuccess) return false;
+        k_lin_gemm_wg_probe<<<1, 1>>>(d);
+        const bool ok = cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
+        cudaFree(d);
+        if (!ok) return false;
+        probed = h;
+    }
+    return probed == 1;
 #endif
 }
 
@@ -513,7 +758,10 @@ static void lin_gemm_launch(const std::vector<lin_gemm<T>> &gs) {
 #if !defined(__HIPCC__)
         if constexpr (std::is_same<T, float>::value)
             if (tc) {
-                k_lin_gemm_tc<BT><<<grid, LTC_THREADS>>>(parts);
+                if (lin_gemm_wg())
+                    k_lin_gemm_tc<BT, true><<<grid, LTC_THREADS>>>(parts);
+                else
+                    k_lin_gemm_tc<BT, false><<<grid, LTC_THREADS>>>(parts);
                 continue;
             }
 #endif
