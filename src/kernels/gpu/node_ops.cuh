@@ -491,18 +491,20 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
  * together (wg_mma_64x64x8), warp w's rows 16 w on, A from registers as in lin_tc_tile and B read by the tensor
  * cores from shared memory. B's hi and lo parts are formed once per block and k-step, where lin_tc_tile's warps split
  * every B fragment they read (session 24: ~437 SASS instructions per warp and 16-wide k-step, 48 of them products):
- * each thread loads 8 of W's values a step ahead into registers, then splits and stores them into the stage's two
- * K-major B parts (8 x 4 core matrices; the n groups 36 floats apart in the forward, whose W rows run along n, and the
- * k groups 264 apart in the transpose, so that a warp's stores spread over the banks). The products and their order
- * are lin_tc_tile's: per 8-wide k-step a_lo b_hi, a_hi b_lo, a_hi b_hi from zero, then one FFMA per value into the
- * float sums. */
-#define LWG_STAGES 3
+ * W's k-step is copied as it is (cp.async, with A's, LWG_STAGES - 1 steps ahead), and one step before its products
+ * each thread splits the 8 values it copied into the two K-major B parts (8 x 4 core matrices; the n groups 36 floats
+ * apart in the forward, whose W rows run along n, and the k groups 264 apart in the transpose, so that a warp's
+ * stores spread over the banks; two sets, used in turn). The products and their order are lin_tc_tile's: per 8-wide
+ * k-step a_lo b_hi, a_hi b_lo, a_hi b_hi from zero, then one FFMA per value into the float sums. */
+#define LWG_STAGES 4
 #define LWG_NSB(BT) ((BT) ? 32 : 36)    /* floats between B's core matrices along n */
 #define LWG_KSB(BT) ((BT) ? 264 : 288)  /* along k: 8 n groups, and the transpose's padding */
-#define LWG_BPART 1152                  /* floats of one B part (hi or lo) of a stage: 4 k groups */
-#define LWG_STAGE (GEMM_BM * LTC_KS + 2 * LWG_BPART)
+#define LWG_BPART 1152                  /* floats of one B part (hi or lo): 4 k groups */
+#define LWG_RAW (GEMM_BM * LTC_BK)      /* W's k-step as copied: [k][n] (forward) or [n][k] */
+#define LWG_STAGE (GEMM_BM * LTC_KS + LWG_RAW)
+#define LWG_FLOATS (LWG_STAGES * LWG_STAGE + 4 * LWG_BPART)
 static_assert(4 * LWG_KSB(false) <= LWG_BPART && 4 * LWG_KSB(true) <= LWG_BPART, "the warpgroup tile's B layout");
-static_assert((2 * GEMM_BM - 1) * GEMM_BN <= LWG_STAGES * LWG_STAGE, "the staged sums fit the stages");
+static_assert((2 * GEMM_BM - 1) * GEMM_BN <= LWG_FLOATS, "the staged sums fit the stages");
 
 #if defined(CGQ_WGMMA)
 template <bool BT>
@@ -513,17 +515,20 @@ __device__ __forceinline__ void lin_wg_tile(const lin_gemm<float> &g, float *sme
     const int d = g.d, T = ltc_nodes(d), P = ltc_node_stride(d), Td = T * d;
     const float *Ab = g.A + node0 * g.lda;
     const ltc_a_copies ac(d, nodes, (int)g.lda);
+    float *const Bhl = smem + LWG_STAGES * LWG_STAGE; /* the two sets of B parts: hi, lo, hi, lo */
     int aro[2], am[2]; /* the fragment's rows gq and gq + 8 (padding rows read the last row's values) */
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int r = min(wm + gq + 8 * h, Td - 1);
         aro[h] = r / d * P + r % d + tq * d, am[h] = r % d;
     }
-    /* this thread's two 16-byte pieces of W per step, and where their values go in a B part */
-    int b_dst[2];
+    /* this thread's two 16-byte pieces of W's k-step: where they are in the copy, and where their values go in a B
+     * part */
+    int b_raw[2], b_dst[2];
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int q = tid + LTC_THREADS * i;
+        b_raw[i] = 4 * q;
         if (BT) { /* 4 k's of row n: one core matrix row */
             const int nn = q / 4, kq = q % 4;
             b_dst[i] = kq * KSB + nn / 8 * NSB + nn % 8 * 4;
@@ -533,37 +538,35 @@ __device__ __forceinline__ void lin_wg_tile(const lin_gemm<float> &g, float *sme
         }
     }
     const int n_steps = ltc_steps(g);
-    float4 wb[2];                        /* the loaded step's W values */
-    int as = 0, ak0 = 0, bs = 0, bk0 = 0; /* the next steps to copy (A) and to load (B): segment, k */
-    auto copy_a = [&](int stage) {
-        ac.copy(g, Ab, smem + stage * LWG_STAGE, as, ak0);
-        ak0 += LTC_BK;
-        if (ak0 >= g.K[as]) as++, ak0 = 0;
-    };
-    auto load_b = [&]() {
-        const float *W = g.W + g.w_off[bs] + (g.species ? sp * g.w_species[bs] : 0);
-        const int K = g.K[bs];
+    int cs = 0, ck0 = 0; /* the next step to copy: segment, k */
+    auto copy_step = [&](int stage) {
+        float *As = smem + stage * LWG_STAGE, *raw = As + GEMM_BM * LTC_KS;
+        ac.copy(g, Ab, As, cs, ck0);
+        const float *W = g.W + g.w_off[cs] + (g.species ? sp * g.w_species[cs] : 0);
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const int q = tid + LTC_THREADS * i;
-            const int n = BT ? n0 + q / 4 : n0 + 4 * (q % 16), k = BT ? bk0 + 4 * (q % 4) : bk0 + q / 16;
-            const float *w = BT ? W + (int64_t)n * g.ld[bs] + k : W + (int64_t)k * g.ld[bs] + n;
-            const int avail = BT ? (n < g.N ? K - k : 0) : (k < K ? g.N - n : 0); /* of the 4 (k's, or n's) */
-            if (avail >= 4) {
-                wb[i] = *reinterpret_cast<const float4 *>(w);
-            } else {
-                wb[i].x = avail > 0 ? w[0] : 0.0f, wb[i].y = avail > 1 ? w[1] : 0.0f;
-                wb[i].z = avail > 2 ? w[2] : 0.0f, wb[i].w = 0.0f;
+            if (BT) { /* B(k, n) = W[n ld + k]: row n's 4 k's */
+                const int n = n0 + q / 4, k = ck0 + 4 * (q % 4);
+                const int bytes = n < g.N ? cp_bytes(g.K[cs], k) : 0;
+                cp_async16(raw + b_raw[i], bytes ? W + (int64_t)n * g.ld[cs] + k : g.W, bytes);
+            } else { /* B(k, n) = W[k ld + n]: row k's 4 n's */
+                const int k = ck0 + q / 16, n = n0 + 4 * (q % 16);
+                const int bytes = k < g.K[cs] ? cp_bytes(g.N, n) : 0;
+                cp_async16(raw + b_raw[i], bytes ? W + (int64_t)k * g.ld[cs] + n : g.W, bytes);
             }
         }
-        bk0 += LTC_BK;
-        if (bk0 >= g.K[bs]) bs++, bk0 = 0;
+        ck0 += LTC_BK;
+        if (ck0 >= g.K[cs]) cs++, ck0 = 0;
     };
-    auto store_b = [&](int stage) { /* hi then lo (the tensor cores truncate lo to TF32) */
-        float *Bh = smem + stage * LWG_STAGE + GEMM_BM * LTC_KS, *Bl = Bh + LWG_BPART;
+    auto split_b = [&](int stage, int set) { /* this thread's copied values into set's hi and lo parts (the tensor
+                                                * cores truncate lo to TF32) */
+        const float *raw = smem + stage * LWG_STAGE + GEMM_BM * LTC_KS;
+        float *Bh = Bhl + 2 * set * LWG_BPART, *Bl = Bh + LWG_BPART;
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            const float v[4] = {wb[i].x, wb[i].y, wb[i].z, wb[i].w};
+            const float4 w = *reinterpret_cast<const float4 *>(raw + b_raw[i]);
+            const float v[4] = {w.x, w.y, w.z, w.w};
             float hi[4], lo[4];
 #pragma unroll
             for (int j = 0; j < 4; j++) hi[j] = tf32_round(v[j]), lo[j] = v[j] - hi[j];
@@ -577,12 +580,12 @@ __device__ __forceinline__ void lin_wg_tile(const lin_gemm<float> &g, float *sme
         }
     };
     for (int stage = 0; stage < LWG_STAGES - 1; stage++) {
-        if (stage < n_steps) copy_a(stage);
+        if (stage < n_steps) copy_step(stage);
         __pipeline_commit();
     }
-    if (n_steps > 0) load_b(), store_b(0);
-    if (n_steps > 1) load_b();
-    const uint64_t desc0 = wg_desc(smem + GEMM_BM * LTC_KS, 4 * KSB, 4 * NSB);
+    __pipeline_wait_prior(LWG_STAGES - 2); /* step 0's copies (this thread's) */
+    if (n_steps > 0) split_b(0, 0);
+    const uint64_t desc0 = wg_desc(Bhl, 4 * KSB, 4 * NSB);
     float acc[8][4] = {};
     for (int ms = 0, step = 0; ms < g.n_segs; ms++) {
         float sc[2]; /* the path weight times the row's diagonal coupling */
@@ -590,18 +593,14 @@ __device__ __forceinline__ void lin_wg_tile(const lin_gemm<float> &g, float *sme
 #pragma unroll
         for (int h = 0; h < 2; h++) sc[h] = g.diag[ms] ? pw * g.diag[ms][am[h]] : pw;
         for (int mk = 0; mk < g.K[ms]; mk += LTC_BK, step++) {
-            __pipeline_wait_prior(LWG_STAGES - 2); /* this step's A copies (this thread's) are done */
-            wg_proxy_fence();                      /* this thread's B stores, for the tensor cores */
+            __pipeline_wait_prior(LWG_STAGES - 3); /* this thread's copies of this step's A and the next step's W */
+            wg_proxy_fence();                      /* its B parts' stores, for the tensor cores */
             __syncthreads();                       /* everyone's, and the previous step's reads */
-            if (step + LWG_STAGES - 1 < n_steps) copy_a((step + LWG_STAGES - 1) % LWG_STAGES);
+            if (step + LWG_STAGES - 1 < n_steps) copy_step((step + LWG_STAGES - 1) % LWG_STAGES);
             __pipeline_commit();
-            if (step + 1 < n_steps) {
-                store_b((step + 1) % LWG_STAGES);
-                if (step + 2 < n_steps) load_b();
-            }
-            const int stage = step % LWG_STAGES;
-            const float *As = smem + stage * LWG_STAGE;
-            const uint64_t dh = desc0 + (uint64_t)(stage * LWG_STAGE * 4 / 16), dl = dh + LWG_BPART * 4 / 16;
+            if (step + 1 < n_steps) split_b((step + 1) % LWG_STAGES, (step + 1) % 2);
+            const float *As = smem + step % LWG_STAGES * LWG_STAGE;
+            const uint64_t dh = desc0 + (uint64_t)(step % 2 * 2 * LWG_BPART * 4 / 16), dl = dh + LWG_BPART * 4 / 16;
 #pragma unroll
             for (int kb = 0; kb < LTC_BK; kb += 8) {
                 uint32_t ah[4], al[4];
@@ -638,10 +637,15 @@ __device__ __forceinline__ void lin_wg_tile(const lin_gemm<float> &g, float *sme
 }
 #endif
 
+/* The tiles' shared memory: the warpgroup tile's 55 KB take the dynamic limit raised (lin_gemm_launch) */
+constexpr size_t ltc_smem_bytes(bool wg) {
+    return sizeof(float) * (wg ? LWG_FLOATS : LTC_STAGES * LTC_STAGE);
+}
+
 /* Block x of the grid takes node tile x - tile0[q] of part q (lin_gemm_launch); WG: lin_wg_tile (where compiled) */
 template <bool BT, bool WG>
 __global__ void __launch_bounds__(LTC_THREADS, 4) k_lin_gemm_tc(lin_gemm_parts<float> parts) {
-    __shared__ __align__(128) float smem[WG ? LWG_STAGES * LWG_STAGE : LTC_STAGES * LTC_STAGE];
+    extern __shared__ __align__(128) float smem[]; /* ltc_smem_bytes(WG) */
     int q = 0;
     while (q + 1 < parts.n && blockIdx.x >= parts.tile0[q + 1]) q++;
     const lin_gemm<float> &g = parts.g[q];
@@ -758,10 +762,16 @@ static void lin_gemm_launch(const std::vector<lin_gemm<T>> &gs) {
 #if !defined(__HIPCC__)
         if constexpr (std::is_same<T, float>::value)
             if (tc) {
-                if (lin_gemm_wg())
-                    k_lin_gemm_tc<BT, true><<<grid, LTC_THREADS>>>(parts);
-                else
-                    k_lin_gemm_tc<BT, false><<<grid, LTC_THREADS>>>(parts);
+                if (lin_gemm_wg()) {
+                    static const bool raised = cudaFuncSetAttribute(k_lin_gemm_tc<BT, true>,
+                                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                                    (int)ltc_smem_bytes(true)) == cudaSuccess;
+                    if (raised) {
+                        k_lin_gemm_tc<BT, true><<<grid, LTC_THREADS, ltc_smem_bytes(true)>>>(parts);
+                        continue;
+                    }
+                }
+                k_lin_gemm_tc<BT, false><<<grid, LTC_THREADS, ltc_smem_bytes(false)>>>(parts);
                 continue;
             }
 #endif
