@@ -292,41 +292,6 @@ __device__ __forceinline__ int cp_bytes(int avail, int f) {
     return min(max(avail - f, 0), 4) * 4;
 }
 
-/* The tile of nodes [node0, node0 + T) and columns [n0, n0 + 64): its rows r0 = node0 d on; with per-species weights,
- * those of species sp (only its rows are written) */
-/* A tile's A side: this thread's two 16-byte copies per k-step, floats 4 w to 4 w + 3 of node ln's k-step (w < 4 d);
- * those past the tile's T nodes (q >= 4 d T, d > 1) copy no byte and write their zeros after the nodes' strides */
-struct ltc_a_copies {
-    int dst[2], src[2], f[2];
-    __device__ ltc_a_copies(int d, int nodes, int lda) {
-        const int T = ltc_nodes(d), P = ltc_node_stride(d);
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int q = threadIdx.x + LTC_THREADS * i, ln = q / (4 * d), w = q % (4 * d);
-            dst[i] = ln < T ? ln * P + 4 * w : T * P;
-            src[i] = ln * lda + 4 * w;
-            f[i] = ln < nodes ? 4 * w : INT_MAX; /* past the nodes: no byte exists */
-        }
-    }
-    /* the k-step of segment s from k0 into the stage's A */
-    __device__ __forceinline__ void copy(const lin_gemm<float> &g, const float *Ab, float *As, int s, int k0) const {
-        const float *a = Ab + g.a_off[s] + k0 * g.d;
-        const int avail = (g.K[s] - k0) * g.d; /* floats of a node's k-step that exist */
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int bytes = cp_bytes(avail, f[i]);
-            cp_async16(As + dst[i], bytes ? a + src[i] : g.A, bytes);
-        }
-    }
-};
-
-/* k-steps of the tile over every segment */
-__device__ inline int ltc_steps(const lin_gemm<float> &g) {
-    int n = 0;
-    for (int s = 0; s < g.n_segs; s++) n += (g.K[s] + LTC_BK - 1) / LTC_BK;
-    return n;
-}
-
 /* The tensor-core tiles' sums leave through shared memory: staged as the tile's part of C, 64 d floats per node (its
  * columns n0 to n0 + 63 of the block, (n, m) at n d + m, as in C), then written node by node in runs of consecutive
  * floats. (Written from the fragments directly, each value took a 64-bit division of its row by d and a store d floats
@@ -365,6 +330,8 @@ __device__ __forceinline__ void ltc_write(const lin_gemm<float> &g, const float 
     __syncthreads(); /* the stages are free for the next species' pass */
 }
 
+/* The tile of nodes [node0, node0 + nodes) (nodes <= T) and columns [n0, n0 + 64); with per-species weights, those of
+ * species sp (only its rows are written) */
 template <bool BT>
 __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *smem, int64_t node0, int nodes, int n0,
                                             int sp) {
@@ -372,7 +339,16 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
     const int wm = tid / 32 % 2 * 32, wn = tid / 64 * 32; /* the warp's outputs */
     const int d = g.d, T = ltc_nodes(d), P = ltc_node_stride(d), Td = T * d;
     const float *Ab = g.A + node0 * g.lda; /* offsets from the tile's first node fit an int (lin_gemm_tc_ok) */
-    const ltc_a_copies ac(d, nodes, (int)g.lda);
+    /* this thread's two 16-byte copies of A per step: floats 4 w to 4 w + 3 of node ln's k-step (w < 4 d); those
+     * past the tile's T nodes (q >= 4 d T, d > 1) copy no byte and write their zeros after the nodes' strides */
+    int a_dst[2], a_src[2], a_f[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int q = tid + LTC_THREADS * i, ln = q / (4 * d), w = q % (4 * d);
+        a_dst[i] = ln < T ? ln * P + 4 * w : T * P;
+        a_src[i] = ln * (int)g.lda + 4 * w;
+        a_f[i] = ln < nodes ? 4 * w : INT_MAX; /* past the nodes: no byte exists */
+    }
     /* the fragments' rows (the padding rows past T d read the last row's values; they are not stored) */
     int aro[2][2], am[2][2];
 #pragma unroll
@@ -383,11 +359,18 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
             aro[mi][h] = r / d * P + r % d + tq * d, am[mi][h] = r % d;
         }
     const int d4 = 4 * d; /* k + 4 in a node's k-step */
-    const int n_steps = ltc_steps(g);
+    int n_steps = 0;
+    for (int s = 0; s < g.n_segs; s++) n_steps += (g.K[s] + LTC_BK - 1) / LTC_BK;
     int cs = 0, ck0 = 0; /* the next step to copy: segment, k */
     auto copy_step = [&](int stage) {
         float *As = smem + stage * LTC_STAGE, *Bs = As + GEMM_BM * LTC_KS;
-        ac.copy(g, Ab, As, cs, ck0);
+        const float *a = Ab + g.a_off[cs] + ck0 * d;
+        const int avail = (g.K[cs] - ck0) * d; /* floats of a node's k-step that exist */
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int bytes = cp_bytes(avail, a_f[i]);
+            cp_async16(As + a_dst[i], bytes ? a + a_src[i] : g.A, bytes);
+        }
         const float *W = g.W + g.w_off[cs] + (g.species ? sp * g.w_species[cs] : 0);
 #pragma unroll
         for (int i = 0; i < 2; i++) {
@@ -487,165 +470,10 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
     ltc_write<BT>(g, smem, node0, nodes, n0, sp);
 }
 
-/* The same tile with Hopper's warpgroup products (sm_90a): the block's 4 warps issue each 64 x 64 x 8 product
- * together (wg_mma_64x64x8), warp w's rows 16 w on, A from registers as in lin_tc_tile and B read by the tensor
- * cores from shared memory. B's hi and lo parts are formed once per block and k-step, where lin_tc_tile's warps split
- * every B fragment they read (session 24: ~437 SASS instructions per warp and 16-wide k-step, 48 of them products):
- * W's k-step is copied as it is (cp.async, with A's, LWG_STAGES - 1 steps ahead), and one step before its products
- * each thread splits the 8 values it copied into the two K-major B parts (8 x 4 core matrices; the n groups 36 floats
- * apart in the forward, whose W rows run along n, and the k groups 264 apart in the transpose, so that a warp's
- * stores spread over the banks; two sets, used in turn). The products and their order are lin_tc_tile's: per 8-wide
- * k-step a_lo b_hi, a_hi b_lo, a_hi b_hi from zero, then one FFMA per value into the float sums. */
-#define LWG_STAGES 4
-#define LWG_NSB(BT) ((BT) ? 32 : 36)    /* floats between B's core matrices along n */
-#define LWG_KSB(BT) ((BT) ? 264 : 288)  /* along k: 8 n groups, and the transpose's padding */
-#define LWG_BPART 1152                  /* floats of one B part (hi or lo): 4 k groups */
-#define LWG_RAW (GEMM_BM * LTC_BK)      /* W's k-step as copied: [k][n] (forward) or [n][k] */
-#define LWG_STAGE (GEMM_BM * LTC_KS + LWG_RAW)
-#define LWG_FLOATS (LWG_STAGES * LWG_STAGE + 4 * LWG_BPART)
-static_assert(4 * LWG_KSB(false) <= LWG_BPART && 4 * LWG_KSB(true) <= LWG_BPART, "the warpgroup tile's B layout");
-static_assert((2 * GEMM_BM - 1) * GEMM_BN <= LWG_FLOATS, "the staged sums fit the stages");
-
-#if defined(CGQ_WGMMA)
+/* Block x of the grid takes node tile x - tile0[q] of part q (lin_gemm_launch) */
 template <bool BT>
-__device__ __forceinline__ void lin_wg_tile(const lin_gemm<float> &g, float *smem, int64_t node0, int nodes, int n0,
-                                            int sp) {
-    constexpr int NSB = LWG_NSB(BT), KSB = LWG_KSB(BT);
-    const int tid = threadIdx.x, lane = tid % 32, gq = lane / 4, tq = lane % 4, wm = tid / 32 * 16;
-    const int d = g.d, T = ltc_nodes(d), P = ltc_node_stride(d), Td = T * d;
-    const float *Ab = g.A + node0 * g.lda;
-    const ltc_a_copies ac(d, nodes, (int)g.lda);
-    float *const Bhl = smem + LWG_STAGES * LWG_STAGE; /* the two sets of B parts: hi, lo, hi, lo */
-    int aro[2], am[2]; /* the fragment's rows gq and gq + 8 (padding rows read the last row's values) */
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int r = min(wm + gq + 8 * h, Td - 1);
-        aro[h] = r / d * P + r % d + tq * d, am[h] = r % d;
-    }
-    /* this thread's two 16-byte pieces of W's k-step: where they are in the copy, and where their values go in a B
-     * part */
-    int b_raw[2], b_dst[2];
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int q = tid + LTC_THREADS * i;
-        b_raw[i] = 4 * q;
-        if (BT) { /* 4 k's of row n: one core matrix row */
-            const int nn = q / 4, kq = q % 4;
-            b_dst[i] = kq * KSB + nn / 8 * NSB + nn % 8 * 4;
-        } else { /* 4 n's of row k: 4 rows of a core matrix */
-            const int kk = q / 16, n = 4 * (q % 16);
-            b_dst[i] = kk / 4 * KSB + n / 8 * NSB + n % 8 * 4 + kk % 4;
-        }
-    }
-    const int n_steps = ltc_steps(g);
-    int cs = 0, ck0 = 0; /* the next step to copy: segment, k */
-    auto copy_step = [&](int stage) {
-        float *As = smem + stage * LWG_STAGE, *raw = As + GEMM_BM * LTC_KS;
-        ac.copy(g, Ab, As, cs, ck0);
-        const float *W = g.W + g.w_off[cs] + (g.species ? sp * g.w_species[cs] : 0);
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int q = tid + LTC_THREADS * i;
-            if (BT) { /* B(k, n) = W[n ld + k]: row n's 4 k's */
-                const int n = n0 + q / 4, k = ck0 + 4 * (q % 4);
-                const int bytes = n < g.N ? cp_bytes(g.K[cs], k) : 0;
-                cp_async16(raw + b_raw[i], bytes ? W + (int64_t)n * g.ld[cs] + k : g.W, bytes);
-            } else { /* B(k, n) = W[k ld + n]: row k's 4 n's */
-                const int k = ck0 + q / 16, n = n0 + 4 * (q % 16);
-                const int bytes = k < g.K[cs] ? cp_bytes(g.N, n) : 0;
-                cp_async16(raw + b_raw[i], bytes ? W + (int64_t)k * g.ld[cs] + n : g.W, bytes);
-            }
-        }
-        ck0 += LTC_BK;
-        if (ck0 >= g.K[cs]) cs++, ck0 = 0;
-    };
-    auto split_b = [&](int stage, int set) { /* this thread's copied values into set's hi and lo parts (the tensor
-                                                * cores truncate lo to TF32) */
-        const float *raw = smem + stage * LWG_STAGE + GEMM_BM * LTC_KS;
-        float *Bh = Bhl + 2 * set * LWG_BPART, *Bl = Bh + LWG_BPART;
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const float4 w = *reinterpret_cast<const float4 *>(raw + b_raw[i]);
-            const float v[4] = {w.x, w.y, w.z, w.w};
-            float hi[4], lo[4];
-#pragma unroll
-            for (int j = 0; j < 4; j++) hi[j] = tf32_round(v[j]), lo[j] = v[j] - hi[j];
-            if (BT) {
-                *reinterpret_cast<float4 *>(Bh + b_dst[i]) = make_float4(hi[0], hi[1], hi[2], hi[3]);
-                *reinterpret_cast<float4 *>(Bl + b_dst[i]) = make_float4(lo[0], lo[1], lo[2], lo[3]);
-            } else {
-#pragma unroll
-                for (int j = 0; j < 4; j++) Bh[b_dst[i] + 4 * j] = hi[j], Bl[b_dst[i] + 4 * j] = lo[j];
-            }
-        }
-    };
-    for (int stage = 0; stage < LWG_STAGES - 1; stage++) {
-        if (stage < n_steps) copy_step(stage);
-        __pipeline_commit();
-    }
-    __pipeline_wait_prior(LWG_STAGES - 2); /* step 0's copies (this thread's) */
-    if (n_steps > 0) split_b(0, 0);
-    const uint64_t desc0 = wg_desc(Bhl, 4 * KSB, 4 * NSB);
-    float acc[8][4] = {};
-    for (int ms = 0, step = 0; ms < g.n_segs; ms++) {
-        float sc[2]; /* the path weight times the row's diagonal coupling */
-        const float pw = (float)g.pw[ms];
-#pragma unroll
-        for (int h = 0; h < 2; h++) sc[h] = g.diag[ms] ? pw * g.diag[ms][am[h]] : pw;
-        for (int mk = 0; mk < g.K[ms]; mk += LTC_BK, step++) {
-            __pipeline_wait_prior(LWG_STAGES - 3); /* this thread's copies of this step's A and the next step's W */
-            wg_proxy_fence();                      /* its B parts' stores, for the tensor cores */
-            __syncthreads();                       /* everyone's, and the previous step's reads */
-            if (step + LWG_STAGES - 1 < n_steps) copy_step((step + LWG_STAGES - 1) % LWG_STAGES);
-            __pipeline_commit();
-            if (step + 1 < n_steps) split_b((step + 1) % LWG_STAGES, (step + 1) % 2);
-            const float *As = smem + step % LWG_STAGES * LWG_STAGE;
-            const uint64_t dh = desc0 + (uint64_t)(step % 2 * 2 * LWG_BPART * 4 / 16), dl = dh + LWG_BPART * 4 / 16;
-#pragma unroll
-            for (int kb = 0; kb < LTC_BK; kb += 8) {
-                uint32_t ah[4], al[4];
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-#pragma unroll
-                    for (int c = 0; c < 2; c++)
-                        tf32_split_lo_truncated(As[aro[h] + (kb / 4 + c) * 4 * d], ah[h + 2 * c], al[h + 2 * c]);
-                const uint64_t ko = (uint64_t)(kb / 4 * KSB * 4 / 16); /* k groups kb / 4 and kb / 4 + 1 */
-                float t[32];
-                wg_fence();
-                wg_mma_64x64x8<false>(t, al, dh + ko);
-                wg_mma_64x64x8<true>(t, ah, dl + ko);
-                wg_mma_64x64x8<true>(t, ah, dh + ko);
-                wg_commit();
-                wg_wait_all();
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-#pragma unroll
-                    for (int q = 0; q < 4; q++) acc[j][q] = fmaf(sc[q / 2], t[4 * j + q], acc[j][q]);
-            }
-        }
-    }
-    __syncthreads(); /* the stages are free for the sums */
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        float *row = smem + ltc_out_row(wm + gq + 8 * h, d);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int c = 0; c < 2; c++) row[(8 * j + 2 * tq + c) * d] = acc[j][2 * h + c];
-    }
-    ltc_write<BT>(g, smem, node0, nodes, n0, sp);
-}
-#endif
-
-/* The tiles' shared memory: the warpgroup tile's 55 KB take the dynamic limit raised (lin_gemm_launch) */
-constexpr size_t ltc_smem_bytes(bool wg) {
-    return sizeof(float) * (wg ? LWG_FLOATS : LTC_STAGES * LTC_STAGE);
-}
-
-/* Block x of the grid takes node tile x - tile0[q] of part q (lin_gemm_launch); WG: lin_wg_tile (where compiled) */
-template <bool BT, bool WG>
 __global__ void __launch_bounds__(LTC_THREADS, 4) k_lin_gemm_tc(lin_gemm_parts<float> parts) {
-    extern __shared__ __align__(128) float smem[]; /* ltc_smem_bytes(WG) */
+    __shared__ __align__(16) float smem[LTC_STAGES * LTC_STAGE];
     int q = 0;
     while (q + 1 < parts.n && blockIdx.x >= parts.tile0[q + 1]) q++;
     const lin_gemm<float> &g = parts.g[q];
@@ -655,24 +483,9 @@ __global__ void __launch_bounds__(LTC_THREADS, 4) k_lin_gemm_tc(lin_gemm_parts<f
     for (int sp = -1;;) {
         if (g.species && (sp = lin_gemm_next_species(g.species, node0 * g.d, (node0 + nodes) * g.d, g.d, sp)) == INT_MAX)
             break;
-        if constexpr (WG) {
-#if defined(CGQ_WGMMA)
-            lin_wg_tile<BT>(g, smem, node0, nodes, n0, sp);
-#endif
-        } else {
-            lin_tc_tile<BT>(g, smem, node0, nodes, n0, sp);
-        }
+        lin_tc_tile<BT>(g, smem, node0, nodes, n0, sp);
         if (!g.species) break;
     }
-}
-
-/* 1 where this GPU runs k_lin_gemm_tc's warpgroup tile (code compiled for sm_90a), else 0 */
-__global__ void k_lin_gemm_wg_probe(int *out) {
-#if defined(CGQ_WGMMA)
-    *out = 1;
-#else
-    *out = 0;
-#endif
 }
 #endif
 
@@ -690,28 +503,6 @@ static int lin_gemm_tc_mode() {
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 8)
         return 0;
     return env && env[0] == '1' ? 2 : 1;
-#endif
-}
-
-/* Whether k_lin_gemm_tc's tiles are lin_wg_tile's: the code this GPU runs was compiled for sm_90a (probed once, as
- * a PTX fallback JIT-compiled on a later GPU is not), unless CGQ_GPU_NODE_WG=0 */
-static bool lin_gemm_wg() {
-#if defined(__HIPCC__)
-    return false;
-#else
-    static int probed = -1;
-    const char *env = getenv("CGQ_GPU_NODE_WG");
-    if (env && env[0] == '0') return false;
-    if (probed < 0) {
-        int *d = nullptr, h = 0;
-        if (cudaMalloc(&d, sizeof(int)) != cudaSuccess) return false;
-        k_lin_gemm_wg_probe<<<1, 1>>>(d);
-        const bool ok = cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
-        cudaFree(d);
-        if (!ok) return false;
-        probed = h;
-    }
-    return probed == 1;
 #endif
 }
 
@@ -762,16 +553,7 @@ static void lin_gemm_launch(const std::vector<lin_gemm<T>> &gs) {
 #if !defined(__HIPCC__)
         if constexpr (std::is_same<T, float>::value)
             if (tc) {
-                if (lin_gemm_wg()) {
-                    static const bool raised = cudaFuncSetAttribute(k_lin_gemm_tc<BT, true>,
-                                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                                    (int)ltc_smem_bytes(true)) == cudaSuccess;
-                    if (raised) {
-                        k_lin_gemm_tc<BT, true><<<grid, LTC_THREADS, ltc_smem_bytes(true)>>>(parts);
-                        continue;
-                    }
-                }
-                k_lin_gemm_tc<BT, false><<<grid, LTC_THREADS, ltc_smem_bytes(false)>>>(parts);
+                k_lin_gemm_tc<BT><<<grid, LTC_THREADS>>>(parts);
                 continue;
             }
 #endif

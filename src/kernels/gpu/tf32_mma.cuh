@@ -61,59 +61,6 @@ __device__ __forceinline__ void mma_split_step(float (&acc)[4], const uint32_t (
     for (int q = 0; q < 4; q++) acc[q] += tm[q] + tc[q];
 }
 
-/* ---- Hopper's warpgroup products (wgmma, sm_90a): 4 warps issue one m64nNk8 product together, B read by the tensor
- * cores from shared memory through a descriptor, A from registers in m16n8k8's fragment layout (warp w of the group:
- * rows 16 w to 16 w + 15), D per warp as m16n8's per 8 columns: d[4 j + 2 h + c] is (row gq + 8 h, column 8 j + 2 tq
- * + c). Compiled only for sm_90a (CGQ_WGMMA); elsewhere the callers take mma_tf32's tiles. */
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define CGQ_WGMMA 1
-#endif
-
-/* The descriptor of a K-major B without swizzle: 8 x 16-byte core matrices (8 rows n, 4 k of TF32) of 128 contiguous
- * bytes, `kstride` bytes apart along k (leading byte offset) and `nstride` along n (stride byte offset); both
- * multiples of 16 (measured on an H100: the leading offset is the k one) */
-__device__ __forceinline__ uint64_t wg_desc(const void *smem, uint32_t kstride, uint32_t nstride) {
-    const uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
-    return (uint64_t)((a >> 4) & 0x3fff) | (uint64_t)((kstride >> 4) & 0x3fff) << 16 |
-           (uint64_t)((nstride >> 4) & 0x3fff) << 32;
-}
-
-#if defined(CGQ_WGMMA)
-#define CGQ_WG_D32                                                                                                     \
-    "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
-#define CGQ_WG_OUT(m)                                                                                                  \
-    m(d[0]), m(d[1]), m(d[2]), m(d[3]), m(d[4]), m(d[5]), m(d[6]), m(d[7]), m(d[8]), m(d[9]), m(d[10]), m(d[11]),       \
-        m(d[12]), m(d[13]), m(d[14]), m(d[15]), m(d[16]), m(d[17]), m(d[18]), m(d[19]), m(d[20]), m(d[21]), m(d[22]),   \
-        m(d[23]), m(d[24]), m(d[25]), m(d[26]), m(d[27]), m(d[28]), m(d[29]), m(d[30]), m(d[31])
-#define CGQ_WG_W(x) "=f"(x)
-#define CGQ_WG_RW(x) "+f"(x)
-/* d = a b (ADD false) or d += a b, 64 x 64 x 8 in TF32 with float sums, issued asynchronously (wg_commit, wg_wait) */
-template <bool ADD>
-__device__ __forceinline__ void wg_mma_64x64x8(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
-    if constexpr (ADD)
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 " CGQ_WG_D32 ", {%32,%33,%34,%35}, %36, p, 1, 1;\n}\n"
-                     : CGQ_WG_OUT(CGQ_WG_RW)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1));
-    else
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 " CGQ_WG_D32 ", {%32,%33,%34,%35}, %36, p, 1, 1;\n}\n"
-                     : CGQ_WG_OUT(CGQ_WG_W)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(0));
-}
-#undef CGQ_WG_D32
-#undef CGQ_WG_OUT
-#undef CGQ_WG_W
-#undef CGQ_WG_RW
-/* before a group's products: the registers they read or write were last touched by ordinary instructions */
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-/* waits for the committed products (and their shared-memory reads) */
-__device__ __forceinline__ void wg_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-/* a thread's shared-memory stores made visible to the tensor cores' reads (before the barrier that precedes them) */
-__device__ __forceinline__ void wg_proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-#endif
-
 #endif /* !__HIPCC__ */
 
 #endif
