@@ -3,11 +3,12 @@
 # `ctest -L gpu -j12`, and meanwhile compute-sanitizer memcheck and racecheck on the kernel tests of the kernels the
 # session changed (FILTER for memcheck, RACE_FILTER for racecheck; default the radial MLP and fused-forward tests).
 # Only a few small files go to $OUT, and the summary is printed first-to-last in a few lines (a long tail is cut by the
-# device tool).
+# device tool). BENCH=1: then the MACE-MP-0-medium-architecture step's times (carry .whl to make the model).
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 source bench/device_build.sh
+[ "${BENCH:-0}" = 1 ] && make_models
 build_gpu
 K=build-gpu/tests/test_gpu_kernels F=${FILTER:-'*Fused*:*RadialTable*'}
 R=${RACE_FILTER:-'*Fused*mace01*:*Fused*water_mace*:*RadialTable*mace01*:*RadialTable*nequip_l2_parity_2layer_wide*'}
@@ -25,5 +26,14 @@ echo "skipped (no plan of that kind for the model): $(grep -c '\*\*\*Skipped' /t
 grep -E "\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception" /tmp/ctest_gpu.log | head -20 >>"$OUT/ctest_summary.txt"
 cp /tmp/ctest_gpu.log "$OUT/ctest_gpu.log"
 wait
+if [ "${BENCH:-0}" = 1 ]; then # then the MACE-MP-0-medium-architecture step: checked, 3 rounds, profile, 98,304 atoms
+  B=build-gpu/bench_eval W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch.h5
+  {
+    echo "MP-0: $($B $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
+    for round in 1 2 3; do echo "MP-0 round $round: $($B $MP $W 3 3 3 cuda 10 --fp32 --pairs | grep -E 'ms/step')"; done
+    echo "$(CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
+    echo "MP-0 98,304 atoms: $($B $MP $W 8 8 8 cuda 3 --fp32 --pairs | grep -E 'ms/step')"
+  } >"$OUT/bench.txt" 2>&1
+fi
 echo "==== summary"
-cat "$OUT/ctest_summary.txt" "$OUT/sanitizers.txt" 2>/dev/null
+cat "$OUT/ctest_summary.txt" "$OUT/sanitizers.txt" "$OUT/bench.txt" 2>/dev/null
