@@ -41,19 +41,19 @@ ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)|GPU memory [0-
   echo "new $(CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
   [ -n "${ALT_ENV:-}" ] && echo "new $ALT_ENV $(env $ALT_ENV CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
   if [ "${WATER:-1}" = 1 ]; then # WATER=0: MP-0 alone
-  WM=potentials/water-mace-small.h5
-  echo "water base $(CGQ_GPU_PROFILE=1 $B0 $WM $W 3 3 3 cuda 5 --fp32 --pairs 2>&1 | grep profile | tail -1)"
-  echo "water new $(CGQ_GPU_PROFILE=1 $B $WM $W 3 3 3 cuda 5 --fp32 --pairs 2>&1 | grep profile | tail -1)"
-  for mdl in water-mace-small mace01-solvent water-nequip-small; do
-    echo "== $mdl new: $($B potentials/$mdl.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET' | head -1)"
-    echo "== $mdl base: $($B0 potentials/$mdl.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET' | head -1)"
-    [ -n "${ALT_ENV:-}" ] && echo "== $mdl new $ALT_ENV: $(env $ALT_ENV $B potentials/$mdl.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET' | head -1)"
-    for round in 1 2; do
-      echo "== $mdl base: $($B0 potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
-      echo "== $mdl new: $($B potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
-      [ -n "${ALT_ENV:-}" ] && echo "== $mdl new $ALT_ENV: $(env $ALT_ENV $B potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
+    WM=potentials/water-mace-small.h5
+    echo "water base $(CGQ_GPU_PROFILE=1 $B0 $WM $W 3 3 3 cuda 5 --fp32 --pairs 2>&1 | grep profile | tail -1)"
+    echo "water new $(CGQ_GPU_PROFILE=1 $B $WM $W 3 3 3 cuda 5 --fp32 --pairs 2>&1 | grep profile | tail -1)"
+    for mdl in water-mace-small mace01-solvent water-nequip-small; do
+      echo "== $mdl new: $($B potentials/$mdl.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET' | head -1)"
+      echo "== $mdl base: $($B0 potentials/$mdl.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET' | head -1)"
+      [ -n "${ALT_ENV:-}" ] && echo "== $mdl new $ALT_ENV: $(env $ALT_ENV $B potentials/$mdl.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET' | head -1)"
+      for round in 1 2; do
+        echo "== $mdl base: $($B0 potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
+        echo "== $mdl new: $($B potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
+        [ -n "${ALT_ENV:-}" ] && echo "== $mdl new $ALT_ENV: $(env $ALT_ENV $B potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
+      done
     done
-  done
   fi
   echo "== MP-0 98,304 atoms base: $($B0 $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
   echo "== MP-0 98,304 atoms new: $($B $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
