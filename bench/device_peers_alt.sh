@@ -3,7 +3,9 @@
 # model (5,184 water atoms, energy+forces) in cgequi (fp32, --pairs) alternated with mace-torch converted to
 # cuEquivariance (6 rounds of 10 steps) and with mace-torch on e3nn (2 rounds of 5), then cgequi fp64 with and without
 # --pairs. Wheels as bench/device_peers.sh: .whl/*.whl (mace-torch 0.3.16 and its imports), .whl/cueq (cuequivariance
-# 0.13; tools/make_peer_wheels.sh makes both). Logs in $OUT; the summary last.
+# 0.13; tools/make_peer_wheels.sh makes both). LMP=1: LAMMPS is also built from .device/lammps (Debian's source), at
+# nice 19 on cores 8-15 while the peers run, and the shipped water models' MD timed after them (lammps_water_boxes).
+# Logs in $OUT; the summary last.
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
@@ -17,7 +19,14 @@ for f in glob.glob(".whl/cueq/*.tar.xz"): tarfile.open(f).extractall("/tmp/cueq_
     $PIP --target /tmp/site_cueq .whl/cueq/*.whl /tmp/cueq_whl/*.whl
 ) >"$OUT/cueq_install.log" 2>&1 &
 CUEQ_PID=$!
-build_gpu --no-tests bench_eval
+if [ "${LMP:-0}" = 1 ]; then
+  build_gpu --no-tests
+  ( taskset -c 8-15 nice -n 19 tools/build-lammps-with-cgequi.sh .device/lammps build-gpu /tmp/lmpbuild \
+      -DBUILD_MPI=yes -DBUILD_OMP=yes >"$OUT/lammps_build.log" 2>&1 || echo "LAMMPS BUILD FAILED" >>"$OUT/lammps_build.log" ) &
+  LMP_PID=$!
+else
+  build_gpu --no-tests bench_eval
+fi
 wait $MODELS_PID $CUEQ_PID
 M=$M/mace_mp0_medium_arch W=.device/models/water_192.xyz
 CG="build-gpu/bench_eval $M.h5 $W 3 3 3 cuda 10 --fp32 --pairs"
@@ -29,6 +38,12 @@ PYTHONPATH=/tmp/site timeout 150 python3 bench/mace_torch_bench.py $M.model $W 3
   echo "fp64 --pairs: $(build-gpu/bench_eval $M.h5 $W 3 3 3 cuda 5 --pairs | grep ms/step)"
   echo "fp64 graph from the host: $(build-gpu/bench_eval $M.h5 $W 3 3 3 cuda 5 | grep ms/step)"
 } >"$OUT/fp64.log" 2>&1
+if [ "${LMP:-0}" = 1 ]; then
+  wait $LMP_PID
+  tail -1 "$OUT/lammps_build.log"
+  lammps_water_boxes >"$OUT/lammps.txt" 2>&1
+fi
 echo "==== summary"
 grep -h -E "^round|^alternated|^cueq|^converted|^mace-torch|Error|error" "$OUT/cueq.log" "$OUT/e3nn.log" | cut -c1-240
 cat "$OUT/fp64.log"
+[ "${LMP:-0}" = 1 ] && cat "$OUT/lammps.txt"
