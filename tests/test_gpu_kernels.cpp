@@ -179,6 +179,44 @@ TEST_P(GpuKernels, SkipTensorProductMatchesCpu) {
     });
 }
 
+// A non-residual layer's linear and skip as one per-species GEMM (weights multiplied at setup): 301 nodes of random
+// species against the CPU's linear, then skip, and their transposes.
+TEST_P(GpuKernels, LinearSkipMatchesCpu) {
+    if (std::string(m->family) != "mace") GTEST_SKIP() << "not a MACE model";
+    int fused = 0;
+    for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
+        for (int t = 0; t < m->n_layers; t++) {
+            const cgq_mace_layer *ly = &m->layers[t];
+            const cgq_tp *tp = &ly->skip_tp;
+            const int dM = ly->linear.in.dim, dT = ly->linear.out.dim, dA = tp->out.dim, ns = m->n_species;
+            const int64_t n = 301;
+            std::vector<int32_t> species(n);
+            for (auto &s : species) s = (int32_t)(rng() % (uint64_t)ns);
+            const std::vector<double> M = uniform(rng, n * dM), gA = uniform(rng, n * dA);
+            std::vector<double> A(n * dA, NAN), gM(n * dM, NAN);
+            const cgq_status st = cgq_gpu_linear_skip(g, t, n, species.data(), M.data(), gA.data(), A.data(), gM.data());
+            if (st == CGQ_STATUS_INVALID_ARGUMENT) continue; /* a residual layer, or one the two GEMMs run */
+            ASSERT_EQ(st, CGQ_STATUS_OK) << cgq_last_error();
+            fused++;
+            std::vector<double> Ar(n * dA), gMr(n * dM, 0.0), Mlin(dT), gMlin(dT);
+            for (int64_t i = 0; i < n; i++) {
+                std::vector<double> onehot(ns, 0.0);
+                onehot[species[i]] = 1.0;
+                cgq_linear_forward(&ly->linear, &M[i * dM], Mlin.data());
+                for (double &v : Mlin) v /= ly->avg_num_neighbors;
+                cgq_tp_node_forward(tp, Mlin.data(), onehot.data(), &Ar[i * dA]);
+                std::fill(gMlin.begin(), gMlin.end(), 0.0);
+                cgq_tp_node_backward_x1(tp, onehot.data(), &gA[i * dA], gMlin.data());
+                for (double &v : gMlin) v /= ly->avg_num_neighbors;
+                cgq_linear_backward(&ly->linear, gMlin.data(), &gMr[i * dM]);
+            }
+            expect_close(GetParam(), t, fp32, seed, "A", A, Ar);
+            expect_close(GetParam(), t, fp32, seed, "dE/dM", gM, gMr);
+        }
+    });
+    std::printf("  %d fused linear+skip layer runs\n", fused);
+}
+
 // The node linears as GEMM tiles (k_lin_gemm), forward and transpose, on 301 random rows: partial 64-row tiles for
 // every 2l+1.
 TEST_P(GpuKernels, NodeLinearMatchesCpu) {

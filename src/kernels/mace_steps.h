@@ -155,7 +155,7 @@ static inline size_t mace_layout(mace_ctx *c, double *base, int want_grad, int c
                    (size_t)cgq_fcnet_cache_size(&ly->density_fn);
         esz = s > esz ? s : esz;
     }
-    c->esz = esz + 4 * (size_t)m->n_bessel + 16 * 3 + 16 + 64;
+    c->esz = esz + 4 * (size_t)m->n_bessel + 16 + 64;
     int maxro = 1;
     for (int r = 0; r < m->n_readouts; r++)
         maxro = mace_max_i(maxro, 4 * m->readouts[r].linear_1.out.dim + m->readouts[r].linear_2.out.dim);
@@ -175,7 +175,7 @@ static inline size_t mace_cache_doubles(const cgq_model *m, int64_t E) {
 /* ---- per-edge scratch ---------------------------------------------------------------------------- */
 typedef struct mace_edge_scratch {
     double *w, *cache;           /* current edge's MLP output/activations (own buffers or the cache) */
-    double *own_w, *own_cache, *wraw, *gw, *fc_scratch, *dcache, *gef, *B, *dB, *dY, *gY;
+    double *own_w, *own_cache, *wraw, *gw, *fc_scratch, *dcache, *gef, *B, *dB, *gY;
 } mace_edge_scratch;
 
 CGQ_INTERNAL void mace_scratch_init(mace_edge_scratch *s, double *p, const cgq_model *m, const cgq_mace_layer *ly) {
@@ -189,7 +189,6 @@ CGQ_INTERNAL void mace_scratch_init(mace_edge_scratch *s, double *p, const cgq_m
     s->gef = p, p += 2 * m->n_bessel;
     s->B = p, p += m->n_bessel;
     s->dB = p, p += m->n_bessel;
-    s->dY = p, p += 16 * 3;
     s->gY = p;
 }
 
@@ -252,7 +251,7 @@ CGQ_INTERNAL double mace_edge_geometry_sh(const mace_ctx *c, int64_t e, double *
     const cgq_model *m = c->m;
     const double *v = c->vec + 3 * e;
     const double r = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
-    cgq_sh_eval(lmax, v, Y, NULL);
+    cgq_sh_eval(lmax, v, Y);
     double B[64];
     const double rb = m->agnesi ? cgq_agnesi(m, c->species[c->sender[e]], c->species[c->erecv[e]], r, NULL) : r;
     cgq_bessel(m, rb, B, NULL);
@@ -525,9 +524,9 @@ CGQ_INTERNAL void mace_step_node_backward(const mace_ctx *c, int t, int64_t i, d
 /* Last part of an edge's reverse pass, shared by the backends: from dE/d(edge features) gef, dE/d(cutoff)
  * gcut and dE/dY gY to dE/dvec (+=), through the Bessel basis, the Agnesi transform, the polynomial cutoff,
  * the spherical harmonics (degrees <= lmax, nY = (lmax + 1)^2: the model's; the GPU passes them as constants, so
- * that its arrays stay in registers) and (layer 0) the ZBL pair term. B, dB: n_bessel each; dY: 3*nY scratch. */
+ * that its arrays stay in registers) and (layer 0) the ZBL pair term. B, dB: n_bessel each. */
 CGQ_INTERNAL void mace_edge_tail_sh(const mace_ctx *c, int t, int64_t i, int64_t e, const double *gef, double gcut,
-                                    const double *gY, double *B, double *dB, double *dY, int lmax, int nY) {
+                                    const double *gY, double *B, double *dB, int lmax) {
     const cgq_model *m = c->m;
     const int nb = c->nb;
     const double *v = c->vec + 3 * e, r = c->r[e];
@@ -549,19 +548,15 @@ CGQ_INTERNAL void mace_edge_tail_sh(const mace_ctx *c, int t, int64_t i, int64_t
         cgq_zbl_edge(m, su, sv, r, &dz);
         gr += m->scale * dz;
     }
-    double Yt[16];
-    cgq_sh_eval(lmax, v, Yt, dY);
+    double gv[3];
+    cgq_sh_vjp(lmax, v, gY, gv);
     double *ge = c->edge_grad + 3 * e;
-    for (int k = 0; k < 3; k++) {
-        double acc = gr * v[k] / r;
-        for (int j = 0; j < nY; j++) acc += gY[j] * dY[3 * j + k];
-        ge[k] += acc;
-    }
+    for (int k = 0; k < 3; k++) ge[k] += gr * v[k] / r + gv[k];
 }
 
 CGQ_INTERNAL void mace_edge_tail(const mace_ctx *c, int t, int64_t i, int64_t e, const double *gef, double gcut,
-                                 const double *gY, double *B, double *dB, double *dY) {
-    mace_edge_tail_sh(c, t, i, e, gef, gcut, gY, B, dB, dY, c->m->lmax_sh, c->nY);
+                                 const double *gY, double *B, double *dB) {
+    mace_edge_tail_sh(c, t, i, e, gef, gcut, gY, B, dB, c->m->lmax_sh);
 }
 
 /* dE/dv of edge e (receiver i) of layer t through Y, the radial MLP, the density (+=); each edge is
@@ -602,7 +597,7 @@ CGQ_INTERNAL void mace_edge_backward_one(const mace_ctx *c, int t, int64_t i, in
         cgq_fcnet_backward(&ly->density_fn, c->ef + e * nb, es.dcache, &gd, gef2, es.fc_scratch);
         for (int n = 0; n < nb; n++) gef[n] += gef2[n];
     }
-    mace_edge_tail(c, t, i, e, gef, gcut, es.gY, es.B, es.dB, es.dY);
+    mace_edge_tail(c, t, i, e, gef, gcut, es.gY, es.B, es.dB);
 }
 
 CGQ_INTERNAL void mace_step_edge_backward(const mace_ctx *c, int t, int64_t i, double *scratch) {

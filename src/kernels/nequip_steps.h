@@ -238,7 +238,7 @@ CGQ_INTERNAL size_t nq_layout(nq_ctx *c, double *base, int want_grad, int cache_
     c->erecv = ip ? c->sedge + E : NULL;
     c->active = ip ? (char *)(c->erecv + E) : NULL;
     const cgq_nq_mlp *ro = &nq->readout;
-    c->esz = esz + 4 * (size_t)nq->n_bessel + 16 * 4 + 64;
+    c->esz = esz + 4 * (size_t)nq->n_bessel + 16 + 64;
     c->nsz = 6 * (size_t)maxdim + 2 * (size_t)maxmid + (size_t)nq_mlp_cache_size(ro) + 2 * (size_t)nq_mlp_max_width(ro) + 16;
     return pl.total;
 }
@@ -255,7 +255,7 @@ CGQ_INTERNAL void nq_step_edge_sh(const nq_ctx *c, int64_t e, int lmax) {
     const double x = r * nq->rmax_recip[tc * nq->n_types + tn];
     c->xn[e] = x;
     c->active[e] = x < 1.0;
-    cgq_sh_eval(lmax, u, c->Y + e * c->nY, NULL);
+    cgq_sh_eval(lmax, u, c->Y + e * c->nY);
     nq_edge_embedding(nq, x, c->ef + e * c->nb, NULL);
 }
 
@@ -377,9 +377,9 @@ CGQ_INTERNAL void nq_step_node_backward(const nq_ctx *c, int t, int64_t i, doubl
 /* Edge e (receiver i) from dE/d(edge embedding) gef (NULL: none) plus gx = dE/dx of x = r / r_max(pair) found
  * otherwise (the GPU's radial tables), and dE/dY gY: dE/dvec through the Bessel basis, the cutoff and the spherical
  * harmonics (degrees <= lmax, nY = (lmax + 1)^2: the model's, constants on the GPU), added to edge_grad. ef, def:
- * n_bessel each; dY: 3 x nY. */
+ * n_bessel each. */
 CGQ_INTERNAL void nq_edge_tail_sh(const nq_ctx *c, int64_t i, int64_t e, const double *gef, double gx, const double *gY,
-                                  double *ef, double *def, double *dY, int lmax, int nY) {
+                                  double *ef, double *def, int lmax) {
     const cgq_nequip *nq = c->nq;
     const int tc = c->species[i], tn = c->species[c->sender[e]];
     const double k = nq->rmax_recip[tc * nq->n_types + tn];
@@ -390,19 +390,15 @@ CGQ_INTERNAL void nq_edge_tail_sh(const nq_ctx *c, int64_t i, int64_t e, const d
     }
     gr *= k;
     const double *u = c->u + 3 * e, r = c->r[e];
-    double Yt[16];
-    cgq_sh_eval(lmax, u, Yt, dY);
+    double gu[3];
+    cgq_sh_vjp(lmax, u, gY, gu);
     double *ge = c->edge_grad + 3 * e;
-    for (int q = 0; q < 3; q++) {
-        double acc = gr * u[q] / r;
-        for (int j = 0; j < nY; j++) acc += gY[j] * dY[3 * j + q];
-        ge[q] -= acc; /* d/dvec = -d/du */
-    }
+    for (int q = 0; q < 3; q++) ge[q] -= gr * u[q] / r + gu[q]; /* d/dvec = -d/du */
 }
 
 CGQ_INTERNAL void nq_edge_tail(const nq_ctx *c, int64_t i, int64_t e, const double *gef, double gx, const double *gY,
-                               double *ef, double *def, double *dY) {
-    nq_edge_tail_sh(c, i, e, gef, gx, gY, ef, def, dY, c->m->lmax_sh, c->nY);
+                               double *ef, double *def) {
+    nq_edge_tail_sh(c, i, e, gef, gx, gY, ef, def, c->m->lmax_sh);
 }
 
 /* dE/dv for the edges of receiver i through Y, the edge MLP, the Bessel basis and cutoff (+=). */
@@ -412,8 +408,7 @@ CGQ_INTERNAL void nq_step_edge_backward(const nq_ctx *c, int t, int64_t i, doubl
     const int din = nq_layer_in_dim(nq, t), dM = ly->tp.out.dim, nb = c->nb, nY = c->nY;
     const int64_t wn = ly->tp.weight_numel;
     double *w = scratch, *gw = w + wn, *cache = gw + wn, *mscr = cache + nq_mlp_cache_size(&ly->edge_mlp);
-    double *gef = mscr + 2 * nq_mlp_max_width(&ly->edge_mlp), *ef = gef + nb, *def = ef + nb, *dY = def + nb;
-    double *gY = dY + 16 * 3;
+    double *gef = mscr + 2 * nq_mlp_max_width(&ly->edge_mlp), *ef = gef + nb, *def = ef + nb, *gY = def + nb;
     for (int64_t e = c->row_ptr[i]; e < c->row_ptr[i + 1]; e++) {
         if (!c->active[e]) continue;
         nq_mlp_forward(&ly->edge_mlp, c->ef + e * nb, w, cache);
@@ -422,7 +417,7 @@ CGQ_INTERNAL void nq_step_edge_backward(const nq_ctx *c, int t, int64_t i, doubl
         cgq_tp_conv_backward(&ly->tp, c->h[t] + (int64_t)c->sender[e] * din, c->Y + e * nY, w, c->gM + i * dM, NULL, gY,
                              gw);
         nq_mlp_backward(&ly->edge_mlp, cache, gw, gef, mscr);
-        nq_edge_tail(c, i, e, gef, 0.0, gY, ef, def, dY);
+        nq_edge_tail(c, i, e, gef, 0.0, gY, ef, def);
     }
 }
 

@@ -108,6 +108,7 @@ struct cgq_gpu {
     conv_plan plans[CGQ_MAX_LAYERS];
     symcon_plan symcon[CGQ_MAX_LAYERS];
     skip_plan skips[CGQ_MAX_LAYERS];
+    linskip_plan linskip[CGQ_MAX_LAYERS]; /* a non-residual layer's linear and skip as one GEMM (node_ops.cuh) */
     readout_plan readouts[CGQ_MAX_LAYERS]; /* MACE v2: the readouts as dense matrices (readout.cuh) */
     radial_table radial[CGQ_MAX_LAYERS]; /* fp32: the radial MLPs as tables (all layers or none) */
     radial_table wtab[CGQ_MAX_LAYERS];   /* fp32 MACE: the convolution weights' tables (build_weight_tables) */
@@ -1084,6 +1085,48 @@ static cgq_status set_species_classes(cgq_gpu *g, const int32_t *species, int64_
     return CGQ_STATUS_OK;
 }
 
+/* Layer t's linear and skip as one per-species GEMM (linskip_plan) where its form allows: a non-residual layer
+ * without density, both maps GEMMs. Its weights are multiplied on the GPU in double from the model's, then kept in
+ * the working precision. CGQ_GPU_LINSKIP=0: the two GEMMs as before (for comparisons). */
+static cgq_status build_linskip_plan(cgq_gpu *g, int t) {
+    const cgq_mace_layer *hl = &g->host_model->layers[t], *dl = &g->shadow.layers[t];
+    linskip_plan &p = g->linskip[t];
+    const char *env = getenv("CGQ_GPU_LINSKIP");
+    if ((env && env[0] == '0') || hl->residual || hl->density || !g->skips[t].ok) return CGQ_STATUS_OK;
+    p = linskip_pairs(&hl->linear, &hl->skip_tp);
+    if (!p.ok) return CGQ_STATUS_OK;
+    const int64_t n = linskip_numel(p, &hl->skip_tp);
+    double *w = nullptr;
+    CGQ_CHECK_GPU(cudaMalloc(&w, sizeof(double) * n));
+    g->allocations.push_back(w); /* freed with the model, or below once its float copy exists */
+    const int m2 = hl->skip_tp.in2.b[0].mul;
+    auto grid = [](int64_t items) { return (unsigned)std::min<int64_t>((items + 255) / 256, 65535); }; /* grid-stride */
+    for (const linskip_plan::pair &q : p.pairs) {
+        const int Nu = hl->linear.out.b[hl->linear.ins_out[q.kl]].mul;
+        k_linskip_weights<<<grid((int64_t)m2 * q.Kv * q.Nw), 256>>>(m2, q.Kv, Nu, q.Nw,
+                                                                   dl->linear.weight + hl->linear.w_offset[q.kl],
+                                                                   dl->skip_tp.weight + hl->skip_tp.w_offset[q.k],
+                                                                   w + q.off);
+    }
+    CGQ_CHECK_GPU(cudaGetLastError());
+    if (g->fp32) { /* the float copy replaces the double one */
+        float *f = nullptr;
+        CGQ_CHECK_GPU(cudaMalloc(&f, sizeof(float) * n));
+        g->allocations.push_back(f);
+        k_convert<double, float><<<grid(n), 256>>>(n, w, f);
+        CGQ_CHECK_GPU(cudaGetLastError());
+        CGQ_CHECK_GPU(cudaDeviceSynchronize());
+        g->allocations.erase(std::find(g->allocations.begin(), g->allocations.end(), (void *)w));
+        CGQ_CHECK_GPU(cudaFree(w));
+        p.w = reinterpret_cast<const double *>(f);
+        g->model_bytes += sizeof(float) * n;
+    } else {
+        p.w = w;
+        g->model_bytes += sizeof(double) * n;
+    }
+    return CGQ_STATUS_OK;
+}
+
 static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm); /* nequip_gpu.cuh */
 static cgq_status build_nequip_v2(cgq_gpu *g);                    /* nequip_gpu.cuh */
 
@@ -1144,6 +1187,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
                       "convolutions, l <= 3 features, a coupling width <= 16 and readouts at most 128 wide; this "
                       "model runs in fp64 only (use precision fp64)");
     if (st == CGQ_STATUS_OK && fp32) st = upload_model_f32(g);
+    for (int t = 0; t < m->n_layers && st == CGQ_STATUS_OK && g->v2; t++) st = build_linskip_plan(g, t);
     if (st == CGQ_STATUS_OK && fp32) st = build_model_radial_tables(g);
     if (st == CGQ_STATUS_OK && fp32) st = choose_fused_conv(g);
     if (st == CGQ_STATUS_OK && fp32) st = build_species_conv(g);
@@ -1608,12 +1652,12 @@ __global__ void k_edge_tail(mace_ctx c, int t, int64_t e0, int64_t e1, const T *
                             const double *gr) {
     constexpr int LMAX = sh_lmax<NY>();
     for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1; e += (int64_t)gridDim.x * blockDim.x) {
-        double B[64], dB[64], dY[3 * NY], ge[64], gy[NY]; /* the tail and the sums run in double */
+        double B[64], dB[64], ge[64], gy[NY]; /* the tail and the sums run in double */
         if (gef)
             for (int n = 0; n < c.nb; n++) ge[n] = (double)gef[(e - e0) * c.nb + n];
 #pragma unroll
         for (int j = 0; j < NY; j++) gy[j] = (double)gY[e * NY + j];
-        mace_edge_tail_sh(&c, t, c.erecv[e], e, gef ? ge : nullptr, (double)gcut[e], gy, B, dB, dY, LMAX, NY);
+        mace_edge_tail_sh(&c, t, c.erecv[e], e, gef ? ge : nullptr, (double)gcut[e], gy, B, dB, LMAX);
         if (gr) { /* dE/dr through the radial table (radial_spline.cuh) */
             const double s = gr[e - e0] / c.r[e];
             for (int k = 0; k < 3; k++) c.edge_grad[3 * e + k] += s * c.vec[3 * e + k];
@@ -2135,10 +2179,15 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             }
         }
         if (!N) continue;
-        node_linear_fwd<T>(&ly->linear, &sly->linear, &dly->linear, N, M, dM, Mlin, dTt,
-                           (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), nullptr, 0);
-        if (ly->density) k_density_scale<T><<<blocks_for(N * dTt), TH>>>(N, dTt, a.rho[t], Mlin);
-        if (!ly->residual) skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, Mlin, dTt, A, dTt);
+        if (g->linskip[t].ok) {
+            linskip_fwd<T>(&ly->linear, &ly->skip_tp, g->skips[t], g->linskip[t], N, c.species, M, dM, A, dTt,
+                           1.0 / ly->avg_num_neighbors);
+        } else {
+            node_linear_fwd<T>(&ly->linear, &sly->linear, &dly->linear, N, M, dM, Mlin, dTt,
+                               (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), nullptr, 0);
+            if (ly->density) k_density_scale<T><<<blocks_for(N * dTt), TH>>>(N, dTt, a.rho[t], Mlin);
+            if (!ly->residual) skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, Mlin, dTt, A, dTt);
+        }
         prof.mark("node_fwd");
         const symcon_plan &sp = g->symcon[t];
         symcon_forward<T>(sp, N, c.species, ly->residual ? Mlin : A, dTt, B, dB);
@@ -2187,11 +2236,18 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             symcon_backward<T>(sp, N, c.species, ly->residual && ly->density ? a.Mlin[t] : A, dTt, gBn, maxb, gApre,
                                dTt);
             prof.mark("symcon_bwd");
-            if (!ly->residual) skip_gemm_bwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, gApre, dTt, gMl, dTt);
-            T *gsrc = ly->residual ? gApre : gMl;
-            if (ly->density) k_density_scale_bwd<T><<<blocks_for(N), TH>>>(N, dTt, a.rho[t], a.Mlin[t], gsrc, a.grho);
-            node_linear_bwd<T>(&ly->linear, &sly->linear, &dly->linear, N, gsrc, dTt, gM, dM,
-                               (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), 0);
+            if (g->linskip[t].ok) {
+                linskip_bwd<T>(&ly->linear, &ly->skip_tp, g->skips[t], g->linskip[t], N, c.species, gApre, dTt, gM,
+                               dM, 1.0 / ly->avg_num_neighbors);
+            } else {
+                if (!ly->residual)
+                    skip_gemm_bwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, gApre, dTt, gMl, dTt);
+                T *gsrc = ly->residual ? gApre : gMl;
+                if (ly->density)
+                    k_density_scale_bwd<T><<<blocks_for(N), TH>>>(N, dTt, a.rho[t], a.Mlin[t], gsrc, a.grho);
+                node_linear_bwd<T>(&ly->linear, &sly->linear, &dly->linear, N, gsrc, dTt, gM, dM,
+                                   (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), 0);
+            }
             CGQ_LAUNCH_CHECK();
             prof.mark("node_bwd");
         }
@@ -2382,6 +2438,30 @@ extern "C" cgq_status cgq_gpu_skip_tp(cgq_gpu *g, int layer, int64_t n, const in
                         layer);
     return g->fp32 ? skip_tp_t<float>(g, layer, n, species, x, gout, out, gx)
                    : skip_tp_t<double>(g, layer, n, species, x, gout, out, gx);
+}
+
+template <class T>
+static cgq_status linear_skip_t(cgq_gpu *g, int layer, int64_t n, const int32_t *species, const double *M,
+                                const double *gA, double *A, double *gM) {
+    const cgq_mace_layer *ly = &g->host_model->layers[layer];
+    const int64_t dM = ly->linear.in.dim, dA = ly->skip_tp.out.dim;
+    return run_on_device<T>({{M, n * dM}, {gA, n * dA}}, {{A, n * dA}, {gM, n * dM}}, species, n,
+                            [&](const int32_t *dsp, T *const *i, T *const *o) {
+                                const double alpha = 1.0 / ly->avg_num_neighbors;
+                                linskip_fwd<T>(&ly->linear, &ly->skip_tp, g->skips[layer], g->linskip[layer], n, dsp,
+                                               i[0], dM, o[0], dA, alpha);
+                                linskip_bwd<T>(&ly->linear, &ly->skip_tp, g->skips[layer], g->linskip[layer], n, dsp,
+                                               i[1], dA, o[1], dM, alpha);
+                            });
+}
+
+extern "C" cgq_status cgq_gpu_linear_skip(cgq_gpu *g, int layer, int64_t n, const int32_t *species, const double *M,
+                                          const double *gA, double *A, double *gM) {
+    if (g->host_model->nequip || layer < 0 || layer >= g->host_model->n_layers || !g->linskip[layer].ok || n <= 0)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT,
+                        "cgq_gpu_linear_skip: layer %d's linear and skip do not run as one GEMM (or no nodes)", layer);
+    return g->fp32 ? linear_skip_t<float>(g, layer, n, species, M, gA, A, gM)
+                   : linear_skip_t<double>(g, layer, n, species, M, gA, A, gM);
 }
 
 /* The node linear `which` of a layer (cgq_gpu_linear): its host description, and its weights on the device in the

@@ -37,6 +37,12 @@ cgq_status cgq_gpu_product_basis(cgq_gpu *gpu, int layer, int64_t n, const int32
 cgq_status cgq_gpu_skip_tp(cgq_gpu *gpu, int layer, int64_t n, const int32_t *species, const double *x,
                            const double *gout, double *out, double *gx);
 
+/* Kernel test entry: a non-residual layer's linear and skip as the one per-species GEMM the evaluator runs (linskip):
+ * A = skip_tp(linear(M) / avg_num_neighbors, onehot(species)) [n][skip out.dim] and gM its transpose of gA
+ * [n][linear in.dim]. CGQ_STATUS_INVALID_ARGUMENT where the layer does not run them so. */
+cgq_status cgq_gpu_linear_skip(cgq_gpu *gpu, int layer, int64_t n, const int32_t *species, const double *M,
+                               const double *gA, double *A, double *gM);
+
 /* Kernel test entry: a layer's node linear `which` (MACE: 0 linear_up, 1 linear, 2 product_linear; NequIP: 0 linear_1,
  * 1 linear_2) on n rows as the GPU's GEMM tiles run it in the evaluator's precision: y = linear(x) [n][out.dim] and
  * gx = linear^T(gy) [n][in.dim].

@@ -307,12 +307,12 @@ __global__ void k_nq_edge_tail(nq_ctx c, int64_t e0, int64_t e1, const T *gef, c
     for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1;
          e += (int64_t)gridDim.x * blockDim.x) {
         if (!c.active[e]) continue;
-        double ge[64], gy[NY], ef[64], def[64], dY[3 * NY];
+        double ge[64], gy[NY], ef[64], def[64];
         if (gef)
             for (int n = 0; n < c.nb; n++) ge[n] = (double)gef[(e - e0) * c.nb + n];
 #pragma unroll
         for (int j = 0; j < NY; j++) gy[j] = (double)gY[e * NY + j];
-        nq_edge_tail_sh(&c, c.erecv[e], e, gef ? ge : nullptr, gx ? gx[e - e0] : 0.0, gy, ef, def, dY, LMAX, NY);
+        nq_edge_tail_sh(&c, c.erecv[e], e, gef ? ge : nullptr, gx ? gx[e - e0] : 0.0, gy, ef, def, LMAX);
     }
 }
 /* k_nq_edge_tail for the model's SH width */

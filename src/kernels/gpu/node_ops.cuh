@@ -7,6 +7,7 @@
 #define CGQ_GPU_NODE_OPS_CUH
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <vector>
 
@@ -121,22 +122,28 @@ struct lin_gemm {
     const T *diag[LG_MAX_SEGS]; /* or per row r: A(r, k) *= diag[r % d] (the skip's diagonal couplings) */
 };
 
-/* Output element (row r = (node, m), column n) of a tile's sums: alpha acc (+ add, or + C for an accumulating
- * transpose); rows past the end, columns past N and, with per-species weights, other species' rows are skipped */
+/* An output element c from its sum: alpha acc, plus *add (the forward's add: NULL for none) or, for an accumulating
+ * transpose, plus *c. Both tiles' stores end here, so their outputs have the same bits. */
+template <class T, bool BT>
+__device__ __forceinline__ void lin_gemm_put(const lin_gemm<T> &g, T *c, const T *add, T acc) {
+    if (BT) {
+        *c = (T)((g.accumulate ? (double)*c : 0.0) + g.alpha * acc);
+    } else {
+        T v = (T)(g.alpha * acc);
+        if (add) v += *add;
+        *c = v;
+    }
+}
+
+/* Output element (row r = (node, m), column n) of a tile's sums (lin_gemm_put); rows past the end, columns past N
+ * and, with per-species weights, other species' rows are skipped */
 template <class T, bool BT>
 __device__ __forceinline__ void lin_gemm_store(const lin_gemm<T> &g, int64_t r, int64_t rows, int n, int sp, T acc) {
     if (r >= rows || n >= g.N) return;
     const int64_t node = r / g.d;
     if (g.species && g.species[node] != sp) return;
     const int64_t col = g.c_off + (int64_t)n * g.d + r % g.d;
-    T *c = g.C + node * g.ldc + col;
-    if (BT) {
-        *c = (T)((g.accumulate ? (double)*c : 0.0) + g.alpha * acc);
-    } else {
-        T v = (T)(g.alpha * acc);
-        if (g.add) v += g.add[node * g.ldadd + col];
-        *c = v;
-    }
+    lin_gemm_put<T, BT>(g, g.C + node * g.ldc + col, !BT && g.add ? g.add + node * g.ldadd + col : nullptr, acc);
 }
 
 /* One 64 x 64 output tile over every segment; with per-species weights, those of species sp, and only the rows of
@@ -304,8 +311,8 @@ __device__ __forceinline__ int ltc_out_row(int r, int d) {
 /* the staged rows end before (r / d + 1) 64 d <= (r + d) 64 < (2 GEMM_BM - 1) GEMM_BN floats (r < 64, d <= 64) */
 static_assert((2 * GEMM_BM - 1) * GEMM_BN <= LTC_STAGES * LTC_STAGE, "the staged sums fit the stages");
 
-/* C (+)= alpha x the staged sums for the tile's nodes (with per-species weights, those of species sp), as
- * lin_gemm_store would, each node's run of min(64, N - n0) d floats by consecutive threads */
+/* C (+)= alpha x the staged sums for the tile's nodes (with per-species weights, those of species sp), by
+ * lin_gemm_put, each node's run of min(64, N - n0) d floats by consecutive threads */
 template <bool BT>
 __device__ __forceinline__ void ltc_write(const lin_gemm<float> &g, const float *st, int64_t node0, int nodes, int n0,
                                           int sp) {
@@ -317,15 +324,8 @@ __device__ __forceinline__ void ltc_write(const lin_gemm<float> &g, const float 
         if (g.species && g.species[node] != sp) continue;
         float *c = g.C + node * g.ldc + off;
         const float *s = st + ln * GEMM_BN * d, *add = !BT && g.add ? g.add + node * g.ldadd + off : nullptr;
-        for (int w = len >= LTC_THREADS ? tid : tid % len; w < len; w += LTC_THREADS) {
-            if (BT) {
-                c[w] = (float)((g.accumulate ? (double)c[w] : 0.0) + g.alpha * s[w]);
-            } else {
-                float v = (float)(g.alpha * s[w]);
-                if (add) v += add[w];
-                c[w] = v;
-            }
-        }
+        for (int w = len >= LTC_THREADS ? tid : tid % len; w < len; w += LTC_THREADS)
+            lin_gemm_put<float, BT>(g, c + w, add ? add + w : nullptr, s[w]);
     }
     __syncthreads(); /* the stages are free for the next species' pass */
 }
@@ -497,12 +497,22 @@ static int lin_gemm_tc_mode() {
 #if defined(__HIPCC__)
     return 0;
 #else
-    const char *env = getenv("CGQ_GPU_NODE_TC");
+    /* read once per device (every node GEMM launch asks: ~20 per step), as mode + 1 (0: not yet read) */
+    constexpr int max_devices = 64;
+    static std::atomic<int> known[max_devices];
     int dev = 0, major = 0;
-    if ((env && env[0] == '0') || cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 8)
-        return 0;
-    return env && env[0] == '1' ? 2 : 1;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+    if (dev < max_devices) {
+        const int m = known[dev].load(std::memory_order_relaxed);
+        if (m) return m - 1;
+    }
+    const char *env = getenv("CGQ_GPU_NODE_TC");
+    int mode = 0;
+    if (!(env && env[0] == '0') && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+        major >= 8)
+        mode = env && env[0] == '1' ? 2 : 1;
+    if (dev < max_devices) known[dev].store(mode + 1, std::memory_order_relaxed);
+    return mode;
 #endif
 }
 
@@ -695,6 +705,114 @@ static void skip_gemm_bwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int
             const int s = g.n_segs++;
             g.a_off[s] = ob.offset, g.K[s] = ob.mul, g.ld[s] = m2 * ob.mul, g.w_off[s] = hl->w_offset[k];
             g.pw[s] = hl->path_weight[k], g.w_species[s] = ob.mul, g.diag[s] = sp.at<T>(k);
+        }
+        gs.push_back(g);
+    }
+    lin_gemm_launch<T, true>(gs);
+}
+
+/* MACE's non-residual interaction ends with A = skip_tp(linear(M) / avg, species): two node GEMMs, the second per
+ * species. They run as one per-species GEMM over M (linskip_fwd): for each skip instruction k and each linear
+ * instruction k' into k's input block (a pair), the weights are multiplied once when the model is set up, for every
+ * species s: Wc[s][v][w] = sum_u L_k'[v, u] W_k[u, s, w] (MACE-MP-0's layer 0: 4 pairs of 128 x 128 for 89 species,
+ * 23 MB in float). One pass over the nodes' rows each way is saved (there, A and dE/dA: 42 MB each at 5,184 atoms).
+ * Mlin itself is then never formed, so this is only for layers that do not keep it (no density). */
+struct linskip_plan {
+    struct pair {
+        int k, kl;     /* skip instruction, linear instruction */
+        int64_t off;   /* its Wc in w: [species][Kv][Nw] */
+        int Kv, Nw;    /* M's block multiplicity (rows of Wc), the skip's output multiplicity */
+    };
+    bool ok = false;
+    std::vector<pair> pairs;
+    const double *w = nullptr; /* device, in the working precision (float data in the double*, as the float model) */
+    template <class T>
+    const T *at() const {
+        return reinterpret_cast<const T *>(w);
+    }
+};
+
+/* Wc of one pair for every species: out[(s Kv + v) Nw + w] = sum_u L[v Nu + u] S[(u m2 + s) Nw + w], summed in u order */
+__global__ void k_linskip_weights(int m2, int Kv, int Nu, int Nw, const double *L, const double *S, double *out) {
+    const int64_t n = (int64_t)m2 * Kv * Nw;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < n; q += (int64_t)gridDim.x * blockDim.x) {
+        const int s = (int)(q / ((int64_t)Kv * Nw)), v = (int)(q / Nw % Kv), w = (int)(q % Nw);
+        double acc = 0;
+        for (int u = 0; u < Nu; u++) acc += L[(int64_t)v * Nu + u] * S[((int64_t)u * m2 + s) * Nw + w];
+        out[q] = acc;
+    }
+}
+
+/* The pairs of linear hl and skip ht (host copies), or none (ok false) where the form does not hold: the linear is a
+ * GEMM (lin_gemm_ok), the skip is (skip_gemm_ok), and each GEMM of the fused map has at most LG_MAX_SEGS pairs */
+static linskip_plan linskip_pairs(const cgq_linear *hl, const cgq_tp *ht) {
+    linskip_plan p;
+    if (!lin_gemm_ok(hl) || !skip_gemm_ok(ht)) return p;
+    const int m2 = ht->in2.b[0].mul;
+    int64_t off = 0;
+    std::vector<int> per_out(ht->out.n, 0), per_in(hl->in.n, 0);
+    for (int k = 0; k < ht->n_ins; k++) {
+        const cgq_irrep_block &ib = ht->in1.b[ht->i1[k]];
+        for (int kl = 0; kl < hl->n_ins; kl++) {
+            const cgq_irrep_block &lo = hl->out.b[hl->ins_out[kl]];
+            if (lo.offset != ib.offset) continue;
+            if (lo.mul != ib.mul || lo.l != ib.l) return p; /* the skip does not read the linear's blocks */
+            const int Kv = hl->in.b[hl->ins_in[kl]].mul, Nw = ht->out.b[ht->io[k]].mul;
+            p.pairs.push_back({k, kl, off, Kv, Nw});
+            off += (int64_t)m2 * Kv * Nw;
+            if (++per_out[ht->io[k]] > LG_MAX_SEGS || ++per_in[hl->ins_in[kl]] > LG_MAX_SEGS) return linskip_plan{};
+        }
+    }
+    p.ok = true;
+    return p;
+}
+
+/* Total Wc elements of plan p */
+static int64_t linskip_numel(const linskip_plan &p, const cgq_tp *ht) {
+    int64_t n = 0;
+    for (const linskip_plan::pair &q : p.pairs) n += (int64_t)ht->in2.b[0].mul * q.Kv * q.Nw;
+    return n;
+}
+
+/* A[n] = skip_tp(alpha linear(M[n]), onehot(species[n])) (hl, ht: host copies; sp: the skip's diagonals) */
+template <class T>
+static void linskip_fwd(const cgq_linear *hl, const cgq_tp *ht, const skip_plan &sp, const linskip_plan &lp,
+                        int64_t n_nodes, const int32_t *species, const T *M, int64_t ldm, T *A, int64_t lda, double alpha) {
+    std::vector<lin_gemm<T>> gs;
+    for (int j = 0; j < ht->out.n && n_nodes; j++) {
+        const cgq_irrep_block &ob = ht->out.b[j];
+        lin_gemm<T> g{};
+        g.n_nodes = n_nodes, g.d = 2 * ob.l + 1, g.A = M, g.lda = ldm, g.C = A, g.ldc = lda, g.c_off = ob.offset;
+        g.N = ob.mul, g.alpha = alpha, g.W = lp.at<T>(), g.species = species;
+        for (const linskip_plan::pair &q : lp.pairs) {
+            if (ht->io[q.k] != j) continue;
+            const int s = g.n_segs++;
+            g.a_off[s] = hl->in.b[hl->ins_in[q.kl]].offset, g.K[s] = q.Kv, g.ld[s] = q.Nw, g.w_off[s] = q.off;
+            g.w_species[s] = (int64_t)q.Kv * q.Nw, g.pw[s] = ht->path_weight[q.k] * hl->path_weight[q.kl];
+            g.diag[s] = sp.at<T>(q.k);
+        }
+        gs.push_back(g);
+    }
+    lin_gemm_launch<T, false>(gs);
+}
+
+/* gM[n] = alpha linear^T(skip_tp^T(gA[n])): every block of M written (zeros where no pair reads it) */
+template <class T>
+static void linskip_bwd(const cgq_linear *hl, const cgq_tp *ht, const skip_plan &sp, const linskip_plan &lp,
+                        int64_t n_nodes, const int32_t *species, const T *gA, int64_t ldga, T *gM, int64_t ldgm,
+                        double alpha) {
+    std::vector<lin_gemm<T>> gs;
+    for (int b = 0; b < hl->in.n && n_nodes; b++) {
+        const cgq_irrep_block &ib = hl->in.b[b];
+        lin_gemm<T> g{};
+        g.n_nodes = n_nodes, g.d = 2 * ib.l + 1, g.A = gA, g.lda = ldga, g.C = gM, g.ldc = ldgm, g.c_off = ib.offset;
+        g.N = ib.mul, g.alpha = alpha, g.W = lp.at<T>(), g.species = species;
+        for (const linskip_plan::pair &q : lp.pairs) {
+            if (hl->ins_in[q.kl] != b) continue;
+            const int s = g.n_segs++;
+            g.a_off[s] = ht->out.b[ht->io[q.k]].offset, g.K[s] = q.Nw, g.ld[s] = q.Nw, g.w_off[s] = q.off;
+            g.w_species[s] = (int64_t)q.Kv * q.Nw, g.pw[s] = ht->path_weight[q.k] * hl->path_weight[q.kl];
+            g.diag[s] = sp.at<T>(q.k);
         }
         gs.push_back(g);
     }
