@@ -121,34 +121,62 @@ __global__ void k_pair_sender_edges(int64_t n_cand, const int32_t *order, const 
 
 /* Per node: force = sum of dE/dv over edges it sends minus over edges it receives; node virial (if asked)
  * = half of -v (x) g of every edge it receives or sends; vpart = -v (x) g summed over its received edges
- * (each edge once, for the global virial). */
+ * (each edge once, for the global virial). One warp per node: lane j takes edges j, j + W, ... of each list, then
+ * the lanes' sums meet in a fixed butterfly (deterministic; every lane ends with the same bits). A thread per node
+ * walked its ~180 edges one after another, with 1.2 warps per SM at 5,184 atoms: ~0.1 ms of MACE-MP-0's step. */
+__device__ __forceinline__ double warp_total(double v) {
+#pragma unroll
+    for (int off = CGQ_WARP / 2; off > 0; off /= 2) v += CGQ_SHFL_XOR_W(v, off, CGQ_WARP);
+    return v;
+}
+
 __global__ void k_node_forces(int64_t n_nodes, int64_t n_local, const int64_t *row_ptr, const int64_t *srow,
                               const int32_t *sedge, const double *vec, const double *grad, double *force,
                               double *node_virial, double *vpart) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n_nodes; i += (int64_t)gridDim.x * blockDim.x) {
+    const int lane = threadIdx.x % CGQ_WARP;
+    const int64_t warps = (int64_t)gridDim.x * blockDim.x / CGQ_WARP;
+    for (int64_t i = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / CGQ_WARP; i < n_nodes; i += warps) {
         double f[3] = {0, 0, 0}, wr[9] = {0}, ws[9] = {0};
         if (i < n_local)
-            for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++) {
+            for (int64_t e = row_ptr[i] + lane; e < row_ptr[i + 1]; e += CGQ_WARP) {
                 const double *g = grad + 3 * e, *v = vec + 3 * e;
+#pragma unroll
                 for (int a = 0; a < 3; a++) {
                     f[a] -= g[a];
+#pragma unroll
                     for (int b = 0; b < 3; b++) wr[3 * a + b] -= v[a] * g[b];
                 }
             }
-        for (int64_t k = srow[i]; k < srow[i + 1]; k++) {
+        for (int64_t k = srow[i] + lane; k < srow[i + 1]; k += CGQ_WARP) {
             const int64_t e = sedge[k];
             const double *g = grad + 3 * e, *v = vec + 3 * e;
+#pragma unroll
             for (int a = 0; a < 3; a++) {
                 f[a] += g[a];
-                if (node_virial)
+                if (node_virial) {
+#pragma unroll
                     for (int b = 0; b < 3; b++) ws[3 * a + b] -= v[a] * g[b];
+                }
             }
         }
-        for (int a = 0; a < 3; a++) force[3 * i + a] = f[a];
-        if (node_virial)
-            for (int k = 0; k < 9; k++) node_virial[9 * i + k] = 0.5 * (wr[k] + ws[k]);
-        if (i < n_local)
-            for (int k = 0; k < 9; k++) vpart[9 * i + k] = wr[k];
+#pragma unroll
+        for (int a = 0; a < 3; a++) f[a] = warp_total(f[a]);
+#pragma unroll
+        for (int k = 0; k < 9; k++) wr[k] = warp_total(wr[k]);
+        if (node_virial) {
+#pragma unroll
+            for (int k = 0; k < 9; k++) ws[k] = warp_total(ws[k]);
+        }
+        /* lanes 0-8 write the node's values, one each */
+        if (lane < 3) force[3 * i + lane] = lane == 0 ? f[0] : lane == 1 ? f[1] : f[2];
+        if (lane < 9) {
+            double r = 0, t = 0;
+#pragma unroll
+            for (int k = 0; k < 9; k++)
+                if (k == lane) r = wr[k], t = ws[k];
+            if (node_virial) node_virial[9 * i + lane] = 0.5 * (r + t);
+            if (i < n_local) vpart[9 * i + lane] = r;
+        }
     }
 }
 

@@ -1525,8 +1525,11 @@ static cgq_status pairs_fill(cgq_gpu *g, mace_ctx *c) {
 static cgq_status pairs_forces(cgq_gpu *g, const mace_ctx &c, cgq_node_result *r) {
     pair_state &ps = g->pairs;
     const int64_t N = ps.n_local, NA = ps.n_nodes;
-    if (NA) k_node_forces<<<blocks_for(NA), CGQ_GPU_THREADS>>>(NA, N, c.row_ptr, c.srow, c.sedge, c.vec, c.edge_grad, ps.force,
-                                                              r->node_virials ? ps.node_virial : nullptr, ps.vpart);
+    if (NA)
+        k_node_forces<<<blocks_wide(NA * CGQ_WARP), CGQ_GPU_THREADS>>>(NA, N, c.row_ptr, c.srow, c.sedge, c.vec,
+                                                                       c.edge_grad, ps.force,
+                                                                       r->node_virials ? ps.node_virial : nullptr,
+                                                                       ps.vpart);
     k_virial_sum<<<1, CGQ_SCAN_THREADS>>>(N, ps.vpart, ps.virial);
     CGQ_LAUNCH_CHECK();
     if (r->forces && NA) CGQ_CHECK_GPU(cudaMemcpy(r->forces, ps.force, sizeof(double) * 3 * NA, cudaMemcpyDeviceToHost));
