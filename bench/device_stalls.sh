@@ -2,8 +2,8 @@
 # device_stalls.sh: on the GPU machine, what bounds each kernel of one MACE-MP-0-medium-architecture step (5,184 water
 # atoms, fp32, --pairs): Nsight Compute's throughputs, occupancy and warp stall reasons per kernel (the last launch of
 # each name and grid), as a short table; with LMP=1 also LAMMPS (from .device/lammps, built meanwhile) water boxes of
-# 5,184 atoms on the GPU through pair_style cgequi, timesteps per second (NCU=0: only those). Carry .whl and .device.
-# Logs in $OUT.
+# 5,184 atoms on the GPU through pair_style cgequi, timesteps per second (NCU=0: only those). NCU_KERNELS (a regex):
+# only those kernels' launches. Carry .whl and .device. Logs in $OUT.
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
@@ -18,7 +18,7 @@ fi
 if [ "${NCU:-1}" = 1 ]; then
 wait $MODELS_PID
 B=build-gpu/bench_eval W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch.h5
-timeout 300 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
+timeout 300 ncu --clock-control none ${NCU_KERNELS:+--kernel-name regex:$NCU_KERNELS} --section SpeedOfLight --section Occupancy --section LaunchStats \
   --section WarpStateStats --section MemoryWorkloadAnalysis --csv --page raw $B $MP $W 3 3 3 cuda 1 --fp32 --pairs \
   >"$OUT/ncu_stalls.csv" 2>"$OUT/ncu_stalls.err" || tail -3 "$OUT/ncu_stalls.err"
 python3 - "$OUT/ncu_stalls.csv" <<'PY'
