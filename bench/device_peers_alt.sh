@@ -46,4 +46,4 @@ fi
 echo "==== summary"
 grep -h -E "^round|^alternated|^cueq|^converted|^mace-torch|Error|error" "$OUT/cueq.log" "$OUT/e3nn.log" | cut -c1-240
 cat "$OUT/fp64.log"
-[ "${LMP:-0}" = 1 ] && cat "$OUT/lammps.txt"
+if [ "${LMP:-0}" = 1 ]; then cat "$OUT/lammps.txt"; fi

@@ -18,8 +18,8 @@ fi
 if [ "${NCU:-1}" = 1 ]; then
 wait $MODELS_PID
 B=build-gpu/bench_eval W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch.h5
-timeout 300 ncu --clock-control none ${NCU_KERNELS:+--kernel-name regex:$NCU_KERNELS} --section SpeedOfLight --section Occupancy --section LaunchStats \
-  --section WarpStateStats --section MemoryWorkloadAnalysis --csv --page raw $B $MP $W 3 3 3 cuda 1 --fp32 --pairs \
+timeout 300 ncu --clock-control none ${NCU_KERNELS:+--kernel-name regex:$NCU_KERNELS} --section SpeedOfLight \
+  --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis --csv --page raw $B $MP $W 3 3 3 cuda 1 --fp32 --pairs \
   >"$OUT/ncu_stalls.csv" 2>"$OUT/ncu_stalls.err" || tail -3 "$OUT/ncu_stalls.err"
 python3 - "$OUT/ncu_stalls.csv" <<'PY'
 import csv, sys, re
