@@ -52,6 +52,7 @@ extern "C" {
 
 #define CGQ_GPU_THREADS 128
 #define CGQ_GPU_MAX_PARALLEL (132 * 4 * CGQ_GPU_THREADS) /* threads with their own scratch */
+static int blocks_for(int64_t n, int per_cap = 1); /* grids of CGQ_GPU_THREADS (defined with the kernels below) */
 
 /* Work buffers of the v2 path, reused across calls and grown by padding. */
 struct v2_buffers {
@@ -134,6 +135,10 @@ struct cgq_gpu {
     void *graph_stage = nullptr; /* pinned host copy of graph_buf (without erecv): one transfer per call */
     size_t stage_cap = 0;
     std::vector<double> host_rows; /* staging for exchanges and node energies */
+    double *energy_stage = nullptr; /* pinned: the node energies, copied while the reverse runs (energy_download) */
+    size_t energy_cap = 0;
+    cudaStream_t side = nullptr; /* independent launches beside the default stream (side_stream); null: none */
+    cudaEvent_t side_fork = nullptr, side_join = nullptr;
     pair_state pairs;
     cgq_nequip *dev_nequip = nullptr; /* NequIP models: the device copy of the model's NequIP part */
     cgq_nequip nq_shadow;             /* host copy of *dev_nequip: device pointers, host-readable sizes */
@@ -737,6 +742,10 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFree(g->scratch);
     cudaFree(g->graph_buf);
     cudaFreeHost(g->graph_stage);
+    cudaFreeHost(g->energy_stage);
+    if (g->side_fork) cudaEventDestroy(g->side_fork);
+    if (g->side_join) cudaEventDestroy(g->side_join);
+    if (g->side) cudaStreamDestroy(g->side);
     cudaFree(g->pairs.buf);
     cudaFree(g->pairs.step);
     cudaFree(g->edge_grad);
@@ -1095,15 +1104,14 @@ static cgq_status build_linskip_plan(cgq_gpu *g, int t) {
     if ((env && env[0] == '0') || hl->residual || hl->density || !g->skips[t].ok) return CGQ_STATUS_OK;
     p = linskip_pairs(&hl->linear, &hl->skip_tp);
     if (!p.ok) return CGQ_STATUS_OK;
-    const int64_t n = linskip_numel(p, &hl->skip_tp);
+    const int64_t n = p.numel;
     double *w = nullptr;
     CGQ_CHECK_GPU(cudaMalloc(&w, sizeof(double) * n));
     g->allocations.push_back(w); /* freed with the model, or below once its float copy exists */
     const int m2 = hl->skip_tp.in2.b[0].mul;
-    auto grid = [](int64_t items) { return (unsigned)std::min<int64_t>((items + 255) / 256, 65535); }; /* grid-stride */
     for (const linskip_plan::pair &q : p.pairs) {
         const int Nu = hl->linear.out.b[hl->linear.ins_out[q.kl]].mul;
-        k_linskip_weights<<<grid((int64_t)m2 * q.Kv * q.Nw), 256>>>(m2, q.Kv, Nu, q.Nw,
+        k_linskip_weights<<<blocks_for((int64_t)m2 * q.Kv * q.Nw), CGQ_GPU_THREADS>>>(m2, q.Kv, Nu, q.Nw,
                                                                    dl->linear.weight + hl->linear.w_offset[q.kl],
                                                                    dl->skip_tp.weight + hl->skip_tp.w_offset[q.k],
                                                                    w + q.off);
@@ -1113,7 +1121,7 @@ static cgq_status build_linskip_plan(cgq_gpu *g, int t) {
         float *f = nullptr;
         CGQ_CHECK_GPU(cudaMalloc(&f, sizeof(float) * n));
         g->allocations.push_back(f);
-        k_convert<double, float><<<grid(n), 256>>>(n, w, f);
+        k_convert<double, float><<<blocks_for(n), CGQ_GPU_THREADS>>>(n, w, f);
         CGQ_CHECK_GPU(cudaGetLastError());
         CGQ_CHECK_GPU(cudaDeviceSynchronize());
         g->allocations.erase(std::find(g->allocations.begin(), g->allocations.end(), (void *)w));
@@ -1129,6 +1137,21 @@ static cgq_status build_linskip_plan(cgq_gpu *g, int t) {
 
 static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm); /* nequip_gpu.cuh */
 static cgq_status build_nequip_v2(cgq_gpu *g);                    /* nequip_gpu.cuh */
+
+/* The side stream and its two events (side_stream), unless CGQ_GPU_SIDE_STREAM=0; if the runtime refuses them, every
+ * launch stays on the default stream (the same results, one stream) */
+static void create_side_stream(cgq_gpu *g) {
+    const char *env = getenv("CGQ_GPU_SIDE_STREAM");
+    if (env && env[0] == '0') return;
+    if (cudaStreamCreateWithFlags(&g->side, cudaStreamNonBlocking) == cudaSuccess &&
+        cudaEventCreateWithFlags(&g->side_fork, cudaEventDisableTiming) == cudaSuccess &&
+        cudaEventCreateWithFlags(&g->side_join, cudaEventDisableTiming) == cudaSuccess)
+        return;
+    if (g->side_fork) cudaEventDestroy(g->side_fork);
+    if (g->side) cudaStreamDestroy(g->side);
+    g->side = nullptr, g->side_fork = nullptr;
+    cudaGetLastError(); /* not sticky: clear it for the launch checks */
+}
 
 extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, cgq_gpu **out) {
     *out = nullptr;
@@ -1146,6 +1169,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
     g->smem_optin = (size_t)optin;
     if (cudaDeviceGetAttribute(&g->cc_major, cudaDevAttrComputeCapabilityMajor, gpu_id) != cudaSuccess) g->cc_major = 0;
     g->fp32 = fp32; /* the plans size their blocks for it */
+    create_side_stream(g);
     if (const char *mc = getenv("CGQ_GPU_MAX_CHUNK_EDGES")) g->max_chunk_edges = std::max(1LL, atoll(mc));
     g->recompute_mlp = getenv("CGQ_GPU_RECOMPUTE_MLP") != nullptr;
     if (m->nequip) {
@@ -1297,7 +1321,7 @@ __global__ void k_scratch_step(mace_ctx c, int kind, int t, int64_t n, double *p
 /* Blocks of CGQ_GPU_THREADS for n items, at most `per_cap` times CGQ_GPU_MAX_PARALLEL threads: 1 for the kernels with
  * per-thread scratch (scratch_threads), CGQ_WIDE for those without (blocks_wide) */
 #define CGQ_WIDE 16
-static int blocks_for(int64_t n, int per_cap = 1) {
+static int blocks_for(int64_t n, int per_cap) {
     const int64_t b = (n + CGQ_GPU_THREADS - 1) / CGQ_GPU_THREADS;
     const int64_t maxb = per_cap * (CGQ_GPU_MAX_PARALLEL / CGQ_GPU_THREADS);
     return (int)(b < 1 ? 1 : (b > maxb ? maxb : b));
@@ -1548,16 +1572,34 @@ static cgq_status deliver_gradients(cgq_gpu *g, const cgq_graph *gr, const mace_
     return CGQ_STATUS_OK;
 }
 
-/* Sum of the node energies in fixed order (deterministic), and the per-node energies if asked. */
-/* The energy as the sum of the n local nodes' energies node_out (on the device) in node order, as on the CPU. */
-static cgq_status collect_energy(cgq_gpu *g, const double *node_out, int64_t n, double *energy, double *node_energy) {
-    g->host_rows.resize((size_t)n + 1);
-    if (n) CGQ_CHECK_GPU(cudaMemcpy(g->host_rows.data(), node_out, sizeof(double) * n, cudaMemcpyDeviceToHost));
-    double total = 0.0;
-    for (int64_t i = 0; i < n; i++) total += g->host_rows[i];
-    *energy = total;
-    if (node_energy && n) memcpy(node_energy, g->host_rows.data(), sizeof(double) * n);
+/* The n local nodes' energies node_out (on the device) queued for the host, in pinned memory: the reverse is launched
+ * without waiting for them (a synchronous copy here left the GPU idle while the host summed and launched again). */
+static cgq_status energy_download(cgq_gpu *g, const double *node_out, int64_t n) {
+    if ((size_t)n + 1 > g->energy_cap) {
+        cudaFreeHost(g->energy_stage);
+        g->energy_stage = nullptr, g->energy_cap = 0;
+        const size_t want = (size_t)n + (size_t)n / 16 + 64; /* grown by padding */
+        CGQ_CHECK_GPU(cudaHostAlloc((void **)&g->energy_stage, sizeof(double) * want, cudaHostAllocDefault));
+        g->energy_cap = want;
+    }
+    if (n) CGQ_CHECK_GPU(cudaMemcpyAsync(g->energy_stage, node_out, sizeof(double) * n, cudaMemcpyDeviceToHost, 0));
     return CGQ_STATUS_OK;
+}
+
+/* After energy_download: the energy as the sum of the node energies in node order, as on the CPU (deterministic),
+ * and the per-node energies if asked */
+static cgq_status energy_finish(cgq_gpu *g, int64_t n, double *energy, double *node_energy) {
+    CGQ_CHECK_GPU(cudaStreamSynchronize(0));
+    double total = 0.0;
+    for (int64_t i = 0; i < n; i++) total += g->energy_stage[i];
+    *energy = total;
+    if (node_energy && n) memcpy(node_energy, g->energy_stage, sizeof(double) * n);
+    return CGQ_STATUS_OK;
+}
+
+static cgq_status collect_energy(cgq_gpu *g, const double *node_out, int64_t n, double *energy, double *node_energy) {
+    CGQ_TRY(energy_download(g, node_out, n));
+    return energy_finish(g, n, energy, node_energy);
 }
 
 /* ---- v1: the reference steps, one thread per node or edge ----------------------------------------- */
@@ -1671,21 +1713,21 @@ __global__ void k_edge_tail(mace_ctx c, int t, int64_t e0, int64_t e1, const T *
 /* dE/dvec of edges [e0, e1) of layer t (+=): k_edge_tail for the model's SH width */
 template <class T>
 static void edge_tail(const mace_ctx &c, int t, int64_t e0, int64_t e1, const T *gef, const T *gY, const T *gcut,
-                      const double *gr) {
+                      const double *gr, cudaStream_t st = 0) {
     if (e1 <= e0) return;
     const unsigned blocks = blocks_wide(e1 - e0);
     switch (c.nY) {
         case 1:
-            k_edge_tail<T, 1><<<blocks, CGQ_GPU_THREADS>>>(c, t, e0, e1, gef, gY, gcut, gr);
+            k_edge_tail<T, 1><<<blocks, CGQ_GPU_THREADS, 0, st>>>(c, t, e0, e1, gef, gY, gcut, gr);
             break;
         case 4:
-            k_edge_tail<T, 4><<<blocks, CGQ_GPU_THREADS>>>(c, t, e0, e1, gef, gY, gcut, gr);
+            k_edge_tail<T, 4><<<blocks, CGQ_GPU_THREADS, 0, st>>>(c, t, e0, e1, gef, gY, gcut, gr);
             break;
         case 9:
-            k_edge_tail<T, 9><<<blocks, CGQ_GPU_THREADS>>>(c, t, e0, e1, gef, gY, gcut, gr);
+            k_edge_tail<T, 9><<<blocks, CGQ_GPU_THREADS, 0, st>>>(c, t, e0, e1, gef, gY, gcut, gr);
             break;
         default:
-            k_edge_tail<T, 16><<<blocks, CGQ_GPU_THREADS>>>(c, t, e0, e1, gef, gY, gcut, gr);
+            k_edge_tail<T, 16><<<blocks, CGQ_GPU_THREADS, 0, st>>>(c, t, e0, e1, gef, gY, gcut, gr);
             break;
     }
 }
@@ -1709,6 +1751,30 @@ struct phase_profiler {
         fprintf(stderr, "cgequi gpu profile (ms):");
         for (auto &kv : ms) fprintf(stderr, " %s %.3f", kv.first.c_str(), kv.second);
         fprintf(stderr, " | total %.3f\n", total);
+    }
+};
+
+/* Launches that share no data with the default stream's since the last join run beside it (MACE's residual skips,
+ * the edge geometry beside layer 0's node maps, layer 1's edge tail beside its sender sums): fork() orders the side
+ * stream after everything launched so far and gives it; join() orders the default stream after everything launched
+ * on the side. Every result crosses a join before it is read, so the bits are those of one stream. Without a side
+ * stream (CGQ_GPU_SIDE_STREAM=0) fork() gives the default stream and join() does nothing. */
+struct side_stream {
+    cudaStream_t s;
+    cudaEvent_t fork_ev, join_ev;
+    explicit side_stream(const cgq_gpu *g) : s(g->side), fork_ev(g->side_fork), join_ev(g->side_join) {}
+    cgq_status fork(cudaStream_t *out) {
+        *out = s;
+        if (!s) return CGQ_STATUS_OK;
+        CGQ_CHECK_GPU(cudaEventRecord(fork_ev, 0));
+        CGQ_CHECK_GPU(cudaStreamWaitEvent(s, fork_ev, 0));
+        return CGQ_STATUS_OK;
+    }
+    cgq_status join() {
+        if (!s) return CGQ_STATUS_OK;
+        CGQ_CHECK_GPU(cudaEventRecord(join_ev, s));
+        CGQ_CHECK_GPU(cudaStreamWaitEvent(0, join_ev, 0));
+        return CGQ_STATUS_OK;
     }
 };
 
@@ -2090,18 +2156,22 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     c.m = g->dev_model; /* the double steps (geometry, embedding, energies, edge tail) */
     const int TH = CGQ_GPU_THREADS;
     prof.mark("buffers");
+    side_stream side(g);
+    CGQ_TRY(side.join()); /* whatever a failed call left on the side comes first */
+    cudaStream_t ss = 0;
+    CGQ_TRY(side.fork(&ss)); /* the edge geometry beside the embedding and layer 0's node maps (joined before its conv) */
     if (E) switch (c.nY) { /* the model's SH width as a constant */
             case 1:
-                k_edge_geometry_t<T, 1><<<blocks_wide(E), TH>>>(c, a.Y, a.ef, a.cut);
+                k_edge_geometry_t<T, 1><<<blocks_wide(E), TH, 0, ss>>>(c, a.Y, a.ef, a.cut);
                 break;
             case 4:
-                k_edge_geometry_t<T, 4><<<blocks_wide(E), TH>>>(c, a.Y, a.ef, a.cut);
+                k_edge_geometry_t<T, 4><<<blocks_wide(E), TH, 0, ss>>>(c, a.Y, a.ef, a.cut);
                 break;
             case 9:
-                k_edge_geometry_t<T, 9><<<blocks_wide(E), TH>>>(c, a.Y, a.ef, a.cut);
+                k_edge_geometry_t<T, 9><<<blocks_wide(E), TH, 0, ss>>>(c, a.Y, a.ef, a.cut);
                 break;
             default:
-                k_edge_geometry_t<T, 16><<<blocks_wide(E), TH>>>(c, a.Y, a.ef, a.cut);
+                k_edge_geometry_t<T, 16><<<blocks_wide(E), TH, 0, ss>>>(c, a.Y, a.ef, a.cut);
                 break;
         }
     if (NA) k_embed<T><<<blocks_for(NA * hm->node_embedding.out.dim), TH>>>(c, a.h[0]);
@@ -2142,13 +2212,18 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         const T *hin = a.h[t % 2]; /* the embedding or layer t - 1's h */
         const T *wskip = reinterpret_cast<const T *>(sly->skip_tp.weight);
         const int64_t n_up = t == 0 ? NA : N;
+        if (ly->residual) { /* beside linear_up and the conv (joined before product_linear); layer 0's beside the geometry */
+            cudaStream_t st = 0;
+            if (t > 0) CGQ_TRY(side.fork(&st));
+            skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, hin, din, sc, dsc, st);
+        }
         node_linear_fwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, n_up, hin, din, hu, dhu_t, (T)1, nullptr, 0);
-        if (ly->residual) skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, hin, din, sc, dsc);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
         if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, hu, a.staging, NA, dhu_t, xc, false));
         if (t == 0 && sconv && g->sconv.gemm) /* V once per step, for every chunk */
             species_conv_weights(p, g->sconv, scw, reinterpret_cast<const float *>(hu));
+        if (t == 0) CGQ_TRY(side.join()); /* the edge geometry */
         for (const edge_chunk &ch : chunks) {
             if (t == 0 && sconv) {
                 species_conv_forward(p, g->sconv, scw, ch.i0, ch.i1, c.row_ptr, c.sender, c.species, c.r,
@@ -2195,6 +2270,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         const symcon_plan &sp = g->symcon[t];
         symcon_forward<T>(sp, N, c.species, ly->residual ? Mlin : A, dTt, B, dB);
         prof.mark("symcon");
+        CGQ_TRY(side.join()); /* sc */
         node_linear_fwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, B, dB, h, dH, (T)1,
                            (ly->use_sc && ly->residual) ? sc : nullptr, dsc);
         CGQ_LAUNCH_CHECK();
@@ -2207,9 +2283,10 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     }
     if (N) k_energy_finish<<<blocks_for(N), TH>>>(c, a.e_acc);
     CGQ_LAUNCH_CHECK();
-    CGQ_TRY(collect_energy(g, c.node_out, c.N, energy, node_energy));
+    CGQ_TRY(side.join());
+    CGQ_TRY(energy_download(g, c.node_out, N));
     prof.mark("energy");
-    if (!want_grad) return CGQ_STATUS_OK;
+    if (!want_grad) return energy_finish(g, N, energy, node_energy);
 
     const int maxb = mace_max_product_dim(hm);
     T *gh = a.gh, *gh_prev = a.gh_prev, *gM = a.gM, *ghu = a.ghu, *gBn = a.gBn;
@@ -2229,9 +2306,13 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
                 if (g->readouts[r].layer == t)
                     k_readout_bwd<T>
                         <<<ro_blocks, RO_LANES * RO_GROUPS>>>(g->readouts[r], N, a.ro_z[r], hm->scale, gh, dH);
-            if (ly->use_sc && ly->residual)
-                skip_gemm_bwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, gh, dH, gh_prev, din);
-            else CGQ_CHECK_GPU(cudaMemsetAsync(gh_prev, 0, sizeof(T) * N * din));
+            if (t > 0 && ly->use_sc && ly->residual) { /* beside the layer's reverse, joined before its conv */
+                cudaStream_t st = 0;
+                CGQ_TRY(side.fork(&st));
+                skip_gemm_bwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, gh, dH, gh_prev, din, st);
+            } else if (t > 0) { /* layer 0's: the embedding's gradient is not needed */
+                CGQ_CHECK_GPU(cudaMemsetAsync(gh_prev, 0, sizeof(T) * N * din));
+            }
             node_linear_bwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, gh, dH, gBn, maxb, (T)1, 0);
             prof.mark("node_bwd");
             const symcon_plan &sp = g->symcon[t];
@@ -2255,6 +2336,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             prof.mark("node_bwd");
         }
         for (const edge_chunk &ch : chunks) {
+            CGQ_TRY(side.join()); /* the skip's gh_prev; an edge tail's reads of gY, gcut and gr, written again here */
             const int64_t ne = ch.e1 - ch.e0;
             const cgq_fcnet &fc = sm->layers[t].radial_mlp;
             T *const *W = reinterpret_cast<T *const *>(fc.W);
@@ -2299,7 +2381,9 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
                 CGQ_LAUNCH_CHECK();
                 prof.mark("density");
             }
-            edge_tail<T>(c, t, ch.e0, ch.e1, gef_tail, gY, gcut, gr_tail);
+            cudaStream_t st = 0;
+            if (t > 0) CGQ_TRY(side.fork(&st)); /* beside the sender sums and what follows, up to the next join */
+            edge_tail<T>(c, t, ch.e0, ch.e1, gef_tail, gY, gcut, gr_tail, st);
             CGQ_LAUNCH_CHECK();
             prof.mark("edge_tail");
             if (t > 0) /* the chunk's dE/dx rows into their senders' sums (layer 0's input is the embedding) */
@@ -2309,14 +2393,16 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         }
         if (t == 0) break;
         CGQ_TRY(finish_sender_grads<T>(g, chunks.empty(), NA, dhu_t, ghu, a.staging, xc));
+        if (chunks.empty()) CGQ_TRY(side.join()); /* the skip's gh_prev (else joined in the chunk loop) */
         node_linear_bwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, N, ghu, dhu_t, gh_prev, din, (T)1, 1);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_bwd");
         std::swap(gh, gh_prev);
     }
+    CGQ_TRY(side.join());
     CGQ_TRY(deliver_gradients(g, gr, c, nr, edge_grad));
     prof.mark("download");
-    return CGQ_STATUS_OK;
+    return energy_finish(g, N, energy, node_energy);
 }
 
 #include "kernels/gpu/nequip_gpu.cuh"

@@ -561,9 +561,9 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
     c.zbl_rows = nq->zbl != 0;
     if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_ENERGY, 0, N, g->scratch, per_thread); /* readout, in double */
     CGQ_LAUNCH_CHECK();
-    CGQ_TRY(collect_energy(g, c.node_out, N, energy, node_energy));
+    CGQ_TRY(energy_download(g, c.node_out, N));
     prof.mark("energy");
-    if (!want_grad) return CGQ_STATUS_OK;
+    if (!want_grad) return energy_finish(g, N, energy, node_energy);
 
     const int ld = c.maxdim; /* row stride of gx, gx_prev */
     if (E) CGQ_CHECK_GPU(cudaMemset(c.edge_grad, 0, sizeof(double) * 3 * E));
@@ -635,7 +635,7 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
     }
     CGQ_TRY(deliver_gradients(g, gr, gc, nr, edge_grad));
     prof.mark("download");
-    return CGQ_STATUS_OK;
+    return energy_finish(g, N, energy, node_energy);
 }
 
 #endif

@@ -544,7 +544,7 @@ static bool lin_gemm_tc_ok(const lin_gemm<float> *gs, int n) {
 /* Runs the GEMMs gs (LG_MAX_PARTS per launch): on the tensor cores in tiles of whole nodes (lin_tc_tile) where
  * lin_gemm_tc_ok, else k_lin_gemm's tiles of 64 rows */
 template <class T, bool BT>
-static void lin_gemm_launch(const std::vector<lin_gemm<T>> &gs) {
+static void lin_gemm_launch(const std::vector<lin_gemm<T>> &gs, cudaStream_t st) {
     for (size_t b = 0; b < gs.size(); b += LG_MAX_PARTS) {
         lin_gemm_parts<T> parts{};
         parts.n = (int)std::min<size_t>(LG_MAX_PARTS, gs.size() - b);
@@ -563,11 +563,11 @@ static void lin_gemm_launch(const std::vector<lin_gemm<T>> &gs) {
 #if !defined(__HIPCC__)
         if constexpr (std::is_same<T, float>::value)
             if (tc) {
-                k_lin_gemm_tc<BT><<<grid, LTC_THREADS>>>(parts);
+                k_lin_gemm_tc<BT><<<grid, LTC_THREADS, 0, st>>>(parts);
                 continue;
             }
 #endif
-        k_lin_gemm<T, BT><<<grid, 256>>>(parts);
+        k_lin_gemm<T, BT><<<grid, 256, 0, st>>>(parts);
     }
 }
 
@@ -604,7 +604,7 @@ static void lin_gemm_fwd(const cgq_linear *hl, const T *W, int64_t n_nodes, cons
         }
         gs.push_back(g);
     }
-    lin_gemm_launch<T, false>(gs);
+    lin_gemm_launch<T, false>(gs, 0);
 }
 
 /* gx[n] (+)= alpha * linear^T(gy[n]) */
@@ -626,7 +626,7 @@ static void lin_gemm_bwd(const cgq_linear *hl, const T *W, int64_t n_nodes, cons
         }
         gs.push_back(g);
     }
-    lin_gemm_launch<T, true>(gs);
+    lin_gemm_launch<T, true>(gs, 0);
 }
 
 /* The skip tensor product with a one-hot species second input runs as per-species GEMMs when every instruction is
@@ -665,10 +665,11 @@ struct skip_plan {
     }
 };
 
-/* out[n] = skip_tp(x[n], onehot(species[n])) as per-species GEMMs (hl: host copy, W: its weights on the GPU in T) */
+/* out[n] = skip_tp(x[n], onehot(species[n])) as per-species GEMMs (hl: host copy, W: its weights on the GPU in T),
+ * on stream st */
 template <class T>
 static void skip_gemm_fwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int64_t n_nodes, const int32_t *species,
-                          const T *x, int64_t ldx, T *out, int64_t ldo) {
+                          const T *x, int64_t ldx, T *out, int64_t ldo, cudaStream_t st = 0) {
     const int m2 = hl->in2.b[0].mul;
     std::vector<lin_gemm<T>> gs;
     for (int j = 0; j < hl->out.n && n_nodes; j++) {
@@ -685,13 +686,13 @@ static void skip_gemm_fwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int
         }
         gs.push_back(g);
     }
-    lin_gemm_launch<T, false>(gs);
+    lin_gemm_launch<T, false>(gs, st);
 }
 
-/* gx1[n] = skip_tp^T(gout[n]) for the one-hot species input, as per-species GEMMs */
+/* gx1[n] = skip_tp^T(gout[n]) for the one-hot species input, as per-species GEMMs, on stream st */
 template <class T>
 static void skip_gemm_bwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int64_t n_nodes, const int32_t *species,
-                          const T *gout, int64_t ldg, T *gx1, int64_t ldgx) {
+                          const T *gout, int64_t ldg, T *gx1, int64_t ldgx, cudaStream_t st = 0) {
     const int m2 = hl->in2.b[0].mul;
     std::vector<lin_gemm<T>> gs;
     for (int i = 0; i < hl->in1.n && n_nodes; i++) {
@@ -708,7 +709,7 @@ static void skip_gemm_bwd(const cgq_tp *hl, const skip_plan &sp, const T *W, int
         }
         gs.push_back(g);
     }
-    lin_gemm_launch<T, true>(gs);
+    lin_gemm_launch<T, true>(gs, st);
 }
 
 /* MACE's non-residual interaction ends with A = skip_tp(linear(M) / avg, species): two node GEMMs, the second per
@@ -725,6 +726,7 @@ struct linskip_plan {
     };
     bool ok = false;
     std::vector<pair> pairs;
+    int64_t numel = 0;         /* Wc elements of all pairs */
     const double *w = nullptr; /* device, in the working precision (float data in the double*, as the float model) */
     template <class T>
     const T *at() const {
@@ -764,14 +766,8 @@ static linskip_plan linskip_pairs(const cgq_linear *hl, const cgq_tp *ht) {
         }
     }
     p.ok = true;
+    p.numel = off;
     return p;
-}
-
-/* Total Wc elements of plan p */
-static int64_t linskip_numel(const linskip_plan &p, const cgq_tp *ht) {
-    int64_t n = 0;
-    for (const linskip_plan::pair &q : p.pairs) n += (int64_t)ht->in2.b[0].mul * q.Kv * q.Nw;
-    return n;
 }
 
 /* A[n] = skip_tp(alpha linear(M[n]), onehot(species[n])) (hl, ht: host copies; sp: the skip's diagonals) */
@@ -793,7 +789,7 @@ static void linskip_fwd(const cgq_linear *hl, const cgq_tp *ht, const skip_plan 
         }
         gs.push_back(g);
     }
-    lin_gemm_launch<T, false>(gs);
+    lin_gemm_launch<T, false>(gs, 0);
 }
 
 /* gM[n] = alpha linear^T(skip_tp^T(gA[n])): every block of M written (zeros where no pair reads it) */
@@ -816,7 +812,7 @@ static void linskip_bwd(const cgq_linear *hl, const cgq_tp *ht, const skip_plan 
         }
         gs.push_back(g);
     }
-    lin_gemm_launch<T, true>(gs);
+    lin_gemm_launch<T, true>(gs, 0);
 }
 
 /* dst = (D) src, elementwise (precision changes at the edges of the working-precision region) */
