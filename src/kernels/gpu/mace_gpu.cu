@@ -66,7 +66,8 @@ struct v2_buffers {
     double *gr = nullptr;      /* per chunk edge: dE/dr through the radial tables */
     double *senders = nullptr; /* per node: a chunk's sender flags, their scan and list (sender_sums) */
     double *sc_qg = nullptr, *sc_v = nullptr; /* float: species_conv's Q or G of a piece of receivers, and its V */
-    size_t caps[16] = {0};
+    double *groups = nullptr; /* int32: the product basis's nodes by species (symcon_group_nodes) */
+    size_t caps[17] = {0};
 };
 
 /* cgq_evaluate_pairs: the candidate list on the device (set once per re-neighboring) and the per-step
@@ -421,8 +422,11 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     sp->nf = nf;
     sp->threads = CGQ_WARP;
     while (sp->threads < C) sp->threads *= 2;
-    /* checked for double operands, the larger */
-    sp->ok = a.n_mono > 0 && sp->threads <= 1024 && symcon_bwd_smem(D, sp->threads, sizeof(double)) <= g->smem_optin;
+    /* checked for double operands, the larger; several nodes per block where 16 bytes per index fit (not in the
+     * 64 KB of older GPUs at 128 channels) */
+    sp->grouped = symcon_bwd_smem(D, sp->threads, symcon_nb<double>(), sizeof(double)) <= g->smem_optin &&
+                  !(getenv("CGQ_GPU_SYMCON_NB") && getenv("CGQ_GPU_SYMCON_NB")[0] == '1');
+    sp->ok = a.n_mono > 0 && sp->threads <= 1024 && symcon_bwd_smem(D, sp->threads, 1, sizeof(double)) <= g->smem_optin;
     return CGQ_STATUS_OK;
 }
 
@@ -430,33 +434,63 @@ template <class T> static const T *symcon_coef(const symcon_plan &sp);
 template <> const double *symcon_coef<double>(const symcon_plan &sp) { return sp.coef; }
 template <> const float *symcon_coef<float>(const symcon_plan &sp) { return sp.coef_f; }
 
-/* B = the product basis of A for N nodes (one block per node) */
-template <class T>
-static void symcon_forward(const symcon_plan &sp, int64_t N, const int32_t *species, const T *A, int64_t lda, T *B,
-                           int64_t ldb) {
-    const size_t smem = symcon_fwd_smem(sp.args.D, sp.threads, sizeof(T));
-    const T *cf = symcon_coef<T>(sp);
-    switch (sp.nf) {
-    case 1: k_symcon_fwd<T, 1><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, B, ldb); break;
-    case 2: k_symcon_fwd<T, 2><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, B, ldb); break;
-    case 3: k_symcon_fwd<T, 3><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, B, ldb); break;
-    default: k_symcon_fwd<T, 4><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, B, ldb); break;
+/* The product-basis kernel of nf factors, grouped (symcon_nb nodes per block) or not, forward or reverse */
+template <class T, int NB>
+static const void *symcon_kernel_nb(int nf, bool rev) {
+    switch (nf) {
+    case 1: return rev ? (const void *)k_symcon_bwd<T, 1, NB> : (const void *)k_symcon_fwd<T, 1, NB>;
+    case 2: return rev ? (const void *)k_symcon_bwd<T, 2, NB> : (const void *)k_symcon_fwd<T, 2, NB>;
+    case 3: return rev ? (const void *)k_symcon_bwd<T, 3, NB> : (const void *)k_symcon_fwd<T, 3, NB>;
+    default: return rev ? (const void *)k_symcon_bwd<T, 4, NB> : (const void *)k_symcon_fwd<T, 4, NB>;
     }
+}
+template <class T>
+static const void *symcon_kernel(int nf, bool grouped, bool rev) {
+    return grouped ? symcon_kernel_nb<T, symcon_nb<T>()>(nf, rev) : symcon_kernel_nb<T, 1>(nf, rev);
+}
+
+/* The launch of a product-basis kernel over N nodes in groups gp: grid, block and shared memory */
+template <class T>
+static void symcon_launch(const symcon_plan &sp, const symcon_groups &gp, int64_t N, bool rev, void **args) {
+    const int nb = sp.grouped ? symcon_nb<T>() : 1;
+    const int64_t blocks = (N + nb - 1) / nb + (gp.order ? gp.n_species : 0); /* each species' last block part full */
+    const size_t smem = rev ? symcon_bwd_smem(sp.args.D, sp.threads, nb, sizeof(T))
+                            : symcon_fwd_smem(sp.args.D, sp.threads, nb, sizeof(T));
+    if (blocks)
+        cudaLaunchKernel(symcon_kernel<T>(sp.nf, sp.grouped, rev), dim3((unsigned)blocks), dim3(sp.threads), args,
+                         smem, 0);
+}
+
+/* The groups a layer's launch takes: the step's where the coefficients depend on the species, else consecutive nodes */
+static symcon_groups symcon_layer_groups(const symcon_plan &sp, const symcon_groups &step, int64_t N) {
+    symcon_groups gp;
+    gp.n_nodes = N;
+    if (sp.grouped && !sp.args.agnostic) gp = step;
+    return gp;
+}
+
+/* B = the product basis of A for N nodes */
+template <class T>
+static void symcon_forward(const symcon_plan &sp, const symcon_groups &step, int64_t N, const int32_t *species,
+                           const T *A, int64_t lda, T *B, int64_t ldb) {
+    symcon_args a = sp.args;
+    symcon_groups gp = symcon_layer_groups(sp, step, N);
+    const T *cf = symcon_coef<T>(sp);
+    void *args[] = {&a, &gp, &cf, &species, &A, &lda, &B, &ldb};
+    symcon_launch<T>(sp, gp, N, false, args);
 }
 
 /* gA = dE/dA from gB (overwrites) */
 template <class T>
-static void symcon_backward(const symcon_plan &sp, int64_t N, const int32_t *species, const T *A, int64_t lda,
-                            const T *gB, int64_t ldgb, T *gA, int64_t ldga) {
-    const size_t smem = symcon_bwd_smem(sp.args.D, sp.threads, sizeof(T));
+static void symcon_backward(const symcon_plan &sp, const symcon_groups &step, int64_t N, const int32_t *species,
+                            const T *A, int64_t lda, const T *gB, int64_t ldgb, T *gA, int64_t ldga) {
+    symcon_args a = sp.args;
+    symcon_groups gp = symcon_layer_groups(sp, step, N);
     const T *cf = symcon_coef<T>(sp);
-    switch (sp.nf) {
-    case 1: k_symcon_bwd<T, 1><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, gB, ldgb, gA, ldga); break;
-    case 2: k_symcon_bwd<T, 2><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, gB, ldgb, gA, ldga); break;
-    case 3: k_symcon_bwd<T, 3><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, gB, ldgb, gA, ldga); break;
-    default: k_symcon_bwd<T, 4><<<(unsigned)N, sp.threads, smem>>>(sp.args, cf, species, A, lda, gB, ldgb, gA, ldga); break;
-    }
+    void *args[] = {&a, &gp, &cf, &species, &A, &lda, &gB, &ldgb, &gA, &ldga};
+    symcon_launch<T>(sp, gp, N, true, args);
 }
+
 
 static cgq_status build_skip_plan(cgq_gpu *g, const cgq_tp *tp, skip_plan *p) {
     if (!(p->ok = skip_gemm_ok(tp))) return CGQ_STATUS_OK;
@@ -672,9 +706,12 @@ static cudaError_t set_smem_limits(int cap) {
     constexpr bool F = sizeof(T) == sizeof(float); /* the weight tables' instantiations */
     std::vector<const void *> kernels = {
         (const void *)k_conv_fwd<T, T, F>,   (const void *)k_conv_fwd<T, double, F>, (const void *)k_conv_fwd<T>,
-        (const void *)k_conv_fwd<T, double>, (const void *)k_symcon_fwd<T, 1>,       (const void *)k_symcon_fwd<T, 2>,
-        (const void *)k_symcon_fwd<T, 3>,    (const void *)k_symcon_fwd<T, 4>,       (const void *)k_symcon_bwd<T, 1>,
-        (const void *)k_symcon_bwd<T, 2>,    (const void *)k_symcon_bwd<T, 3>,       (const void *)k_symcon_bwd<T, 4>};
+        (const void *)k_conv_fwd<T, double>};
+    for (int nf = 1; nf <= 4; nf++)
+        for (bool grouped : {false, true}) {
+            kernels.push_back(symcon_kernel<T>(nf, grouped, false));
+            kernels.push_back(symcon_kernel<T>(nf, grouped, true));
+        }
     for (int n_in1 = 1; n_in1 <= 4; n_in1++)
         for (int l = 0; l <= 3; l++) {
             const int nY = (l + 1) * (l + 1);
@@ -751,7 +788,7 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFree(g->edge_grad);
     v2_buffers &b = g->vb;
     for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in, b.dens,
-                      b.gr, b.senders, b.sc_qg, b.sc_v})
+                      b.gr, b.senders, b.sc_qg, b.sc_v, b.groups})
         cudaFree(p);
     cudaFree(g->arena_f);
 #if !defined(__HIPCC__)
@@ -2055,6 +2092,31 @@ static cgq_status step_graph(cgq_gpu *g, const cgq_graph *gr, const double *pos,
     return CGQ_STATUS_OK;
 }
 
+/* The step's symcon_groups of N nodes (species on the device), on stream st, where a layer's product basis takes
+ * several nodes of one species per block; else none (order null) */
+template <class T>
+static cgq_status symcon_group_nodes(cgq_gpu *g, int64_t N, const int32_t *species, cudaStream_t st,
+                                     symcon_groups *gp) {
+    *gp = symcon_groups{};
+    gp->n_nodes = N;
+    bool need = false;
+    for (int t = 0; t < g->host_model->n_layers; t++)
+        need = need || (g->symcon[t].ok && g->symcon[t].grouped && !g->symcon[t].args.agnostic);
+    if (!need || !N) return CGQ_STATUS_OK;
+    const int ns = g->host_model->n_species;
+    CGQ_TRY(grow((void **)&g->vb.groups, &g->vb.caps[16], sizeof(int32_t) * ((size_t)N + 4 * ((size_t)ns + 1))));
+    int32_t *counts = reinterpret_cast<int32_t *>(g->vb.groups), *nstart = counts + ns + 1, *gstart = nstart + ns + 1;
+    int32_t *fill = gstart + ns + 1, *order = fill + ns + 1;
+    CGQ_CHECK_GPU(cudaMemsetAsync(counts, 0, sizeof(int32_t) * ns, st));
+    const unsigned blocks = (unsigned)((N + 255) / 256);
+    k_group_count<<<blocks, 256, sizeof(int) * ns, st>>>(N, species, ns, counts);
+    k_group_scan<<<1, 32, 0, st>>>(ns, symcon_nb<T>(), counts, nstart, gstart, fill);
+    k_group_place<<<blocks, 256, 2 * sizeof(int) * ns, st>>>(N, species, ns, fill, order);
+    CGQ_LAUNCH_CHECK();
+    gp->order = order, gp->nstart = nstart, gp->gstart = gstart, gp->n_species = ns;
+    return CGQ_STATUS_OK;
+}
+
 static cgq_status mlp_check(int err) {
     return err ? cgq_fail(CGQ_STATUS_DEVICE_ERROR, "a cuBLAS product of the radial MLP failed (more than 2^31 rows in "
                           "one edge chunk, or a GPU error)") : CGQ_STATUS_OK;
@@ -2174,6 +2236,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
                 k_edge_geometry_t<T, 16><<<blocks_wide(E), TH, 0, ss>>>(c, a.Y, a.ef, a.cut);
                 break;
         }
+    symcon_groups groups; /* the product basis's nodes by species, beside layer 0's node maps as well */
+    CGQ_TRY(symcon_group_nodes<T>(g, N, c.species, ss, &groups));
     if (NA) k_embed<T><<<blocks_for(NA * hm->node_embedding.out.dim), TH>>>(c, a.h[0]);
     if (N) k_energy_start<<<blocks_for(N * CGQ_WARP), TH>>>(c, a.e_acc);
     CGQ_LAUNCH_CHECK();
@@ -2268,7 +2332,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         }
         prof.mark("node_fwd");
         const symcon_plan &sp = g->symcon[t];
-        symcon_forward<T>(sp, N, c.species, ly->residual ? Mlin : A, dTt, B, dB);
+        symcon_forward<T>(sp, groups, N, c.species, ly->residual ? Mlin : A, dTt, B, dB);
         prof.mark("symcon");
         CGQ_TRY(side.join()); /* sc */
         node_linear_fwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, B, dB, h, dH, (T)1,
@@ -2317,7 +2381,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             prof.mark("node_bwd");
             const symcon_plan &sp = g->symcon[t];
             T *gApre = a.gApre, *gMl = a.gMl;
-            symcon_backward<T>(sp, N, c.species, ly->residual && ly->density ? a.Mlin[t] : A, dTt, gBn, maxb, gApre,
+            symcon_backward<T>(sp, groups, N, c.species, ly->residual && ly->density ? a.Mlin[t] : A, dTt, gBn, maxb, gApre,
                                dTt);
             prof.mark("symcon_bwd");
             if (g->linskip[t].ok) {
@@ -2497,14 +2561,17 @@ static cgq_status product_basis_t(cgq_gpu *g, int layer, int64_t n, const int32_
     std::vector<double> At((size_t)(n * dT)), gAt((size_t)(n * dT));
     for (int64_t i = 0; i < n; i++)
         for (int64_t j = 0; j < dT; j++) At[(size_t)(i * dT + j)] = A[i * CD + cd[(size_t)j]];
+    cgq_status grouped = CGQ_STATUS_OK;
     const cgq_status st = run_on_device<T>({{At.data(), n * dT}, {gB, n * dB}}, {{B, n * dB}, {gAt.data(), n * dT}},
                                            species, n, [&](const int32_t *dsp, T *const *i, T *const *o) {
-                                               symcon_forward<T>(sp, n, dsp, i[0], dT, o[0], dB);
-                                               symcon_backward<T>(sp, n, dsp, i[0], dT, i[1], dB, o[1], dT);
+                                               symcon_groups gp;
+                                               grouped = symcon_group_nodes<T>(g, n, dsp, 0, &gp);
+                                               symcon_forward<T>(sp, gp, n, dsp, i[0], dT, o[0], dB);
+                                               symcon_backward<T>(sp, gp, n, dsp, i[0], dT, i[1], dB, o[1], dT);
                                            });
     for (int64_t i = 0; i < n; i++)
         for (int64_t j = 0; j < dT; j++) gA[i * CD + cd[(size_t)j]] = gAt[(size_t)(i * dT + j)];
-    return st;
+    return st != CGQ_STATUS_OK ? st : grouped;
 }
 
 template <class T>
