@@ -246,16 +246,17 @@ CGQ_INTERNAL void mace_reshape_from_cd(const cgq_mace_layer *ly, const double *A
 
 /* ---- forward steps -------------------------------------------------------------------------------- */
 /* Edge e's spherical harmonics Y (degrees <= lmax: the model's, a constant on the GPU as in mace_edge_tail_sh),
- * edge features ef (nb) and cutoff; returns its length. */
+ * edge features ef (nb; NULL: not needed, as where the GPU's radial tables take r) and cutoff; returns its length. */
 CGQ_INTERNAL double mace_edge_geometry_sh(const mace_ctx *c, int64_t e, double *Y, double *ef, double *cut, int lmax) {
     const cgq_model *m = c->m;
     const double *v = c->vec + 3 * e;
     const double r = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
     cgq_sh_eval(lmax, v, Y);
+    *cut = cgq_poly_cutoff(m->cutoff_p, m->cutoff_r_max, r, NULL);
+    if (!ef) return r;
     double B[64];
     const double rb = m->agnesi ? cgq_agnesi(m, c->species[c->sender[e]], c->species[c->erecv[e]], r, NULL) : r;
     cgq_bessel(m, rb, B, NULL);
-    *cut = cgq_poly_cutoff(m->cutoff_p, m->cutoff_r_max, r, NULL);
     for (int n = 0; n < c->nb; n++) ef[n] = m->apply_cutoff ? B[n] * *cut : B[n];
     return r;
 }

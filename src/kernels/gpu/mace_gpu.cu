@@ -1266,16 +1266,17 @@ __global__ void k_edge_geometry(mace_ctx c) {
         mace_step_edge_geometry(&c, e);
 }
 /* v2: the same in the working precision (Y, edge features and cutoff computed in double, then rounded); NY: the SH
- * width (sh_lmax) */
+ * width (sh_lmax); ef null: no edge features (the radial tables take r) */
 template <class T, int NY>
 __global__ void k_edge_geometry_t(mace_ctx c, T *Y, T *ef, T *cut) {
     constexpr int LMAX = sh_lmax<NY>();
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < c.E; e += (int64_t)gridDim.x * blockDim.x) {
         double y[NY], f[64], ct;
-        c.r[e] = mace_edge_geometry_sh(&c, e, y, f, &ct, LMAX);
+        c.r[e] = mace_edge_geometry_sh(&c, e, y, ef ? f : nullptr, &ct, LMAX);
 #pragma unroll
         for (int j = 0; j < NY; j++) Y[e * NY + j] = (T)y[j];
-        for (int n = 0; n < c.nb; n++) ef[e * c.nb + n] = (T)f[n];
+        if (ef)
+            for (int n = 0; n < c.nb; n++) ef[e * c.nb + n] = (T)f[n];
         cut[e] = (T)ct;
     }
 }
@@ -2222,18 +2223,21 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     CGQ_TRY(side.join()); /* whatever a failed call left on the side comes first */
     cudaStream_t ss = 0;
     CGQ_TRY(side.fork(&ss)); /* the edge geometry beside the embedding and layer 0's node maps (joined before its conv) */
+    bool need_ef = !table; /* the edge features feed the radial MLPs and the densities; the tables take r */
+    for (int t = 0; t < L; t++) need_ef = need_ef || hm->layers[t].density;
+    T *ef_out = need_ef ? a.ef : nullptr;
     if (E) switch (c.nY) { /* the model's SH width as a constant */
             case 1:
-                k_edge_geometry_t<T, 1><<<blocks_wide(E), TH, 0, ss>>>(c, a.Y, a.ef, a.cut);
+                k_edge_geometry_t<T, 1><<<blocks_wide(E), TH, 0, ss>>>(c, a.Y, ef_out, a.cut);
                 break;
             case 4:
-                k_edge_geometry_t<T, 4><<<blocks_wide(E), TH, 0, ss>>>(c, a.Y, a.ef, a.cut);
+                k_edge_geometry_t<T, 4><<<blocks_wide(E), TH, 0, ss>>>(c, a.Y, ef_out, a.cut);
                 break;
             case 9:
-                k_edge_geometry_t<T, 9><<<blocks_wide(E), TH, 0, ss>>>(c, a.Y, a.ef, a.cut);
+                k_edge_geometry_t<T, 9><<<blocks_wide(E), TH, 0, ss>>>(c, a.Y, ef_out, a.cut);
                 break;
             default:
-                k_edge_geometry_t<T, 16><<<blocks_wide(E), TH, 0, ss>>>(c, a.Y, a.ef, a.cut);
+                k_edge_geometry_t<T, 16><<<blocks_wide(E), TH, 0, ss>>>(c, a.Y, ef_out, a.cut);
                 break;
         }
     symcon_groups groups; /* the product basis's nodes by species, beside layer 0's node maps as well */
