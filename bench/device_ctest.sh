@@ -3,18 +3,29 @@
 # `ctest -L gpu -j12`, and meanwhile compute-sanitizer memcheck and racecheck on the kernel tests of the kernels the
 # session changed (FILTER for memcheck, RACE_FILTER for racecheck; default the radial MLP and fused-forward tests).
 # Only a few small files go to $OUT, and the summary is printed first-to-last in a few lines (a long tail is cut by the
-# device tool). BENCH=1: then the MACE-MP-0-medium-architecture step's times (carry .whl to make the model).
+# device tool). BENCH=1: then the MACE-MP-0-medium-architecture step's times (carry .whl to make the model); with
+# BASE=1 also those of the base commit in .device/base (`git archive BASE | tar -x -C .device/base`), alternated, and
+# the shipped models'. PAIRS_FILTER: memcheck on those test_gpu tests too (whole steps on the device).
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 source bench/device_build.sh
 [ "${BENCH:-0}" = 1 ] && make_models
+if [ "${BASE:-0}" = 1 ]; then
+  ( cd .device/base && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+      -DCGQ_BUILD_TESTS=OFF >/dev/null 2>&1 && cmake --build build -j8 --target bench_eval >/tmp/build_base.log 2>&1 ) &
+  BASE_PID=$!
+fi
 build_gpu
 K=build-gpu/tests/test_gpu_kernels F=${FILTER:-'*Fused*:*RadialTable*'}
 R=${RACE_FILTER:-'*Fused*mace01*:*Fused*water_mace*:*RadialTable*mace01*:*RadialTable*nequip_l2_parity_2layer_wide*'}
 [ "${SANITIZE:-1}" = 1 ] && ( compute-sanitizer --tool memcheck $K --gtest_filter="$F" >/tmp/memcheck.log 2>&1
   compute-sanitizer --tool racecheck $K --gtest_filter="$R" >/tmp/racecheck.log 2>&1
-  { grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" /tmp/memcheck.log /tmp/racecheck.log; } >"$OUT/sanitizers.txt" ) &
+  : >/tmp/memcheck_pairs.log
+  [ -n "${PAIRS_FILTER:-}" ] && compute-sanitizer --tool memcheck build-gpu/tests/test_gpu --gtest_filter="$PAIRS_FILTER" \
+    >/tmp/memcheck_pairs.log 2>&1
+  { grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" /tmp/memcheck.log /tmp/racecheck.log /tmp/memcheck_pairs.log
+  } >"$OUT/sanitizers.txt" ) &
 
 start=$(date +%s)
 # 2 OpenMP threads per test (the CPU references): 16 per test at -j8 asks for 128 threads on 16 cores (374 s in session 15;
@@ -27,12 +38,28 @@ grep -E "\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception" /tmp/ctest_gpu.log | head -
 cp /tmp/ctest_gpu.log "$OUT/ctest_gpu.log"
 wait
 if [ "${BENCH:-0}" = 1 ]; then # then the MACE-MP-0-medium-architecture step: checked, 3 rounds, profile, 98,304 atoms
-  B=build-gpu/bench_eval W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch.h5
+  B=build-gpu/bench_eval W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch.h5 B0=.device/base/build/bench_eval
+  [ "${BASE:-0}" = 1 ] && wait $BASE_PID
+  [ "${BASE:-0}" = 1 ] && [ -x $B0 ] || B0=""
+  ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)|GPU memory [0-9.]+ GiB' | tr '\n' ' '; }
   {
     echo "MP-0: $($B $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
-    for round in 1 2 3; do echo "MP-0 round $round: $($B $MP $W 3 3 3 cuda 10 --fp32 --pairs | grep -E 'ms/step')"; done
+    for round in 1 2 3; do
+      [ -n "$B0" ] && echo "MP-0 round $round base: $($B0 $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
+      echo "MP-0 round $round: $($B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
+    done
     echo "$(CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
-    echo "MP-0 98,304 atoms: $($B $MP $W 8 8 8 cuda 3 --fp32 --pairs | grep -E 'ms/step')"
+    [ -n "$B0" ] && echo "MP-0 98,304 atoms base: $($B0 $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
+    echo "MP-0 98,304 atoms: $($B $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
+    if [ -n "$B0" ]; then
+      for mdl in water-mace-small mace01-solvent water-nequip-small; do
+        echo "$mdl: $($B potentials/$mdl.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET' | head -1)"
+        for round in 1 2; do
+          echo "$mdl base: $($B0 potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
+          echo "$mdl new: $($B potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
+        done
+      done
+    fi
   } >"$OUT/bench.txt" 2>&1
 fi
 echo "==== summary"
