@@ -2243,7 +2243,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     symcon_groups groups; /* the product basis's nodes by species, beside layer 0's node maps as well */
     CGQ_TRY(symcon_group_nodes<T>(g, N, c.species, ss, &groups));
     if (NA) k_embed<T><<<blocks_for(NA * hm->node_embedding.out.dim), TH>>>(c, a.h[0]);
-    if (N) k_energy_start<<<blocks_for(N * CGQ_WARP), TH>>>(c, a.e_acc);
+    if (N) k_energy_start<<<blocks_for(N * CGQ_WARP), TH, 0, ss>>>(c, a.e_acc); /* the pair repulsion reads r */
     CGQ_LAUNCH_CHECK();
     const T *Y = a.Y, *ef = a.ef, *cut = a.cut;
     const unsigned ro_blocks = (unsigned)std::min<int64_t>((N + RO_GROUPS - 1) / RO_GROUPS, 65535);
