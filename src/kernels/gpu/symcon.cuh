@@ -47,10 +47,7 @@ __device__ __forceinline__ int symcon_factor(int32_t code, int p) {
  * factor is read and one product added, instead of NF of each (session 23: the kernels issued in 78-86% of cycles).
  * REV: the reverse for g = dE/dB instead, into gas: with pp[p] = g prod_{r > p} A[s_r] of the prefix, each monomial
  * adds pp[0] T to gA[s_0], and level p's end adds pp[p + 1] acc[p] to gA[s_p+1] (the product rule over the
- * factors' positions, whichever indices coincide); a group of SYMCON_UNROLL monomials adds its pp[0] T terms
- * after the group's prefix ends, reading all of them first where their s_0 differ (the read-modify-writes in
- * shared memory were a chain of latencies: the reverse stayed at 0.63 ms when it took 4 nodes a block, session 27).
- * as, gas: the channel's columns, index i's NB values (one per node)
+ * factors' positions, whichever indices coincide). as, gas: the channel's columns, index i's NB values (one per node)
  * side by side at i * nt (one 16-byte access for all of them); each monomial's code and coefficient are read once
  * for the NB nodes. Each node's sums are those of a block of its own: the same bits whichever nodes share it. */
 template <class T, int NB>
@@ -82,8 +79,6 @@ __device__ __forceinline__ void symcon_nested(const int32_t *code, const T *tc, 
          * (the coefficients do not fit L1). The plan pads each range to a multiple (zero coefficients). */
         int32_t cd[SYMCON_UNROLL];
         T cq[SYMCON_UNROLL];
-        int i0s[SYMCON_UNROLL]; /* REV: each monomial's s_0 and its term pp[0] T, added after the group */
-        V d[SYMCON_UNROLL];
 #pragma unroll
         for (int v = 0; v < SYMCON_UNROLL; v++) cd[v] = __ldg(code + q + v), cq[v] = cp[v * C];
 #pragma unroll
@@ -123,36 +118,11 @@ __device__ __forceinline__ void symcon_nested(const int32_t *code, const T *tc, 
 #pragma unroll
             for (int k = 0; k < NB; k++) acc[0][k] += cq[v] * a.v[k];
             if (REV) {
-                i0s[v] = i0;
+                V *gv = reinterpret_cast<V *>(gas + (size_t)i0 * nt);
+                V gs = *gv;
 #pragma unroll
-                for (int k = 0; k < NB; k++) d[v].v[k] = pp[0][k] * cq[v];
-            }
-        }
-        if (REV) { /* the monomials' own terms, after their prefixes' ends: each a read-modify-write of gA[s_0] */
-            bool distinct = true; /* warp-uniform (the codes are the layer's) */
-#pragma unroll
-            for (int v = 0; v < SYMCON_UNROLL; v++)
-#pragma unroll
-                for (int w = v + 1; w < SYMCON_UNROLL; w++) distinct = distinct && i0s[v] != i0s[w];
-            if (distinct) { /* all reads first: one shared-memory latency for the group, not one per monomial */
-                V gs[SYMCON_UNROLL];
-#pragma unroll
-                for (int v = 0; v < SYMCON_UNROLL; v++) gs[v] = *reinterpret_cast<const V *>(gas + (size_t)i0s[v] * nt);
-#pragma unroll
-                for (int v = 0; v < SYMCON_UNROLL; v++) {
-#pragma unroll
-                    for (int k = 0; k < NB; k++) gs[v].v[k] += d[v].v[k];
-                    *reinterpret_cast<V *>(gas + (size_t)i0s[v] * nt) = gs[v];
-                }
-            } else {
-#pragma unroll
-                for (int v = 0; v < SYMCON_UNROLL; v++) {
-                    V *gv = reinterpret_cast<V *>(gas + (size_t)i0s[v] * nt);
-                    V gs = *gv;
-#pragma unroll
-                    for (int k = 0; k < NB; k++) gs.v[k] += d[v].v[k];
-                    *gv = gs;
-                }
+                for (int k = 0; k < NB; k++) gs.v[k] += pp[0][k] * cq[v];
+                *gv = gs;
             }
         }
     }
