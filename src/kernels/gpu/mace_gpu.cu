@@ -424,8 +424,9 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     while (sp->threads < C) sp->threads *= 2;
     /* checked for double operands, the larger; several nodes per block where 16 bytes per index fit (not in the
      * 64 KB of older GPUs at 128 channels) */
+    const char *nb_env = getenv("CGQ_GPU_SYMCON_NB");
     sp->grouped = symcon_bwd_smem(D, sp->threads, symcon_nb<double>(), sizeof(double)) <= g->smem_optin &&
-                  !(getenv("CGQ_GPU_SYMCON_NB") && getenv("CGQ_GPU_SYMCON_NB")[0] == '1');
+                  !(nb_env && nb_env[0] == '1');
     sp->ok = a.n_mono > 0 && sp->threads <= 1024 && symcon_bwd_smem(D, sp->threads, 1, sizeof(double)) <= g->smem_optin;
     return CGQ_STATUS_OK;
 }

@@ -55,6 +55,16 @@ struct alignas(sizeof(T) * NB) symcon_vec {
     T v[NB];
 };
 
+/* g[k] += pp[k] x[k] for the NB nodes' values at g (one 16-byte read-modify-write): a level's end in the reverse */
+template <class T, int NB>
+__device__ __forceinline__ void symcon_add(T *g, const T *pp, const T *x) {
+    symcon_vec<T, NB> *gv = reinterpret_cast<symcon_vec<T, NB> *>(g);
+    symcon_vec<T, NB> gs = *gv;
+#pragma unroll
+    for (int k = 0; k < NB; k++) gs.v[k] += pp[k] * x[k];
+    *gv = gs;
+}
+
 template <class T, int NF, int NB, bool REV>
 __device__ __forceinline__ void symcon_nested(const int32_t *code, const T *tc, int C, int q0, int q1, const T *as,
                                               int nt, const T *g, T *gas, T *out) {
@@ -88,13 +98,7 @@ __device__ __forceinline__ void symcon_nested(const int32_t *code, const T *tc, 
 #pragma unroll
                 for (int p = 0; p + 1 < NF; p++)
                     if (diff >> (SYMCON_IDX_BITS * (p + 1))) {
-                        if (REV) {
-                            V *gv = reinterpret_cast<V *>(gas + (size_t)symcon_factor(prev, p + 1) * nt);
-                            V gs = *gv;
-#pragma unroll
-                            for (int k = 0; k < NB; k++) gs.v[k] += pp[p + 1][k] * acc[p][k];
-                            *gv = gs;
-                        }
+                        if (REV) symcon_add<T, NB>(gas + (size_t)symcon_factor(prev, p + 1) * nt, pp[p + 1], acc[p]);
 #pragma unroll
                         for (int k = 0; k < NB; k++) acc[p + 1][k] += av[p + 1][k] * acc[p][k], acc[p][k] = 0;
                     }
@@ -128,13 +132,7 @@ __device__ __forceinline__ void symcon_nested(const int32_t *code, const T *tc, 
     }
 #pragma unroll
     for (int p = 0; p + 1 < NF; p++) { /* the last prefix's levels end */
-        if (REV) {
-            V *gv = reinterpret_cast<V *>(gas + (size_t)symcon_factor(prev, p + 1) * nt);
-            V gs = *gv;
-#pragma unroll
-            for (int k = 0; k < NB; k++) gs.v[k] += pp[p + 1][k] * acc[p][k];
-            *gv = gs;
-        }
+        if (REV) symcon_add<T, NB>(gas + (size_t)symcon_factor(prev, p + 1) * nt, pp[p + 1], acc[p]);
 #pragma unroll
         for (int k = 0; k < NB; k++) acc[p + 1][k] += av[p + 1][k] * acc[p][k];
     }
