@@ -16,7 +16,7 @@ make_models
 ( cd .device/base && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCGQ_BUILD_TESTS=OFF >/dev/null 2>&1 && cmake --build build -j8 --target bench_eval >"$OUT/build_base.log" 2>&1 ) &
 BASE_PID=$!
-build_gpu
+build_gpu test_gpu_kernels bench_eval # only what runs below (a fresh machine's whole build took 380 s, session 27)
 wait $BASE_PID
 K=build-gpu/tests/test_gpu_kernels F=${FILTER:-'*WeightTable*:*Convolution*:*Species*:*ProductBasis*:*NodeLinear*:*Skip*'}
 $K --gtest_filter="$F" >"$OUT/kernels.log" 2>&1
