@@ -492,7 +492,6 @@ static void symcon_backward(const symcon_plan &sp, const symcon_groups &step, in
     symcon_launch<T>(sp, gp, N, true, args);
 }
 
-
 static cgq_status build_skip_plan(cgq_gpu *g, const cgq_tp *tp, skip_plan *p) {
     if (!(p->ok = skip_gemm_ok(tp))) return CGQ_STATUS_OK;
     std::vector<double> diag;
@@ -2116,7 +2115,7 @@ static cgq_status symcon_group_nodes(cgq_gpu *g, int64_t N, const int32_t *speci
     CGQ_CHECK_GPU(cudaMemsetAsync(counts, 0, sizeof(int32_t) * ns, st));
     const unsigned blocks = (unsigned)((N + 255) / 256);
     k_group_count<<<blocks, 256, sizeof(int) * ns, st>>>(N, species, ns, counts);
-    k_group_scan<<<1, 32, 0, st>>>(ns, symcon_nb<T>(), counts, nstart, gstart, fill);
+    k_group_scan<<<1, 1, 0, st>>>(ns, symcon_nb<T>(), counts, nstart, gstart, fill);
     k_group_place<<<blocks, 256, 2 * sizeof(int) * ns, st>>>(N, species, ns, fill, order);
     CGQ_LAUNCH_CHECK();
     gp->order = order, gp->nstart = nstart, gp->gstart = gstart, gp->n_species = ns;

@@ -544,7 +544,7 @@ static bool lin_gemm_tc_ok(const lin_gemm<float> *gs, int n) {
 /* Runs the GEMMs gs (LG_MAX_PARTS per launch): on the tensor cores in tiles of whole nodes (lin_tc_tile) where
  * lin_gemm_tc_ok, else k_lin_gemm's tiles of 64 rows */
 template <class T, bool BT>
-static void lin_gemm_launch(const std::vector<lin_gemm<T>> &gs, cudaStream_t st) {
+static void lin_gemm_launch(const std::vector<lin_gemm<T>> &gs, cudaStream_t st = 0) {
     for (size_t b = 0; b < gs.size(); b += LG_MAX_PARTS) {
         lin_gemm_parts<T> parts{};
         parts.n = (int)std::min<size_t>(LG_MAX_PARTS, gs.size() - b);
@@ -604,7 +604,7 @@ static void lin_gemm_fwd(const cgq_linear *hl, const T *W, int64_t n_nodes, cons
         }
         gs.push_back(g);
     }
-    lin_gemm_launch<T, false>(gs, 0);
+    lin_gemm_launch<T, false>(gs);
 }
 
 /* gx[n] (+)= alpha * linear^T(gy[n]) */
@@ -626,7 +626,7 @@ static void lin_gemm_bwd(const cgq_linear *hl, const T *W, int64_t n_nodes, cons
         }
         gs.push_back(g);
     }
-    lin_gemm_launch<T, true>(gs, 0);
+    lin_gemm_launch<T, true>(gs);
 }
 
 /* The skip tensor product with a one-hot species second input runs as per-species GEMMs when every instruction is
@@ -789,7 +789,7 @@ static void linskip_fwd(const cgq_linear *hl, const cgq_tp *ht, const skip_plan 
         }
         gs.push_back(g);
     }
-    lin_gemm_launch<T, false>(gs, 0);
+    lin_gemm_launch<T, false>(gs);
 }
 
 /* gM[n] = alpha linear^T(skip_tp^T(gA[n])): every block of M written (zeros where no pair reads it) */
@@ -812,7 +812,7 @@ static void linskip_bwd(const cgq_linear *hl, const cgq_tp *ht, const skip_plan 
         }
         gs.push_back(g);
     }
-    lin_gemm_launch<T, true>(gs, 0);
+    lin_gemm_launch<T, true>(gs);
 }
 
 /* dst = (D) src, elementwise (precision changes at the edges of the working-precision region) */

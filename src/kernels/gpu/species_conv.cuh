@@ -451,9 +451,9 @@ static void sc_gemms(const conv_plan &p, const species_conv &s, const sc_work &w
         gs.push_back(g);
     }
     if (gM)
-        lin_gemm_launch<float, true>(gs, 0);
+        lin_gemm_launch<float, true>(gs);
     else
-        lin_gemm_launch<float, false>(gs, 0);
+        lin_gemm_launch<float, false>(gs);
 }
 
 /* GEMM folds: V of the step (the graph's classes) from hu, layer 0's sender features; once per evaluation, before
