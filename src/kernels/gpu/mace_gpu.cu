@@ -1102,6 +1102,15 @@ static cgq_status build_species_conv(cgq_gpu *g) {
         return CGQ_STATUS_OK; /* the separate kernels run the layer */
     }
     s.fwd_max_threads = fa.maxThreadsPerBlock;
+#if !defined(__HIPCC__)
+    /* the reverse's edges on the tensor cores where the folds are GEMMs (CGQ_GPU_SPECIES_TC=0: the scalar kernel) */
+    const char *tc_env = getenv("CGQ_GPU_SPECIES_TC");
+    const sct_fn tck = sct_kernel(K);
+    s.tc_bwd = s.gemm && g->cc_major >= 8 && !(tc_env && atoi(tc_env) == 0) && tck &&
+               cudaFuncSetAttribute((const void *)tck, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)g->smem_optin) == cudaSuccess;
+    cudaGetLastError();
+#endif
     s.ok = 1;
     return CGQ_STATUS_OK;
 }

@@ -285,7 +285,7 @@ static_assert(GEMM_BM * LTC_BK / 4 == 2 * LTC_THREADS, "each thread copies 2 x 1
 
 /* The stride of a node's k-step in a stage's A: 16 d floats and 4 more (d = 1: no bank conflicts in the fragment
  * reads; odd d > 1: 2-way at most, the fewest any padding gives). The T node strides fit: T (16 d + 4) <= 1024 +
- * 256 / d <= GEMM_BM LTC_KS floats, with 16 bytes to spare after them where d > 1. */
+ * 256 / d <= GEMM_BM LTC_KS floats. */
 __device__ inline int ltc_node_stride(int d) { return LTC_BK * d + 4; }
 
 /* 16 bytes from global to shared memory in flight (cp.async), the first `bytes` read from src and the rest zeros
@@ -340,12 +340,13 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
     const int d = g.d, T = ltc_nodes(d), P = ltc_node_stride(d), Td = T * d;
     const float *Ab = g.A + node0 * g.lda; /* offsets from the tile's first node fit an int (lin_gemm_tc_ok) */
     /* this thread's two 16-byte copies of A per step: floats 4 w to 4 w + 3 of node ln's k-step (w < 4 d); those
-     * past the tile's T nodes (q >= 4 d T, d > 1) copy no byte and write their zeros after the nodes' strides */
+     * past the tile's T nodes (q >= 4 d T, d > 1) copy nothing (a_dst -1: their zeros, all into one slot after the
+     * nodes' strides, were a write-write race for racecheck, session 29) */
     int a_dst[2], a_src[2], a_f[2];
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int q = tid + LTC_THREADS * i, ln = q / (4 * d), w = q % (4 * d);
-        a_dst[i] = ln < T ? ln * P + 4 * w : T * P;
+        a_dst[i] = ln < T ? ln * P + 4 * w : -1;
         a_src[i] = ln * (int)g.lda + 4 * w;
         a_f[i] = ln < nodes ? 4 * w : INT_MAX; /* past the nodes: no byte exists */
     }
@@ -369,7 +370,7 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const int bytes = cp_bytes(avail, a_f[i]);
-            cp_async16(As + a_dst[i], bytes ? a + a_src[i] : g.A, bytes);
+            if (a_dst[i] >= 0) cp_async16(As + a_dst[i], bytes ? a + a_src[i] : g.A, bytes);
         }
         const float *W = g.W + g.w_off[cs] + (g.species ? sp * g.w_species[cs] : 0);
 #pragma unroll

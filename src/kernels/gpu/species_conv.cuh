@@ -23,7 +23,8 @@
  *   session 22: MACE-MP-0 0.39 + 0.85 ms): M = sum_k pw_k Q_k V_k and G_k = pw_k gM_k V_k^T with
  *   V_k[(s,j), u] = alpha x[s,u] W[j, k u] built per step for the graph's classes (k_species_conv_weights), Q and G
  *   stored as e3nn rows of S K channels per instruction (block k at S K p_off_k, entry (s,j) d3 + c), receivers in
- *   pieces whose Q stays within SC_PIECE_FLOATS; the edge kernels then only sum Q and take G apart.
+ *   pieces whose Q stays within SC_PIECE_FLOATS; the edge kernels then only sum Q and take G apart (the reverse's on
+ *   the tensor cores on sm_80 and later: k_species_conv_bwd_tc, session 29).
  * Included by mace_gpu.cu after conv.cuh, node_ops.cuh and radial_spline.cuh. */
 #ifndef CGQ_GPU_SPECIES_CONV_CUH
 #define CGQ_GPU_SPECIES_CONV_CUH
@@ -43,6 +44,7 @@ struct species_conv {
     int split_ins =
         0; /* every output block has one instruction: the forward's threads may take (channel, instruction) */
     int fwd_max_threads = 0; /* the forward kernel's largest block (cudaFuncGetAttributes) */
+    int tc_bwd = 0;          /* the reverse's edges on the tensor cores (k_species_conv_bwd_tc; GEMM folds only) */
     float alpha = 1;
     radial_table tab;
     const float *W = nullptr;  /* the radial MLP's last layer [K][wn] (the float model's) */
@@ -104,11 +106,23 @@ static int sc_fwd_threads(const species_conv &s) {
 static size_t sc_smem(const conv_plan &p, const species_conv &s, bool bwd) {
     return sizeof(float) * sc_layout_of(p, s, bwd, s.gemm).floats;
 }
+/* k_species_conv_bwd_tc's block: SCT_WARPS warps and one receiver (MACE-MP-0's ~90-edge rows are 6 tiles of 16;
+ * 3 warps, and 4 with the table loads a k-step ahead, were slower: session 29), each warp with P and T of its tile [16][17] and the cutoffs [16]; in u32
+ * words B's fragments [S][KT][2][32] (uint4), Y2P [16][16], Y2Pr [16], then the warps' */
+#define SCT_WARPS 2
+#define SCT_WARP_FLOATS (2 * 16 * 17 + 16)
+__host__ __device__ inline int sct_words(int S, int KT) {
+    return S * KT * 2 * 32 * 4 + 16 * 16 + 16 + SCT_WARPS * SCT_WARP_FLOATS;
+}
+static size_t sct_smem(const species_conv &s) {
+    return sizeof(uint32_t) * (size_t)sct_words(s.S, s.K / 8);
+}
 /* whether the layer runs factored in a graph of s.S classes within the shared memory limit and the forward's block
  * limit (its registers: 8 classes of a 128-wide table ask for 1,024 threads) */
 static bool sc_runs(const conv_plan &p, const species_conv &s, size_t smem_limit) {
     return s.ok && s.S >= 1 && s.S <= SC_MAX_CLASSES && sc_smem(p, s, false) <= smem_limit &&
-           sc_smem(p, s, true) <= smem_limit && sc_fwd_threads(s) <= s.fwd_max_threads;
+           sc_smem(p, s, true) <= smem_limit && sc_fwd_threads(s) <= s.fwd_max_threads &&
+           (!s.tc_bwd || sct_smem(s) <= smem_limit);
 }
 
 /* Copies s.Y2P and s.Y2Pr to y2p and y2r in shared memory (the first batch's barrier orders them before sc_stage) */
@@ -407,6 +421,174 @@ __global__ void __launch_bounds__(SC_BWD_THREADS)
     }
 }
 
+#if !defined(__HIPCC__)
+/* The reverse's edges on the tensor cores (GEMM folds, sm_80 and later; session 29). Per edge, with the class s of its
+ * sender, T_q = sum_j G[s][q][j] a_j and T'_q = sum_j G[s][q][j] a'_j (a' = step da/dr) are two small products of the
+ * row's a and a' (16 edges x S K) with G (S K x 16): a warp takes 16 edges, interpolates a and a' straight into its
+ * A fragments (the classes folded into k: an edge's fragment is zero in the other classes' k-steps, skipped where no
+ * edge of the tile has that class), G split once per block into B fragments in shared memory. Then
+ *   dE/dcut = sum_j a_j U_j = sum_q P_q T_q,  dE/dr = cut sum_j a'_j U_j / step = cut sum_q P_q T'_q / step,
+ *   dE/dY_b = cut sum_q Y2P[q][b] T_q:
+ * U never exists. The products are float-accurate (tf32_mma.cuh: split operands, a k-step per chain, the chains added
+ * in a fixed order). The scalar kernel (k_species_conv_bwd<true>) spent ~1,000 warp instructions per edge on the
+ * 2 x 16 x 64 products of MACE-MP-0's layer 0 with their shared-memory operands (568 us per step, ncu, session 28).
+ * The k-slots of a k-step are permuted so that a lane's two columns are adjacent: slot tq + 4c is column
+ * 8 ks + 2 tq + c, read 8 bytes at a time from the table (a warp's read: 32 consecutive bytes per row). */
+template <int KT>
+__global__ void __launch_bounds__(32 * SCT_WARPS)
+    k_species_conv_bwd_tc(conv_plan p, species_conv s, int64_t i0, const int64_t *row_ptr, const int32_t *sender,
+                          const int32_t *species, const double *r, const float *Y, const float *cut,
+                          const float *gsrc, int64_t e0, float *gY, float *gcut, double *gr) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    constexpr int K = 8 * KT;
+    const int P = s.P, S = s.S, nY = p.nY, SK = S * K, tid = threadIdx.x;
+    const int lane = tid % 32, warp = tid / 32, gq = lane / 4, tq = lane % 4;
+    uint4 *Bf = reinterpret_cast<uint4 *>(smem_raw);
+    float *y2p = reinterpret_cast<float *>(Bf + S * KT * 64);
+    int *y2r = reinterpret_cast<int *>(y2p + 256);
+    float *Pt = reinterpret_cast<float *>(y2r + 16) + warp * SCT_WARP_FLOATS, *Tt = Pt + 16 * 17, *ceb = Tt + 16 * 17;
+    const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
+    const float *Gi = gsrc + (int64_t)blockIdx.x * SK * P; /* G[s][q][j] at SK p_off + (s K + j) d3 + c */
+    for (int t = tid; t < S * KT * 64; t += blockDim.x) {  /* B of (class, k-step, n-tile, lane) */
+        const int ln = t % 32, nt = t / 32 % 2, ks = t / 64 % KT, sg = t / (64 * KT);
+        const int q = nt * 8 + ln / 4, j = ks * 8 + 2 * (ln % 4);
+        float g0 = 0.0f, g1 = 0.0f;
+        if (q < P) {
+            const conv_ins &k = p.ins[p.p_ins[q]];
+            const float *gk = Gi + (int64_t)SK * k.p_off + (q - k.p_off);
+            g0 = gk[(int64_t)(sg * K + j) * k.d3], g1 = gk[(int64_t)(sg * K + j + 1) * k.d3];
+        }
+        uint4 b;
+        tf32_split(g0, b.x, b.z);
+        tf32_split(g1, b.y, b.w);
+        Bf[t] = b;
+    }
+    for (int q = tid; q < P * nY; q += blockDim.x) y2p[q] = s.Y2P[q];
+    for (int q = tid; q < P; q += blockDim.x) y2r[q] = s.Y2Pr[q];
+    __syncthreads();
+    for (int64_t eb = r0 + 16 * warp; eb < r1; eb += 16 * SCT_WARPS) {
+        int cls[2];
+        float b[2][3], db[2][3];
+        const float *kp[2];
+        unsigned present = 0; /* the classes of the tile's edges */
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int64_t e = eb + gq + 8 * h;
+            cls[h] = -1, kp[h] = s.tab.knots;
+#pragma unroll
+            for (int q = 0; q < 3; q++) b[h][q] = db[h][q] = 0.0f;
+            if (e < r1) {
+                cls[h] = s.cls[species[sender[e]]];
+                kp[h] += (size_t)hermite_weights(s.tab, r[e], b[h], db[h]) * 4 * K;
+            }
+        }
+        for (int sg = 0; sg < S; sg++)
+            if (__any_sync(0xffffffffu, cls[0] == sg || cls[1] == sg)) present |= 1u << sg;
+        for (int t = lane; t < 256; t += 32) { /* P of the tile's edges (not times the cutoff) */
+            const int row = t / 16, q = t % 16;
+            const int64_t e = eb + row;
+            float v = 0.0f;
+            if (q < P && e < r1) {
+                const int b0 = y2r[q] & 0xffff, n = y2r[q] >> 16;
+                for (int c = 0; c < n; c++) v += y2p[q * nY + b0 + c] * Y[e * nY + b0 + c]; /* sc_stage's order */
+            }
+            Pt[row * 17 + q] = v;
+        }
+        if (lane < 16) ceb[lane] = cut && eb + lane < r1 ? cut[eb + lane] : 1.0f;
+        __syncwarp();
+        float T[2][4] = {}, Ts[2][4] = {}; /* [n-tile][2h + c]: row gq + 8h, q = 8 nt + 2 tq + c */
+#pragma unroll 2
+        for (int ks = 0; ks < KT; ks++) {
+            uint32_t ah[4], al[4], sh[4], sl[4];
+            const int j = ks * 8 + 2 * tq;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const float2 v0 = *reinterpret_cast<const float2 *>(kp[h] + j);
+                const float2 v1 = *reinterpret_cast<const float2 *>(kp[h] + K + j);
+                const float2 v2 = *reinterpret_cast<const float2 *>(kp[h] + 2 * K + j);
+                const float2 v3 = *reinterpret_cast<const float2 *>(kp[h] + 3 * K + j);
+                /* hermite_value and hermite_slope's expressions (the same bits as the other kernels' a) */
+                const float a0 = v0.x + (b[h][0] * v1.x + b[h][1] * v2.x + b[h][2] * v3.x);
+                const float a1 = v0.y + (b[h][0] * v1.y + b[h][1] * v2.y + b[h][2] * v3.y);
+                const float s0 = db[h][0] * v1.x + db[h][1] * v2.x + db[h][2] * v3.x;
+                const float s1 = db[h][0] * v1.y + db[h][1] * v2.y + db[h][2] * v3.y;
+                tf32_split(a0, ah[h], al[h]);
+                tf32_split(a1, ah[h + 2], al[h + 2]);
+                tf32_split(s0, sh[h], sl[h]);
+                tf32_split(s1, sh[h + 2], sl[h + 2]);
+            }
+            for (int sg = 0; sg < S; sg++) {
+                if (!(present >> sg & 1)) continue; /* uniform over the warp */
+                uint32_t mah[4], mal[4], msh[4], msl[4];
+#pragma unroll
+                for (int f = 0; f < 4; f++) {
+                    const bool m = cls[f & 1] == sg;
+                    mah[f] = m ? ah[f] : 0u, mal[f] = m ? al[f] : 0u, msh[f] = m ? sh[f] : 0u, msl[f] = m ? sl[f] : 0u;
+                }
+#pragma unroll
+                for (int nt = 0; nt < 2; nt++) {
+                    const uint4 bb = Bf[((sg * KT + ks) * 2 + nt) * 32 + lane];
+                    mma_split_step(T[nt], mah, mal, bb);
+                    mma_split_step(Ts[nt], msh, msl, bb);
+                }
+            }
+        }
+        float au[2] = {0.0f, 0.0f}, gu[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    const int at = (gq + 8 * h) * 17 + 8 * nt + 2 * tq + c;
+                    const float pv = Pt[at];
+                    au[h] += pv * T[nt][2 * h + c], gu[h] += pv * Ts[nt][2 * h + c];
+                    Tt[at] = T[nt][2 * h + c];
+                }
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int off = 1; off < 4; off *= 2) {
+                au[h] += __shfl_xor_sync(0xffffffffu, au[h], off);
+                gu[h] += __shfl_xor_sync(0xffffffffu, gu[h], off);
+            }
+        __syncwarp();
+        if (tq == 0)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int64_t e = eb + gq + 8 * h;
+                if (e < r1) {
+                    gcut[e] = cut ? au[h] : 0.0f;
+                    gr[e - e0] = (double)(ceb[gq + 8 * h] * gu[h]) / s.tab.step;
+                }
+            }
+        for (int t = lane; t < 16 * nY; t += 32) { /* dE/dY_b = cut sum_q Y2P[q][b] T_q */
+            const int row = t / nY, bc = t % nY;
+            const int64_t e = eb + row;
+            if (e >= r1) continue;
+            float v = 0.0f;
+            for (int q = 0; q < P; q++) v += y2p[q * nY + bc] * Tt[row * 17 + q];
+            gY[e * nY + bc] = ceb[row] * v;
+        }
+        __syncwarp(); /* Pt, Tt and ceb are the next tile's */
+    }
+}
+
+typedef void (*sct_fn)(conv_plan, species_conv, int64_t, const int64_t *, const int32_t *, const int32_t *,
+                       const double *, const float *, const float *, const float *, int64_t, float *, float *, double *);
+/* the instance for a table of width K (null: none; species_conv.tc_bwd is then off) */
+static sct_fn sct_kernel(int K) {
+    switch (K) {
+    case 8: return k_species_conv_bwd_tc<1>;
+    case 16: return k_species_conv_bwd_tc<2>;
+    case 32: return k_species_conv_bwd_tc<4>;
+    case 64: return k_species_conv_bwd_tc<8>;
+    case 128: return k_species_conv_bwd_tc<16>;
+    default: return nullptr;
+    }
+}
+#endif /* !__HIPCC__ */
+
 /* V[k][(s,j)][u] = alpha x[s,u] W[j, w_off_k + u], x[s] the layer-0 features hu of the class's first node */
 __global__ void k_species_conv_weights(conv_plan p, species_conv s, const float *hu, float *V) {
     const int SK = s.S * s.K, C = p.C;
@@ -497,6 +679,13 @@ static void species_conv_backward(const conv_plan &p, const species_conv &s, con
     for (int64_t a = i0; a < i1; a += w.piece) {
         const int64_t b = std::min(i1, a + w.piece);
         sc_gemms(p, s, w, b - a, nullptr, gM + a * p.dM);
+#if !defined(__HIPCC__)
+        if (s.tc_bwd) {
+            sct_kernel(s.K)<<<(unsigned)(b - a), 32 * SCT_WARPS, sct_smem(s)>>>(p, s, a, row_ptr, sender, species, r, Y,
+                                                                                cut, w.QG, e0, gY, gcut, gr);
+            continue;
+        }
+#endif
         k_species_conv_bwd<true><<<(unsigned)(b - a), SC_BWD_THREADS, smem>>>(p, s, a, row_ptr, sender, species, r, Y,
                                                                               hu, cut, w.QG, e0, gY, gcut, gr);
     }
