@@ -507,7 +507,7 @@ __global__ void __launch_bounds__(32 * SCT_WARPS)
                 const float2 v1 = *reinterpret_cast<const float2 *>(kp[h] + K + j);
                 const float2 v2 = *reinterpret_cast<const float2 *>(kp[h] + 2 * K + j);
                 const float2 v3 = *reinterpret_cast<const float2 *>(kp[h] + 3 * K + j);
-                /* hermite_value and hermite_slope's expressions (the same bits as the other kernels' a) */
+                /* hermite_value and hermite_slope's expressions, on values read 8 bytes at a time */
                 const float a0 = v0.x + (b[h][0] * v1.x + b[h][1] * v2.x + b[h][2] * v3.x);
                 const float a1 = v0.y + (b[h][0] * v1.y + b[h][1] * v2.y + b[h][2] * v3.y);
                 const float s0 = db[h][0] * v1.x + db[h][1] * v2.x + db[h][2] * v3.x;
