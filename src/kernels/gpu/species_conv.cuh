@@ -107,8 +107,9 @@ static size_t sc_smem(const conv_plan &p, const species_conv &s, bool bwd) {
     return sizeof(float) * sc_layout_of(p, s, bwd, s.gemm).floats;
 }
 /* k_species_conv_bwd_tc's block: SCT_WARPS warps and one receiver (MACE-MP-0's ~90-edge rows are 6 tiles of 16;
- * 3 warps, and 4 with the table loads a k-step ahead, were slower: session 29), each warp with P and T of its tile [16][17] and the cutoffs [16]; in u32
- * words B's fragments [S][KT][2][32] (uint4), Y2P [16][16], Y2Pr [16], then the warps' */
+ * 3 warps, and 4 with the table loads a k-step ahead, were slower: session 29), each warp with P and T of its tile
+ * [16][17] and the cutoffs [16]; in u32 words B's fragments [S][KT][2][32] (uint4), Y2P [16][16], Y2Pr [16], then
+ * the warps' */
 #define SCT_WARPS 2
 #define SCT_WARP_FLOATS (2 * 16 * 17 + 16)
 __host__ __device__ inline int sct_words(int S, int KT) {
@@ -575,7 +576,8 @@ __global__ void __launch_bounds__(32 * SCT_WARPS)
 }
 
 typedef void (*sct_fn)(conv_plan, species_conv, int64_t, const int64_t *, const int32_t *, const int32_t *,
-                       const double *, const float *, const float *, const float *, int64_t, float *, float *, double *);
+                       const double *, const float *, const float *, const float *, int64_t, float *, float *,
+                       double *);
 /* the instance for a table of width K (null: none; species_conv.tc_bwd is then off) */
 static sct_fn sct_kernel(int K) {
     switch (K) {
