@@ -1103,10 +1103,10 @@ static cgq_status build_species_conv(cgq_gpu *g) {
     }
     s.fwd_max_threads = fa.maxThreadsPerBlock;
 #if !defined(__HIPCC__)
-    /* the reverse's edges on the tensor cores where the folds are GEMMs (CGQ_GPU_SPECIES_TC=0: the scalar kernel) */
+    /* the reverse's edges on the tensor cores (CGQ_GPU_SPECIES_TC=0: the scalar kernels) */
     const char *tc_env = getenv("CGQ_GPU_SPECIES_TC");
-    const sct_fn tck = sct_kernel(K);
-    s.tc_bwd = s.gemm && g->cc_major >= 8 && !(tc_env && atoi(tc_env) == 0) && tck &&
+    const sct_fn tck = sct_kernel(K, s.gemm);
+    s.tc_bwd = g->cc_major >= 8 && !(tc_env && atoi(tc_env) == 0) && tck &&
                cudaFuncSetAttribute((const void *)tck, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)g->smem_optin) == cudaSuccess;
     cudaGetLastError();

@@ -44,7 +44,7 @@ struct species_conv {
     int split_ins =
         0; /* every output block has one instruction: the forward's threads may take (channel, instruction) */
     int fwd_max_threads = 0; /* the forward kernel's largest block (cudaFuncGetAttributes) */
-    int tc_bwd = 0;          /* the reverse's edges on the tensor cores (k_species_conv_bwd_tc; GEMM folds only) */
+    int tc_bwd = 0;          /* the reverse's edges on the tensor cores (k_species_conv_bwd_tc) */
     float alpha = 1;
     radial_table tab;
     const float *W = nullptr;  /* the radial MLP's last layer [K][wn] (the float model's) */
@@ -115,15 +115,20 @@ static size_t sc_smem(const conv_plan &p, const species_conv &s, bool bwd) {
 __host__ __device__ inline int sct_words(int S, int KT) {
     return S * KT * 2 * 32 * 4 + 16 * 16 + 16 + SCT_WARPS * SCT_WARP_FLOATS;
 }
-static size_t sct_smem(const species_conv &s) {
-    return sizeof(uint32_t) * (size_t)sct_words(s.S, s.K / 8);
+/* the in-kernel folds' area after them (floats): the classes' features xs [S][C], Z [S][P][C], G [S][P][K] */
+__host__ __device__ inline int sct_fold_floats(int S, int C, int P, int K) {
+    return sc_r4(S * C) + sc_r4(S * P * C) + S * P * K;
+}
+static size_t sct_smem(const conv_plan &p, const species_conv &s) {
+    const int fold = s.gemm ? 0 : sct_fold_floats(s.S, p.C, s.P, s.K);
+    return sizeof(uint32_t) * (size_t)(sct_words(s.S, s.K / 8) + fold);
 }
 /* whether the layer runs factored in a graph of s.S classes within the shared memory limit and the forward's block
  * limit (its registers: 8 classes of a 128-wide table ask for 1,024 threads) */
 static bool sc_runs(const conv_plan &p, const species_conv &s, size_t smem_limit) {
     return s.ok && s.S >= 1 && s.S <= SC_MAX_CLASSES && sc_smem(p, s, false) <= smem_limit &&
            sc_smem(p, s, true) <= smem_limit && sc_fwd_threads(s) <= s.fwd_max_threads &&
-           (!s.tc_bwd || sct_smem(s) <= smem_limit);
+           (!s.tc_bwd || sct_smem(p, s) <= smem_limit);
 }
 
 /* Copies s.Y2P and s.Y2Pr to y2p and y2r in shared memory (the first batch's barrier orders them before sc_stage) */
@@ -435,10 +440,10 @@ __global__ void __launch_bounds__(SC_BWD_THREADS)
  * 2 x 16 x 64 products of MACE-MP-0's layer 0 with their shared-memory operands (568 us per step, ncu, session 28).
  * The k-slots of a k-step are permuted so that a lane's two columns are adjacent: slot tq + 4c is column
  * 8 ks + 2 tq + c, read 8 bytes at a time from the table (a warp's read: 32 consecutive bytes per row). */
-template <int KT>
+template <int KT, bool GEMM>
 __global__ void __launch_bounds__(32 * SCT_WARPS)
     k_species_conv_bwd_tc(conv_plan p, species_conv s, int64_t i0, const int64_t *row_ptr, const int32_t *sender,
-                          const int32_t *species, const double *r, const float *Y, const float *cut,
+                          const int32_t *species, const double *r, const float *Y, const float *hu, const float *cut,
                           const float *gsrc, int64_t e0, float *gY, float *gcut, double *gr) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     constexpr int K = 8 * KT;
@@ -449,15 +454,47 @@ __global__ void __launch_bounds__(32 * SCT_WARPS)
     int *y2r = reinterpret_cast<int *>(y2p + 256);
     float *Pt = reinterpret_cast<float *>(y2r + 16) + warp * SCT_WARP_FLOATS, *Tt = Pt + 16 * 17, *ceb = Tt + 16 * 17;
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
-    const float *Gi = gsrc + (int64_t)blockIdx.x * SK * P; /* G[s][q][j] at SK p_off + (s K + j) d3 + c */
-    for (int t = tid; t < S * KT * 64; t += blockDim.x) {  /* B of (class, k-step, n-tile, lane) */
+    /* GEMM: G[s][q][j] at SK p_off + (s K + j) d3 + c of the block's row of gsrc; in-kernel folds: G [S][P][K] folded
+     * here from gM = gsrc as k_species_conv_bwd<false> does (Z = gM x, then sc_bwd_fold) */
+    const float *Gi = gsrc + (int64_t)blockIdx.x * SK * P;
+    float *Gs = reinterpret_cast<float *>(smem_raw) + sct_words(S, KT);
+    if (!GEMM) {
+        const int C = p.C;
+        float *xs = Gs, *Z = xs + sc_r4(S * C);
+        Gs = Z + sc_r4(S * P * C);
+        const int32_t *rep = s.cls + s.n_species;
+        for (int q = tid; q < S * C; q += blockDim.x) xs[q] = hu[(int64_t)rep[q / C] * p.dhu + s.x_off + q % C];
+        __syncthreads();
+        for (int q = tid; q < S * P * C; q += blockDim.x) {
+            const int sg = q / (P * C), pq = q / C % P, u = q % C;
+            const conv_ins &k = p.ins[p.p_ins[pq]];
+            Z[q] = gsrc[i * p.dM + k.out_off + u * k.d3 + p.p_c[pq]] * xs[sg * C + u];
+        }
+        __syncthreads();
+        for (int t = tid; t < K * p.n_ins * S; t += blockDim.x) { /* thread (j, instruction and class) */
+            const int j = t % K, it = t / K;
+            const conv_ins &k = p.ins[it / S];
+            switch (k.d3) {
+#define SCT_FOLD_CASE(D3)                           \
+    case D3:                                        \
+        sc_bwd_fold<D3>(k, s, C, j, it % S, Z, Gs); \
+        break;
+                SC_D3_CASES(SCT_FOLD_CASE)
+#undef SCT_FOLD_CASE
+            }
+        }
+        __syncthreads();
+    }
+    for (int t = tid; t < S * KT * 64; t += blockDim.x) { /* B of (class, k-step, n-tile, lane) */
         const int ln = t % 32, nt = t / 32 % 2, ks = t / 64 % KT, sg = t / (64 * KT);
         const int q = nt * 8 + ln / 4, j = ks * 8 + 2 * (ln % 4);
         float g0 = 0.0f, g1 = 0.0f;
-        if (q < P) {
+        if (q < P && GEMM) {
             const conv_ins &k = p.ins[p.p_ins[q]];
             const float *gk = Gi + (int64_t)SK * k.p_off + (q - k.p_off);
             g0 = gk[(int64_t)(sg * K + j) * k.d3], g1 = gk[(int64_t)(sg * K + j + 1) * k.d3];
+        } else if (q < P) {
+            g0 = Gs[(sg * P + q) * K + j], g1 = Gs[(sg * P + q) * K + j + 1];
         }
         uint4 b;
         tf32_split(g0, b.x, b.z);
@@ -576,16 +613,16 @@ __global__ void __launch_bounds__(32 * SCT_WARPS)
 }
 
 typedef void (*sct_fn)(conv_plan, species_conv, int64_t, const int64_t *, const int32_t *, const int32_t *,
-                       const double *, const float *, const float *, const float *, int64_t, float *, float *,
-                       double *);
+                       const double *, const float *, const float *, const float *, const float *, int64_t, float *,
+                       float *, double *);
 /* the instance for a table of width K (null: none; species_conv.tc_bwd is then off) */
-static sct_fn sct_kernel(int K) {
+static sct_fn sct_kernel(int K, bool gemm) {
     switch (K) {
-    case 8: return k_species_conv_bwd_tc<1>;
-    case 16: return k_species_conv_bwd_tc<2>;
-    case 32: return k_species_conv_bwd_tc<4>;
-    case 64: return k_species_conv_bwd_tc<8>;
-    case 128: return k_species_conv_bwd_tc<16>;
+    case 8: return gemm ? k_species_conv_bwd_tc<1, true> : k_species_conv_bwd_tc<1, false>;
+    case 16: return gemm ? k_species_conv_bwd_tc<2, true> : k_species_conv_bwd_tc<2, false>;
+    case 32: return gemm ? k_species_conv_bwd_tc<4, true> : k_species_conv_bwd_tc<4, false>;
+    case 64: return gemm ? k_species_conv_bwd_tc<8, true> : k_species_conv_bwd_tc<8, false>;
+    case 128: return gemm ? k_species_conv_bwd_tc<16, true> : k_species_conv_bwd_tc<16, false>;
     default: return nullptr;
     }
 }
@@ -674,6 +711,13 @@ static void species_conv_backward(const conv_plan &p, const species_conv &s, con
     if (i1 <= i0) return;
     const size_t smem = sc_smem(p, s, true);
     if (!s.gemm) {
+#if !defined(__HIPCC__)
+        if (s.tc_bwd) {
+            sct_kernel(s.K, false)<<<(unsigned)(i1 - i0), 32 * SCT_WARPS, sct_smem(p, s)>>>(
+                p, s, i0, row_ptr, sender, species, r, Y, hu, cut, gM, e0, gY, gcut, gr);
+            return;
+        }
+#endif
         k_species_conv_bwd<false><<<(unsigned)(i1 - i0), SC_BWD_THREADS, smem>>>(p, s, i0, row_ptr, sender, species, r,
                                                                                  Y, hu, cut, gM, e0, gY, gcut, gr);
         return;
@@ -683,8 +727,8 @@ static void species_conv_backward(const conv_plan &p, const species_conv &s, con
         sc_gemms(p, s, w, b - a, nullptr, gM + a * p.dM);
 #if !defined(__HIPCC__)
         if (s.tc_bwd) {
-            sct_kernel(s.K)<<<(unsigned)(b - a), 32 * SCT_WARPS, sct_smem(s)>>>(p, s, a, row_ptr, sender, species, r, Y,
-                                                                                cut, w.QG, e0, gY, gcut, gr);
+            sct_kernel(s.K, true)<<<(unsigned)(b - a), 32 * SCT_WARPS, sct_smem(p, s)>>>(
+                p, s, a, row_ptr, sender, species, r, Y, hu, cut, w.QG, e0, gY, gcut, gr);
             continue;
         }
 #endif
