@@ -52,12 +52,19 @@ __device__ __forceinline__ int hermite_weights(const radial_table &s, double r, 
 }
 
 /* a_j, and step * da_j/dr, of the interval whose rows start at p (width W), from hermite_weights' b and db: the one
- * expression every kernel evaluates, so the tensor-core and SGEMM paths interpolate the same bits */
+ * expression every kernel evaluates (hermite_mix, also for values loaded otherwise), so the tensor-core and SGEMM
+ * paths interpolate the same bits */
+__device__ __forceinline__ float hermite_mix(float a, float d, float m0, float m1, const float b[3]) {
+    return a + (b[0] * d + b[1] * m0 + b[2] * m1);
+}
+__device__ __forceinline__ float hermite_mix_slope(float d, float m0, float m1, const float db[3]) {
+    return db[0] * d + db[1] * m0 + db[2] * m1;
+}
 __device__ __forceinline__ float hermite_value(const float *p, int W, int j, const float b[3]) {
-    return p[j] + (b[0] * p[W + j] + b[1] * p[2 * W + j] + b[2] * p[3 * W + j]);
+    return hermite_mix(p[j], p[W + j], p[2 * W + j], p[3 * W + j], b);
 }
 __device__ __forceinline__ float hermite_slope(const float *p, int W, int j, const float db[3]) {
-    return db[0] * p[W + j] + db[1] * p[2 * W + j] + db[2] * p[3 * W + j];
+    return hermite_mix_slope(p[W + j], p[2 * W + j], p[3 * W + j], db);
 }
 
 /* The same for a weight table's column (its 4 values v, [n_int][width][4]) */

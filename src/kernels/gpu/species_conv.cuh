@@ -137,6 +137,16 @@ __device__ __forceinline__ void sc_load_y2p(const conv_plan &p, const species_co
     for (int q = threadIdx.x; q < s.P; q += blockDim.x) y2r[q] = s.Y2Pr[q];
 }
 
+/* P_q of an edge whose SH row is Ye: the sum over row q's nonzero couplings (y2r: b0 | n << 16) in b's order, as
+ * conv_p_entry (the zeros add nothing) */
+__device__ __forceinline__ float sc_p_entry(const float *y2p, const int *y2r, int q, int nY, const float *Ye) {
+    const int b0 = y2r[q] & 0xffff, n = y2r[q] >> 16;
+    const float *m = y2p + q * nY + b0;
+    float v = 0.0f;
+    for (int b = 0; b < n; b++) v += m[b] * Ye[b0 + b];
+    return v;
+}
+
 /* Stages the batch of nb edges from eb in shared memory: per edge its class cb, table interval kb and Hermite weights
  * hb (with those of the slopes when slopes), the cutoff (cutb, when non-null), P (from y2p over y2r's ranges; times the
  * cutoff when cut_in_P); then a (and the slopes into sb). Two barriers. */
@@ -160,9 +170,7 @@ __device__ __forceinline__ void sc_stage(const conv_plan &p, const species_conv 
         const int el = q / PS, pq = q % PS;
         float v = 0.0f;
         if (pq < P) {
-            const int b0 = y2r[pq] & 0xffff, n = y2r[pq] >> 16;
-            const float *Ye = Y + (eb + el) * p.nY + b0, *m = y2p + pq * p.nY + b0;
-            for (int b = 0; b < n; b++) v += m[b] * Ye[b]; /* in b's order, as conv_p_entry: the zeros add nothing */
+            v = sc_p_entry(y2p, y2r, pq, p.nY, Y + (eb + el) * p.nY);
             if (cut && cut_in_P) v *= cut[eb + el];
         }
         Pb[q] = v;
@@ -525,12 +533,7 @@ __global__ void __launch_bounds__(32 * SCT_WARPS)
         for (int t = lane; t < 256; t += 32) { /* P of the tile's edges (not times the cutoff) */
             const int row = t / 16, q = t % 16;
             const int64_t e = eb + row;
-            float v = 0.0f;
-            if (q < P && e < r1) {
-                const int b0 = y2r[q] & 0xffff, n = y2r[q] >> 16;
-                for (int c = 0; c < n; c++) v += y2p[q * nY + b0 + c] * Y[e * nY + b0 + c]; /* sc_stage's order */
-            }
-            Pt[row * 17 + q] = v;
+            Pt[row * 17 + q] = q < P && e < r1 ? sc_p_entry(y2p, y2r, q, nY, Y + e * nY) : 0.0f;
         }
         if (lane < 16) ceb[lane] = cut && eb + lane < r1 ? cut[eb + lane] : 1.0f;
         __syncwarp();
@@ -545,11 +548,11 @@ __global__ void __launch_bounds__(32 * SCT_WARPS)
                 const float2 v1 = *reinterpret_cast<const float2 *>(kp[h] + K + j);
                 const float2 v2 = *reinterpret_cast<const float2 *>(kp[h] + 2 * K + j);
                 const float2 v3 = *reinterpret_cast<const float2 *>(kp[h] + 3 * K + j);
-                /* hermite_value and hermite_slope's expressions, on values read 8 bytes at a time */
-                const float a0 = v0.x + (b[h][0] * v1.x + b[h][1] * v2.x + b[h][2] * v3.x);
-                const float a1 = v0.y + (b[h][0] * v1.y + b[h][1] * v2.y + b[h][2] * v3.y);
-                const float s0 = db[h][0] * v1.x + db[h][1] * v2.x + db[h][2] * v3.x;
-                const float s1 = db[h][0] * v1.y + db[h][1] * v2.y + db[h][2] * v3.y;
+                /* hermite_value and hermite_slope on values read 8 bytes at a time */
+                const float a0 = hermite_mix(v0.x, v1.x, v2.x, v3.x, b[h]);
+                const float a1 = hermite_mix(v0.y, v1.y, v2.y, v3.y, b[h]);
+                const float s0 = hermite_mix_slope(v1.x, v2.x, v3.x, db[h]);
+                const float s1 = hermite_mix_slope(v1.y, v2.y, v3.y, db[h]);
                 tf32_split(a0, ah[h], al[h]);
                 tf32_split(a1, ah[h + 2], al[h + 2]);
                 tf32_split(s0, sh[h], sl[h]);
