@@ -40,7 +40,6 @@ cp /tmp/ctest_gpu.log "$OUT/ctest_gpu.log"
 wait
 if [ "${BENCH:-0}" = 1 ]; then # then the MACE-MP-0-medium-architecture step: checked, 3 rounds, profile, 98,304 atoms
   B=build-gpu/bench_eval W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch.h5 B0=.device/base/build/bench_eval
-  [ "${BASE:-0}" = 1 ] && wait $BASE_PID
   [ "${BASE:-0}" = 1 ] && [ -x $B0 ] || B0=""
   ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)|GPU memory [0-9.]+ GiB' | tr '\n' ' '; }
   {
