@@ -12,6 +12,7 @@ extern "C" {
 #include "cgequi.h"
 #include "common/error.h"
 #include "graph/neighbor.h"
+#include "graph/sender_index.h"
 
 // Weak, so the test links whether or not the library was built with OpenMP (this file may be
 // compiled without -fopenmp even when the library uses it).
@@ -627,6 +628,38 @@ TEST(Neighbor, Errors) {
     EXPECT_EQ(nl.row_ptr[0], 0);
     ASSERT_EQ(cgq_neighbor_list_build(&nl, 2, ok.data(), cell, pbc, 4.0), CGQ_STATUS_OK);
     cgq_neighbor_list_free(&nl);
+}
+
+// cgq_sender_index: the edges grouped by sender, each row in increasing edge order (the stable sort's), for any
+// thread count (large graphs are sorted by several threads, each placing a chunk of the edges).
+TEST(SenderIndex, IsTheStableSortForAnyThreadCount) {
+    std::mt19937_64 rng(7);
+    const int max_threads = omp_get_max_threads ? omp_get_max_threads() : 1;
+    const std::vector<std::pair<int64_t, int64_t>> shapes = {
+        {1, 0}, {5, 17}, {5185, 354942}, {100, 200000}, {200000, 300000}, {3, 70000}};
+    for (const auto &[n_nodes, n_edges] : shapes) {
+        std::uniform_int_distribution<int32_t> pick(0, (int32_t)n_nodes - 1);
+        std::vector<int32_t> sender(n_edges);
+        for (int32_t &s : sender) s = pick(rng);
+        if (n_nodes > 4) // one sender with no edge
+            for (int32_t &s : sender) s = s == 4 ? 3 : s;
+        std::vector<int64_t> want_row(n_nodes + 1, 0);
+        for (int32_t s : sender) want_row[s + 1]++;
+        for (int64_t i = 0; i < n_nodes; i++) want_row[i + 1] += want_row[i];
+        std::vector<int32_t> want_edge(n_edges);
+        std::vector<int64_t> at(want_row.begin(), want_row.end() - 1);
+        for (int64_t e = 0; e < n_edges; e++) want_edge[at[sender[e]]++] = (int32_t)e;
+        for (int threads : {1, 2, 3, max_threads}) {
+            if (omp_set_num_threads) omp_set_num_threads(threads);
+            std::vector<int64_t> row(n_nodes + 1, -1);
+            std::vector<int32_t> edge(n_edges + 1, -1);
+            ASSERT_EQ(cgq_sender_index(sender.data(), n_edges, n_nodes, row.data(), edge.data()), CGQ_STATUS_OK);
+            edge.resize(n_edges);
+            EXPECT_EQ(row, want_row) << n_nodes << " senders, " << n_edges << " edges, " << threads << " threads";
+            EXPECT_EQ(edge, want_edge) << n_nodes << " senders, " << n_edges << " edges, " << threads << " threads";
+        }
+        if (omp_set_num_threads) omp_set_num_threads(max_threads);
+    }
 }
 
 } // namespace
