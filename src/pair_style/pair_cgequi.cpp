@@ -7,6 +7,7 @@
  * gradients and forces go back by reverse communication. Both give the same numbers. */
 #include "pair_cgequi.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -248,12 +249,21 @@ void PairCGEqui::build_candidates(bool fold) {
     const double t1 = MPI_Wtime();
     point_node.resize(np + 1);
     if (fold) { /* one rank: every ghost is an image of a local atom, the graph node of its owner */
-        std::unordered_map<tagint, int32_t> node_of_tag;
-        node_of_tag.reserve(2 * cand_local + 1);
-        for (int64_t k = 0; k < cand_local; k++) node_of_tag[(tagint)point_id[k]] = (int32_t)k;
-        for (int64_t k = 0; k < np; k++) {
-            auto it = node_of_tag.find((tagint)point_id[k]);
-            point_node[k] = it == node_of_tag.end() ? -1 : it->second;
+        int64_t max_tag = 0;
+        for (int64_t k = 0; k < np; k++) max_tag = std::max(max_tag, point_id[k]);
+        if (max_tag <= 4 * np + 1024) { /* dense IDs (the usual): a table by ID (a hash map took 0.7 ms a rebuild at
+                                           13,897 points on the GPU machine) */
+            node_of_id.assign(max_tag + 1, -1);
+            for (int64_t k = 0; k < cand_local; k++) node_of_id[point_id[k]] = (int32_t)k;
+            for (int64_t k = 0; k < np; k++) point_node[k] = node_of_id[point_id[k]];
+        } else {
+            std::unordered_map<tagint, int32_t> node_of_tag;
+            node_of_tag.reserve(2 * cand_local + 1);
+            for (int64_t k = 0; k < cand_local; k++) node_of_tag[(tagint)point_id[k]] = (int32_t)k;
+            for (int64_t k = 0; k < np; k++) {
+                auto it = node_of_tag.find((tagint)point_id[k]);
+                point_node[k] = it == node_of_tag.end() ? -1 : it->second;
+            }
         }
     } else {
         for (int64_t k = 0; k < np; k++) point_node[k] = (int32_t)k;

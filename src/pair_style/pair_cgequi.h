@@ -50,6 +50,7 @@ class PairCGEqui : public Pair {
     std::vector<int> node_atom, atom_node;
     std::vector<int32_t> species, point_node; /* point_node: graph node of each point (its owner when folded) */
     std::vector<int64_t> point_id;            /* atom tags: the evaluator's messages, and the rebuild check */
+    std::vector<int32_t> node_of_id;          /* folding: the local point (graph node) of each atom tag */
     std::vector<double> points, node_force, node_energy, node_virial;
     /* candidate pairs within cutoff + skin of the local points, and the positions they were built from */
     ::cgq_neighbor_list *nl = nullptr;
