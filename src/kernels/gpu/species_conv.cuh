@@ -326,6 +326,35 @@ __device__ __forceinline__ void sc_bwd_fold(const conv_ins &k, const species_con
     for (int c = 0; c < D3; c++) G[((size_t)sg * s.P + k.p_off + c) * s.K + j] = sc * t[c];
 }
 
+/* The in-kernel folds of receiver i's reverse, by the block's threads: xs [S][C] the classes' features, Z[s][q][u] =
+ * gM[(k,c), u] x[s,u], then G [S][P][K] (sc_bwd_fold per j, instruction and class); G is complete after the call */
+__device__ inline void sc_bwd_fold_row(const conv_plan &p, const species_conv &s, int64_t i, const float *hu,
+                                       const float *gM, float *xs, float *Z, float *G) {
+    const int C = p.C, K = s.K, P = s.P, S = s.S, tid = threadIdx.x, T = blockDim.x;
+    const int32_t *rep = s.cls + s.n_species;
+    for (int q = tid; q < S * C; q += T) xs[q] = hu[(int64_t)rep[q / C] * p.dhu + s.x_off + q % C];
+    __syncthreads();
+    for (int q = tid; q < S * P * C; q += T) {
+        const int sg = q / (P * C), pq = q / C % P, u = q % C;
+        const conv_ins &k = p.ins[p.p_ins[pq]];
+        Z[q] = gM[i * p.dM + k.out_off + u * k.d3 + p.p_c[pq]] * xs[sg * C + u];
+    }
+    __syncthreads();
+    for (int t = tid; t < K * p.n_ins * S; t += T) { /* thread (j, instruction and class) */
+        const int j = t % K, it = t / K;
+        const conv_ins &k = p.ins[it / S];
+        switch (k.d3) {
+#define SC_FOLD_CASE(D3)                           \
+    case D3:                                       \
+        sc_bwd_fold<D3>(k, s, C, j, it % S, Z, G); \
+        break;
+            SC_D3_CASES(SC_FOLD_CASE)
+#undef SC_FOLD_CASE
+        }
+    }
+    __syncthreads();
+}
+
 /* Reverse of k_species_conv_fwd given gsrc: gM = dE/dM (in-kernel folds), or with GEMM the receivers' G (rows of
  * S K P floats, as Q's, the block's receiver first). Per edge gY (dE/dY, stride nY), gcut (dE/dcut; 0 without cut)
  * and gr[e - e0] (dE/dr through the table), as k_conv_bwd and radial_table_backward leave them for the edge tail. The
@@ -345,7 +374,6 @@ __global__ void __launch_bounds__(SC_BWD_THREADS)
     int *cb = reinterpret_cast<int *>(xs + o.ints), *kb = cb + SC_EB;
     const int lane = tid % CGQ_WARP, warp = tid / CGQ_WARP, nw = T / CGQ_WARP;
     float *Tw = xs + o.tw + warp * (CONV_MAX_Y + 1);
-    const int32_t *rep = s.cls + s.n_species;
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
     if (GEMM) {
         const int SK = S * K;
@@ -358,29 +386,7 @@ __global__ void __launch_bounds__(SC_BWD_THREADS)
             }
         }
     } else {
-        for (int q = tid; q < S * C; q += T) xs[q] = hu[(int64_t)rep[q / C] * p.dhu + s.x_off + q % C];
-        __syncthreads();
-        for (int q = tid; q < S * P * C; q += T) { /* Z[sg][q][u] = gM[(k,c), u] x[sg, u] */
-            const int sg = q / (P * C), pq = q / C % P, u = q % C;
-            const conv_ins &k = p.ins[p.p_ins[pq]];
-            Z[q] = gsrc[i * p.dM + k.out_off + u * k.d3 + p.p_c[pq]] * xs[sg * C + u];
-        }
-        __syncthreads();
-        const int H = T / K;
-        if (tid < H * K) {
-            const int j = tid % K;
-            for (int it = tid / K; it < p.n_ins * S; it += H) {
-                const conv_ins &k = p.ins[it / S];
-                switch (k.d3) {
-#define SC_BWD_CASE(D3)                            \
-    case D3:                                       \
-        sc_bwd_fold<D3>(k, s, C, j, it % S, Z, G); \
-        break;
-                    SC_D3_CASES(SC_BWD_CASE)
-#undef SC_BWD_CASE
-                }
-            }
-        }
+        sc_bwd_fold_row(p, s, i, hu, gsrc, xs, Z, G);
     }
     const float *y2p = xs + o.y2p;
     sc_load_y2p(p, s, xs + o.y2p, kb + SC_EB);
@@ -467,31 +473,9 @@ __global__ void __launch_bounds__(32 * SCT_WARPS)
     const float *Gi = gsrc + (int64_t)blockIdx.x * SK * P;
     float *Gs = reinterpret_cast<float *>(smem_raw) + sct_words(S, KT);
     if (!GEMM) {
-        const int C = p.C;
-        float *xs = Gs, *Z = xs + sc_r4(S * C);
-        Gs = Z + sc_r4(S * P * C);
-        const int32_t *rep = s.cls + s.n_species;
-        for (int q = tid; q < S * C; q += blockDim.x) xs[q] = hu[(int64_t)rep[q / C] * p.dhu + s.x_off + q % C];
-        __syncthreads();
-        for (int q = tid; q < S * P * C; q += blockDim.x) {
-            const int sg = q / (P * C), pq = q / C % P, u = q % C;
-            const conv_ins &k = p.ins[p.p_ins[pq]];
-            Z[q] = gsrc[i * p.dM + k.out_off + u * k.d3 + p.p_c[pq]] * xs[sg * C + u];
-        }
-        __syncthreads();
-        for (int t = tid; t < K * p.n_ins * S; t += blockDim.x) { /* thread (j, instruction and class) */
-            const int j = t % K, it = t / K;
-            const conv_ins &k = p.ins[it / S];
-            switch (k.d3) {
-#define SCT_FOLD_CASE(D3)                           \
-    case D3:                                        \
-        sc_bwd_fold<D3>(k, s, C, j, it % S, Z, Gs); \
-        break;
-                SC_D3_CASES(SCT_FOLD_CASE)
-#undef SCT_FOLD_CASE
-            }
-        }
-        __syncthreads();
+        float *xs = Gs, *Z = xs + sc_r4(S * p.C);
+        Gs = Z + sc_r4(S * P * p.C);
+        sc_bwd_fold_row(p, s, i, hu, gsrc, xs, Z, Gs);
     }
     for (int t = tid; t < S * KT * 64; t += blockDim.x) { /* B of (class, k-step, n-tile, lane) */
         const int ln = t % 32, nt = t / 32 % 2, ks = t / 64 % KT, sg = t / (64 * KT);
