@@ -13,8 +13,7 @@ OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 source bench/device_build.sh
 make_models
-( cd .device/base && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DCGQ_BUILD_TESTS=OFF >/dev/null 2>&1 && cmake --build build -j8 --target bench_eval >"$OUT/build_base.log" 2>&1 ) &
+build_base bench_eval &
 BASE_PID=$!
 build_gpu test_gpu_kernels bench_eval # only what runs below (a fresh machine's whole build took 380 s, session 27)
 wait $BASE_PID

@@ -12,9 +12,7 @@ mkdir -p "$OUT"
 source bench/device_build.sh
 [ "${BENCH:-0}" = 1 ] && make_models
 if [ "${BASE:-0}" = 1 ]; then
-  ( cd .device/base && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-      -DCGQ_BUILD_TESTS=OFF >/dev/null 2>&1 && cmake --build build -j8 --target bench_eval >/tmp/build_base.log 2>&1 ) &
-  BASE_PID=$!
+  build_base bench_eval &
 fi
 # only what `ctest -L gpu` runs (and bench_eval for BENCH): a fresh machine's whole build passed 380 s in session 27
 build_gpu test_gpu test_gpu_kernels $([ "${BENCH:-0}" = 1 ] && echo bench_eval)

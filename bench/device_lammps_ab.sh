@@ -7,8 +7,7 @@ set -u
 OUT=${OUT:-device-out}
 source bench/device_build.sh
 build_gpu --no-tests cgequi &
-( cd .device/base && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DCGQ_BUILD_TESTS=OFF >/tmp/cmake_base.log 2>&1 && cmake --build build -j8 --target cgequi >/tmp/build_base.log 2>&1 ) &
+build_base cgequi &
 cp -r .device/lammps /tmp/lammps_base
 wait
 ( tools/build-lammps-with-cgequi.sh .device/lammps build-gpu /tmp/lmpbuild -DBUILD_MPI=yes -DBUILD_OMP=yes \
