@@ -5,7 +5,8 @@
 # Only a few small files go to $OUT, and the summary is printed first-to-last in a few lines (a long tail is cut by the
 # device tool). BENCH=1: then the MACE-MP-0-medium-architecture step's times (carry .whl to make the model); with
 # BASE=1 also those of the base commit in .device/base (`git archive BASE | tar -x -C .device/base`), alternated, and
-# the shipped models'. PAIRS_FILTER: memcheck on those test_gpu tests too (whole steps on the device).
+# the shipped models'. VARIANTS: space-separated switches (VAR=value) of the new tree, timed one after another on
+# MP-0 and mace01. PAIRS_FILTER: memcheck on those test_gpu tests too (whole steps on the device).
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
@@ -18,7 +19,8 @@ fi
 build_gpu test_gpu test_gpu_kernels $([ "${BENCH:-0}" = 1 ] && echo bench_eval)
 K=build-gpu/tests/test_gpu_kernels F=${FILTER:-'*Fused*:*RadialTable*'}
 R=${RACE_FILTER:-'*Fused*mace01*:*Fused*water_mace*:*RadialTable*mace01*:*RadialTable*nequip_l2_parity_2layer_wide*'}
-[ "${SANITIZE:-1}" = 1 ] && ( compute-sanitizer --tool memcheck $K --gtest_filter="$F" >/tmp/memcheck.log 2>&1
+[ "${SANITIZE:-1}" = 1 ] && ( export ${SAN_ENV:-} # SAN_ENV: switches (VAR=value) for the sanitizer runs only
+  compute-sanitizer --tool memcheck $K --gtest_filter="$F" >/tmp/memcheck.log 2>&1
   compute-sanitizer --tool racecheck $K --gtest_filter="$R" >/tmp/racecheck.log 2>&1
   : >/tmp/memcheck_pairs.log
   [ -n "${PAIRS_FILTER:-}" ] && compute-sanitizer --tool memcheck build-gpu/tests/test_gpu --gtest_filter="$PAIRS_FILTER" \
@@ -49,6 +51,11 @@ if [ "${BENCH:-0}" = 1 ]; then # then the MACE-MP-0-medium-architecture step: ch
     echo "$(CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
     [ -n "$B0" ] && echo "MP-0 98,304 atoms base: $($B0 $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
     echo "MP-0 98,304 atoms: $($B $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
+    for v in ${VARIANTS:-}; do # switches of the new tree, A/B in one binary: VARIANTS='CGQ_X=0 CGQ_X=1'
+      echo "MP-0 $v: $(env $v $B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
+      echo "  $(env $v CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
+      echo "mace01 $v: $(env $v $B potentials/mace01-solvent.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
+    done
     if [ -n "$B0" ]; then
       for mdl in water-mace-small mace01-solvent water-nequip-small; do
         echo "$mdl: $($B potentials/$mdl.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET' | head -1)"
