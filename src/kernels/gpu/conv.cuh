@@ -113,7 +113,6 @@ struct conv_plan {
     int std_form; /* the instructions are conv_std_at(n_in1, lmax_sh)'s, with C weights each (fp32, single sums): the
                      tabled layers run the std kernels */
     int sp_dim;   /* P per edge in the std forward's layout (>= p_dim) */
-    int fwd_parts; /* the std forward's instructions in 1 or 2 parts, each part a group of threads (k_conv_fwd_std) */
     int64_t wn;
     conv_ins *ins;
     conv_block *outb, *in1b;
@@ -311,41 +310,9 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
     conv_fwd_write(p, acc, M + i * p.dM);
 }
 
-/* Where the std forward's instructions split into two parts of about equal products (sum of d1 d3): a block with
- * parts = 2 runs each part in its own group of channel threads (conv_plan.fwd_parts), so that a thread holds only its
- * part's accumulators and table values (MACE-MP-0's layer 1: 45 + 43 products of 88, 40 -> 21 or 19 accumulators) */
-__host__ __device__ constexpr int conv_std_split(int nl1, int ly) {
-    const int n = conv_std_count(nl1, ly);
-    int total = 0;
-    for (int q = 0; q < n; q++) total += (2 * conv_std_at(nl1, ly, q).l1 + 1) * (2 * conv_std_at(nl1, ly, q).l3 + 1);
-    int best = 1, prefix = 0, best_gap = total;
-    for (int q = 1; q < n; q++) {
-        prefix += (2 * conv_std_at(nl1, ly, q - 1).l1 + 1) * (2 * conv_std_at(nl1, ly, q - 1).l3 + 1);
-        const int gap = 2 * prefix > total ? 2 * prefix - total : total - 2 * prefix;
-        if (gap < best_gap) best = q, best_gap = gap;
-    }
-    return best;
-}
-static_assert(conv_std_split(2, 3) == 7 && conv_std_at(2, 3, 7).a_off == 21, "MACE-MP-0 layer 1: 45 + 43 products");
-
-/* The std forward's part PART of PARTS: its first instruction Q0, count NQ and first accumulator A0 */
-template <int NL1, int NY, int PARTS, int PART>
-struct conv_std_part {
-    static constexpr int LY = sh_lmax<NY>(), NI = conv_std_count(NL1, LY), QS = conv_std_split(NL1, LY);
-    static constexpr int Q0 = PARTS == 1 || PART == 0 ? 0 : QS, Q1 = PARTS == 2 && PART == 0 ? QS : NI, NQ = Q1 - Q0;
-    static constexpr int A0 = conv_std_at(NL1, LY, Q0).a_off, NA = conv_std_at(NL1, LY, Q1).a_off - A0;
-};
-/* a thread's accumulators and table scales: enough for the larger part */
-template <int NL1, int NY, int PARTS>
-struct conv_std_regs {
-    using P0 = conv_std_part<NL1, NY, PARTS, 0>;
-    using P1 = conv_std_part<NL1, NY, PARTS, PARTS - 1>;
-    static constexpr int NA = P0::NA > P1::NA ? P0::NA : P1::NA, NQ = P0::NQ > P1::NQ ? P0::NQ : P1::NQ;
-};
-
-/* The std forward's instruction Q for one edge and channel: racc[a_off - A0 + c] += w sum_a x[a] P[a][c], with w from
- * the weight table, x the sender's features (times the cutoff), P the edge's row (pw in) */
-template <int NL1, int NY, int Q, int A0, int NA>
+/* The std forward's instruction Q for one edge and channel: racc[a_off + c] += w sum_a x[a] P[a][c], with w from the
+ * weight table, x the sender's features (times the cutoff), P the edge's row (pw in) */
+template <int NL1, int NY, int Q, int NA>
 __device__ __forceinline__ void conv_fwd_std_ins(float w, const float (&xv)[CONV_MAX_XDIM], const float *Pe,
                                                  float (&racc)[NA]) {
     constexpr conv_std_ins I = conv_std_at(NL1, sh_lmax<NY>(), Q);
@@ -361,71 +328,52 @@ __device__ __forceinline__ void conv_fwd_std_ins(float w, const float (&xv)[CONV
     for (int a = 0; a < D1; a++) {
         const float xa = w * xv[XO + a];
 #pragma unroll
-        for (int c = 0; c < D3; c++) racc[I.a_off - A0 + c] += xa * P[a * D3 + c];
+        for (int c = 0; c < D3; c++) racc[I.a_off + c] += xa * P[a * D3 + c];
     }
 }
-/* instructions Q0 + J of one edge (kn: the edge's interval at channel u, instruction 0) */
-template <int NL1, int NY, int Q0, int A0, int NA, int... J>
-__device__ __forceinline__ void conv_fwd_std(std::integer_sequence<int, J...>, const float4 *kn, int C, const float *hb,
+template <int NL1, int NY, int NA, int... Q>
+__device__ __forceinline__ void conv_fwd_std(std::integer_sequence<int, Q...>, const float4 *kn, int C, const float *hb,
                                              const float (&xv)[CONV_MAX_XDIM], const float *Pe, float (&racc)[NA]) {
     /* every instruction's table values in flight at once: one memory wait per edge (read where each instruction
      * needed them, the compiler spread them over the edge's products: five waits per edge, session 20) */
-    const float4 tv[] = {__ldg(kn + (int64_t)(Q0 + J) * C)...};
+    const float4 tv[] = {__ldg(kn + (int64_t)Q * C)...};
     const float h0 = hb[0], h1 = hb[1], h2 = hb[2];
-    (conv_fwd_std_ins<NL1, NY, Q0 + J, A0>(wtable_value(tv[J], h0, h1, h2), xv, Pe, racc), ...);
+    (conv_fwd_std_ins<NL1, NY, Q>(wtable_value(tv[Q], h0, h1, h2), xv, Pe, racc), ...);
 }
-/* the same from the compact table (ka, ke: the edge's interval at channel u; es: the part's column scales) */
-template <int NL1, int NY, int Q0, int A0, int NA, int NE, int... J>
-__device__ __forceinline__ void conv_fwd_std12(std::integer_sequence<int, J...>, const float2 *ka, const uint32_t *ke,
-                                               int C, const float *hb, const float (&es)[NE],
+/* the same from the compact table (ka, ke: the edge's interval at channel u; es: the columns' scales) */
+template <int NL1, int NY, int NA, int NI, int... Q>
+__device__ __forceinline__ void conv_fwd_std12(std::integer_sequence<int, Q...>, const float2 *ka, const uint32_t *ke,
+                                               int C, const float *hb, const float (&es)[NI],
                                                const float (&xv)[CONV_MAX_XDIM], const float *Pe, float (&racc)[NA]) {
-    const float2 ta[] = {__ldg(ka + (int64_t)(Q0 + J) * C)...};
-    const uint32_t te[] = {__ldg(ke + (int64_t)(Q0 + J) * C)...};
+    const float2 ta[] = {__ldg(ka + (int64_t)Q * C)...};
+    const uint32_t te[] = {__ldg(ke + (int64_t)Q * C)...};
     const float t = hb[0], h10 = hb[1], h11 = hb[2];
-    (conv_fwd_std_ins<NL1, NY, Q0 + J, A0>(wtable12_value(ta[J], te[J], es[J], t, h10, h11), xv, Pe, racc), ...);
-}
-/* One edge of the std forward for channel u and one part (PT: conv_std_part) of its instructions */
-template <int NL1, int NY, bool C12, class PT, int NA, int NE>
-__device__ __forceinline__ void conv_fwd_std_edge(const conv_weights<float> &cw, int kb, int u, int C, const float *hb,
-                                                  const float (&es)[NE], const float (&xv)[CONV_MAX_XDIM],
-                                                  const float *Pe, float (&racc)[NA]) {
-    constexpr auto J = std::make_integer_sequence<int, PT::NQ>{};
-    if constexpr (C12) {
-        const size_t at = (size_t)kb * cw.tab.width + u;
-        conv_fwd_std12<NL1, NY, PT::Q0, PT::A0>(J, cw.tab.ad + at, cw.tab.ev + at, C, hb, es, xv, Pe, racc);
-    } else {
-        conv_fwd_std<NL1, NY, PT::Q0, PT::A0>(J, wtable_at(cw.tab, kb, u), C, hb, xv, Pe, racc);
-    }
+    (conv_fwd_std_ins<NL1, NY, Q>(wtable12_value(ta[Q], te[Q], es[Q], t, h10, h11), xv, Pe, racc), ...);
 }
 /* racc's instruction Q into the slot's sums my (the output block's entries at acc_off) */
-template <int NL1, int NY, int Q, int A0, int NA>
+template <int NL1, int NY, int Q, int NA>
 __device__ __forceinline__ void conv_fwd_std_put(const conv_plan &p, const float (&racc)[NA], float *my) {
     constexpr conv_std_ins I = conv_std_at(NL1, sh_lmax<NY>(), Q);
     const int acc_off = p.ins[Q].acc_off;
 #pragma unroll
-    for (int c = 0; c < 2 * I.l3 + 1; c++) my[(acc_off + c) * p.C] += racc[I.a_off - A0 + c];
+    for (int c = 0; c < 2 * I.l3 + 1; c++) my[(acc_off + c) * p.C] += racc[I.a_off + c];
 }
-template <int NL1, int NY, class PT, int NA, int... J>
-__device__ __forceinline__ void conv_fwd_std_puts(std::integer_sequence<int, J...>, const conv_plan &p,
+template <int NL1, int NY, int NA, int... Q>
+__device__ __forceinline__ void conv_fwd_std_puts(std::integer_sequence<int, Q...>, const conv_plan &p,
                                                   const float (&racc)[NA], float *my) {
-    (conv_fwd_std_put<NL1, NY, PT::Q0 + J, PT::A0>(p, racc, my), ...);
+    (conv_fwd_std_put<NL1, NY, Q>(p, racc, my), ...);
 }
 
 /* k_conv_fwd for a std_form plan with weight tables (fp32): the slot's edges one after another, each sender's features
  * read once per edge, every instruction's messages summed in registers over the whole row (the instruction list is
  * the compile-time conv_std_at(NL1, lmax): no switch, P and the table read 16 bytes at a time). C12: from the table's
- * compact form (radial_table.ad). PARTS = 2 (p.fwd_parts): the block's groups of cw threads are (slot, part) pairs, and
- * part 0 takes instructions [0, conv_std_split) of each edge, part 1 the rest: half the accumulators, table values and
- * chain per thread, twice the threads, the batch's tables staged once for both. */
-template <int NL1, int NY, bool C12 = false, int PARTS = 1>
+ * compact form (radial_table.ad). */
+template <int NL1, int NY, bool C12 = false>
 __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const float *Y,
                                const float *hu, conv_weights<float> cw, const float *cut, float *M) {
-    using R = conv_std_regs<NL1, NY, PARTS>;
-    using P0 = conv_std_part<NL1, NY, PARTS, 0>;
-    using P1 = conv_std_part<NL1, NY, PARTS, PARTS - 1>;
+    constexpr int LY = sh_lmax<NY>(), NI = conv_std_count(NL1, LY), NA = conv_std_at(NL1, LY, NI).a_off;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int grp = threadIdx.x / p.cw, u = threadIdx.x % p.cw, slot = grp / PARTS, part = grp % PARTS;
-    const int S = p.slots, stride = p.acc_dim * p.C, EB = p.fwd_eb;
+    const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots, stride = p.acc_dim * p.C, EB = p.fwd_eb;
     float *acc = reinterpret_cast<float *>(smem_raw);
     float *Pb = reinterpret_cast<float *>(smem_raw + conv_fwd_acc_bytes(p, sizeof(float))); /* [EB][sp_dim] */
     float *Ys = Pb + (size_t)EB * p.sp_dim;
@@ -437,12 +385,11 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
     int xo[NL1]; /* channel u's features of degree l in a sender's row */
 #pragma unroll
     for (int l = 0; l < NL1; l++) xo[l] = p.in1b[l].off + u * (2 * l + 1);
-    float racc[R::NA], es[R::NQ]; /* es: the compact table's column scales of channel u, the part's instructions */
+    float racc[NA], es[NI]; /* es: the compact table's column scales of channel u */
 #pragma unroll
-    for (int j = 0; j < R::NA; j++) racc[j] = 0;
-    const int q0 = part ? P1::Q0 : 0, nq = part ? P1::NQ : P0::NQ;
+    for (int j = 0; j < NA; j++) racc[j] = 0;
 #pragma unroll
-    for (int q = 0; q < R::NQ; q++) es[q] = C12 && active && q < nq ? __ldg(cw.tab.escale + (q0 + q) * p.C + u) : 0.0f;
+    for (int q = 0; q < NI; q++) es[q] = C12 && active ? __ldg(cw.tab.escale + q * p.C + u) : 0.0f;
     for (int64_t eb = r0; eb < r1; eb += EB) {
         const int nb = (int)(r1 - eb < EB ? r1 - eb : EB);
         conv_fwd_stage<float, true, true, C12>(p, eb, nb, sender, Y, cw, Pb, Ys, sid, kb, hb);
@@ -454,21 +401,19 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
             for (int l = 0; l < NL1; l++)
 #pragma unroll
                 for (int a = 0; a < 2 * l + 1; a++) xv[l * l + a] = ce * xs[xo[l] + a];
-            const float *Pe = Pb + (size_t)el * p.sp_dim;
-            if (part == 0)
-                conv_fwd_std_edge<NL1, NY, C12, P0>(cw, kb[el], u, p.C, hb + 3 * el, es, xv, Pe, racc);
-            else
-                conv_fwd_std_edge<NL1, NY, C12, P1>(cw, kb[el], u, p.C, hb + 3 * el, es, xv, Pe, racc);
+            if constexpr (C12) {
+                const size_t at = (size_t)kb[el] * cw.tab.width + u;
+                conv_fwd_std12<NL1, NY>(std::make_integer_sequence<int, NI>{}, cw.tab.ad + at, cw.tab.ev + at, p.C,
+                                        hb + 3 * el, es, xv, Pb + (size_t)el * p.sp_dim, racc);
+            } else {
+                conv_fwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, wtable_at(cw.tab, kb[el], u), p.C,
+                                      hb + 3 * el, xv, Pb + (size_t)el * p.sp_dim, racc);
+            }
         }
     }
     __syncthreads(); /* acc is zero everywhere */
-    if (active) { /* the parts' output entries are disjoint (single_writer) */
-        float *my = acc + (size_t)slot * stride + u;
-        if (part == 0)
-            conv_fwd_std_puts<NL1, NY, P0>(std::make_integer_sequence<int, P0::NQ>{}, p, racc, my);
-        else
-            conv_fwd_std_puts<NL1, NY, P1>(std::make_integer_sequence<int, P1::NQ>{}, p, racc, my);
-    }
+    if (active)
+        conv_fwd_std_puts<NL1, NY>(std::make_integer_sequence<int, NI>{}, p, racc, acc + (size_t)slot * stride + u);
     __syncthreads();
     conv_fwd_write(p, acc, M + i * p.dM);
 }
@@ -984,41 +929,30 @@ template <class T>
 using conv_fwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const T *, const T *,
                              conv_weights<T>, const T *, T *);
 
-/* the std forward for in1 blocks l < n_in1 and SH width nY, from the compact table when c12, in `parts` parts
- * (k_conv_fwd_std PARTS; NULL: none instantiated) */
-static conv_fwd_fn<float> conv_fwd_std_kernel(int n_in1, int nY, bool c12, int parts) {
-#define CONV_FWD_STD_NY(NL1, NY)                                                                              \
-    if (n_in1 == NL1 && nY == NY) {                                                                           \
-        if (c12) return parts == 2 ? k_conv_fwd_std<NL1, NY, true, 2> : k_conv_fwd_std<NL1, NY, true, 1>;   \
-        return parts == 2 ? k_conv_fwd_std<NL1, NY, false, 2> : k_conv_fwd_std<NL1, NY, false, 1>;           \
+/* the std forward for in1 blocks l < n_in1 and SH width nY, from the compact table when c12 (NULL: none
+ * instantiated) */
+static conv_fwd_fn<float> conv_fwd_std_kernel(int n_in1, int nY, bool c12) {
+#define CONV_FWD_STD(NL1)                                                                  \
+    if (n_in1 == NL1) {                                                                    \
+        if (nY == 4) return c12 ? k_conv_fwd_std<NL1, 4, true> : k_conv_fwd_std<NL1, 4>;    \
+        if (nY == 9) return c12 ? k_conv_fwd_std<NL1, 9, true> : k_conv_fwd_std<NL1, 9>;    \
+        if (nY == 16) return c12 ? k_conv_fwd_std<NL1, 16, true> : k_conv_fwd_std<NL1, 16>; \
     }
-#define CONV_FWD_STD(NL1) CONV_FWD_STD_NY(NL1, 4) CONV_FWD_STD_NY(NL1, 9) CONV_FWD_STD_NY(NL1, 16)
     CONV_FWD_STD(1)
-    CONV_FWD_STD(2)
-    CONV_FWD_STD(3)
+    CONV_FWD_STD(2) CONV_FWD_STD(3)
 #undef CONV_FWD_STD
-#undef CONV_FWD_STD_NY
-    return nullptr;
+        return nullptr;
 }
 
-/* whether the plan's forward runs the std kernel (tabled: from a weight table) */
-template <class T>
-static bool conv_fwd_runs_std(const conv_plan &p, bool tabled) {
-    return sizeof(T) == sizeof(float) && tabled && p.std_form && conv_std_instantiated(p.n_in1, p.nY);
-}
 /* the forward kernel for the plan's message sums (tabled: from a weight table; c12: it has the compact form) */
 template <class T>
 static conv_fwd_fn<T> conv_fwd_kernel(const conv_plan &p, bool tabled = false, bool c12 = false) {
     constexpr bool F = sizeof(T) == sizeof(float); /* the tables are fp32's */
     if constexpr (F)
-        if (conv_fwd_runs_std<T>(p, tabled)) return conv_fwd_std_kernel(p.n_in1, p.nY, c12, p.fwd_parts);
+        if (tabled && p.std_form && conv_std_instantiated(p.n_in1, p.nY))
+            return conv_fwd_std_kernel(p.n_in1, p.nY, c12);
     if (tabled && F) return p.double_sums ? k_conv_fwd<T, double, F> : k_conv_fwd<T, T, F>;
     return p.double_sums ? k_conv_fwd<T, double> : k_conv_fwd<T, T>;
-}
-/* the forward kernel's threads per block (the std kernel's parts each have the plan's threads) */
-template <class T>
-static int conv_fwd_threads(const conv_plan &p, bool tabled = false) {
-    return conv_fwd_runs_std<T>(p, tabled) ? p.threads * p.fwd_parts : p.threads;
 }
 static size_t conv_bwd_smem(const conv_plan &p, size_t es = sizeof(double), bool tabled = false) {
     return conv_bwd_table_offset(p, es, tabled) + sizeof(conv_ins) * p.n_ins + sizeof(conv_block) * p.n_in1;

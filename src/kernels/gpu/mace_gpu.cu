@@ -555,16 +555,6 @@ static bool conv_std_wanted() {
     return !(env && env[0] == '0');
 }
 
-/* The std forward's instruction parts per block (k_conv_fwd_std PARTS): 2 where each part's group of threads is whole
- * warps, unless CGQ_GPU_CONV_FWD_PARTS says (1: one part; 2: two for any width, so the narrow fixtures test them too).
- * The parts write disjoint sums, so every output block needs one writer. */
-static int conv_fwd_parts(const conv_plan &p) {
-    if (!p.std_form || !p.single_writer || 2 * p.threads > 1024) return 1;
-    const char *env = getenv("CGQ_GPU_CONV_FWD_PARTS");
-    if (env && *env) return atoi(env) == 2 ? 2 : 1;
-    return p.cw % CGQ_WARP == 0 ? 2 : 1;
-}
-
 /* Whether the plan's instructions are conv_std_at(n_in1, lmax_sh)'s (l1, l2, l3 in that order) with every in1 block
  * l < n_in1 present, instruction q's C weights at q C, and single float sums (the std kernels' form) */
 static bool conv_std_matches(const conv_plan &p, const std::vector<conv_ins> &ins, const std::vector<conv_block> &in1b,
@@ -680,7 +670,6 @@ static cgq_status build_conv_group(cgq_gpu *g, const cgq_tp *tp, int lmax_sh, in
         p->fwd_eb = q.fwd_eb;
     }
     choose_bwd_slots(g, p, false);
-    p->fwd_parts = conv_fwd_parts(*p);
     conv_ins *di = ins.data();
     conv_block *dob = outb.data(), *dib = in1b.data();
     double *dcg = cg.data();
@@ -733,8 +722,7 @@ static cudaError_t set_smem_limits(int cap) {
                     kernels.push_back((const void *)conv_bwd_kernel<T>(n_in1, nY, true, true, warps));
             }
             if (F && conv_std_instantiated(n_in1, nY))
-                for (bool c12 : {false, true})
-                    for (int parts : {1, 2}) kernels.push_back((const void *)conv_fwd_std_kernel(n_in1, nY, c12, parts));
+                for (bool c12 : {false, true}) kernels.push_back((const void *)conv_fwd_std_kernel(n_in1, nY, c12));
         }
     for (const void *k : kernels) {
         cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, cap);
@@ -2334,8 +2322,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             } else {
                 if (!wtab[t]) CGQ_TRY(radial_forward(t, ch));
                 prof.mark("mlp_fwd");
-                conv_fwd_kernel<T>(p, wtab[t], wtab[t] && g->wtab[t].ad)<<<(unsigned)(ch.i1 - ch.i0), conv_fwd_threads<T>(p, wtab[t]),
-                                                                conv_fwd_smem(p, sizeof(T))>>>(
+                conv_fwd_kernel<T>(p, wtab[t], wtab[t] && g->wtab[t].ad)<<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
                     p, ch.i0, c.row_ptr, c.sender, Y, hu, edge_weights(t, ch), cut_w, M);
                 CGQ_LAUNCH_CHECK();
                 prof.mark("conv_fwd");
@@ -2955,7 +2942,7 @@ extern "C" cgq_status cgq_gpu_table_conv(cgq_gpu *g, int layer, int64_t n, const
     CGQ_TRY(tb.in((const double *)nullptr, n * din, &dgx));
     CGQ_TRY(tb.in((const double *)nullptr, E, &dgr));
     const conv_weights<float> cw = conv_table(g->wtab[layer], dr, 0);
-    conv_fwd_kernel<float>(p, true, cw.tab.ad)<<<(unsigned)n, conv_fwd_threads<float>(p, true), conv_fwd_smem(p, sizeof(float))>>>(
+    conv_fwd_kernel<float>(p, true, cw.tab.ad)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(float))>>>(
         p, 0, drow, dsend, dY, dx, cw, dcut, dMsg);
     conv_bwd_kernel<float>(p, true)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(float), true)>>>(
         p, 0, drow, dsend, dY, dx, cw, dcut, dgM, nullptr, dgY, dgcut, dgx1e, dgr, 0);
