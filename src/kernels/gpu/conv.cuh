@@ -41,13 +41,13 @@ __host__ __device__ constexpr int sh_lmax() {
  * tp_out_irreps_with_instructions: its targets are the SH irreps, and it sorts the paths by their sorted output block),
  * each with C weights. The std kernels take this list as compile-time constants: no instruction switch, no plan fields
  * read per edge. conv_std_at(nl1, ly, q): instruction q's l1, l2, l3 and its offsets in G (d1 d2 per path), in P (d1 d3
- * per path, each block rounded up to 4 floats so that the forward reads them 16 bytes at a time) and in the forward's
- * per-channel sums (d3 per path); q = conv_std_count(nl1, ly): the totals. */
+ * per path, each block rounded up to 4 floats so that the forward reads them 16 bytes at a time), in the forward's
+ * per-channel sums (d3 per path) and in the couplings (d1 d2 d3 per path); q = conv_std_count(nl1, ly): the totals. */
 struct conv_std_ins {
-    int l1, l2, l3, g_off, p_off, a_off;
+    int l1, l2, l3, g_off, p_off, a_off, c_off;
 };
 __host__ __device__ constexpr conv_std_ins conv_std_at(int nl1, int ly, int q) {
-    conv_std_ins r{0, 0, 0, 0, 0, 0};
+    conv_std_ins r{0, 0, 0, 0, 0, 0, 0};
     int n = 0;
     for (int l3 = 0; l3 <= ly; l3++)
         for (int l1 = 0; l1 < nl1; l1++)
@@ -60,6 +60,7 @@ __host__ __device__ constexpr conv_std_ins conv_std_at(int nl1, int ly, int q) {
                 r.g_off += (2 * l1 + 1) * (2 * l2 + 1);
                 r.p_off += ((2 * l1 + 1) * (2 * l3 + 1) + 3) / 4 * 4; /* 16-byte blocks: float4 reads */
                 r.a_off += 2 * l3 + 1;
+                r.c_off += (2 * l1 + 1) * (2 * l2 + 1) * (2 * l3 + 1);
                 n++;
             }
     r.l1 = -1;
@@ -86,7 +87,6 @@ struct conv_ins {
     int out_off;       /* output block: e3nn offset */
     int g_off;         /* G_k (d1 x d2 per channel) in the reverse kernel's shared memory */
     int p_off, c_off;  /* P_k in shared memory; C_k in the packed coupling array */
-    int sp_off;        /* P_k in the std forward's layout (conv_std_at; std_form plans) */
     int64_t w_off;
     double pw;
     float pwf; /* pw in float (the float kernels: no conversion per instruction) */
@@ -230,34 +230,75 @@ __host__ __device__ inline size_t conv_fwd_acc_bytes(const conv_plan &p, size_t 
 }
 
 /* The forward's shared tables for the row's edges [eb, eb + nb): SH rows, senders, table intervals and Hermite weights
- * (TAB; C12: those of the compact table), then the P entries, per edge in rows of p.p_dim at the instructions' p_off,
- * or (SP: the std forward's) in rows of p.sp_dim at sp_off, with the path weight folded in. */
-template <class T, bool TAB, bool SP, bool C12 = false>
+ * (TAB), then the P entries, per edge in rows of p.p_dim at the instructions' p_off */
+template <class T, bool TAB>
 __device__ inline void conv_fwd_stage(const conv_plan &p, int64_t eb, int nb, const int32_t *sender, const T *Y,
                                       const conv_weights<T> &cw, T *Pb, T *Ys, int32_t *sid, int32_t *kb, float *hb) {
     __syncthreads(); /* the previous batch's tables are no longer read */
     for (int j = threadIdx.x; j < nb * p.nY; j += blockDim.x) Ys[j] = Y[eb * p.nY + j];
     for (int j = threadIdx.x; j < nb; j += blockDim.x) {
         sid[j] = sender[eb + j];
-        if (TAB && C12) {
-            float t;
-            kb[j] = hermite_interval(cw.tab, cw.r[eb + j], t);
-            hermite_chord_weights_at(t, hb + 3 * j);
-        } else if (TAB) {
+        if (TAB) {
             float db[3];
             kb[j] = hermite_weights(cw.tab, cw.r[eb + j], hb + 3 * j, db);
         }
     }
     __syncthreads();
-    for (int j = threadIdx.x; j < nb * p.p_dim; j += blockDim.x) {
-        const int el = j / p.p_dim, q = j % p.p_dim;
-        const T v = conv_p_entry(p, q, Ys + el * p.nY);
-        if (SP) {
-            const conv_ins &k = p.ins[p.p_ins[q]];
-            Pb[el * p.sp_dim + k.sp_off + (q - k.p_off)] = k.pw_t<T>() * v;
-        } else {
-            Pb[j] = v;
+    for (int j = threadIdx.x; j < nb * p.p_dim; j += blockDim.x) Pb[j] = conv_p_entry(p, j % p.p_dim, Ys + j / p.p_dim * p.nY);
+    __syncthreads();
+}
+
+/* The std forward's P entries of one edge and instruction Q, P_k[a][c] = pw sum_b C_k[a,b,c] Y[b] into the edge's row
+ * Pe (at p_off): the shape a compile-time constant, the couplings (cg: the plan's, in instruction order) read at
+ * constant offsets, Y from the edge's row in global memory */
+template <int NL1, int NY, int Q>
+__device__ __forceinline__ void conv_std_p_ins(const float *cg, float pw, const float *Ye, float *Pe) {
+    constexpr conv_std_ins I = conv_std_at(NL1, sh_lmax<NY>(), Q);
+    constexpr int D1 = 2 * I.l1 + 1, D2 = 2 * I.l2 + 1, D3 = 2 * I.l3 + 1;
+    float y[D2];
+#pragma unroll
+    for (int b = 0; b < D2; b++) y[b] = Ye[I.l2 * I.l2 + b];
+#pragma unroll
+    for (int a = 0; a < D1; a++)
+#pragma unroll
+        for (int c = 0; c < D3; c++) {
+            float t = 0;
+#pragma unroll
+            for (int b = 0; b < D2; b++) t += __ldg(cg + I.c_off + (a * D2 + b) * D3 + c) * y[b];
+            Pe[I.p_off + a * D3 + c] = pw * t;
         }
+}
+template <int NL1, int NY, int... Q>
+__device__ __forceinline__ void conv_std_p_at(std::integer_sequence<int, Q...>, const conv_plan &p, int q,
+                                              const float *Ye, float *Pe) {
+    ((q == Q ? conv_std_p_ins<NL1, NY, Q>(p.cg_f, p.ins[Q].pwf, Ye, Pe) : void()), ...);
+}
+
+/* The std forward's shared tables for the row's edges [eb, eb + nb): senders, table intervals and Hermite weights (C12:
+ * those of the compact table), and the P rows (sp_dim, pw in), one task per edge and instruction with the instruction
+ * list compiled in (conv_fwd_stage's general P entries, each finding its instruction, block and couplings through the
+ * plan in global memory, were a chain of dependent loads per entry); one barrier before and one after. */
+template <int NL1, int NY, bool C12>
+__device__ inline void conv_fwd_stage_std(const conv_plan &p, int64_t eb, int nb, const int32_t *sender, const float *Y,
+                                          const conv_weights<float> &cw, float *Pb, int32_t *sid, int32_t *kb,
+                                          float *hb) {
+    constexpr int NI = conv_std_count(NL1, sh_lmax<NY>());
+    __syncthreads(); /* the previous batch's tables are no longer read */
+    for (int j = threadIdx.x; j < nb; j += blockDim.x) {
+        sid[j] = sender[eb + j];
+        if (C12) {
+            float t;
+            kb[j] = hermite_interval(cw.tab, cw.r[eb + j], t);
+            hermite_chord_weights_at(t, hb + 3 * j);
+        } else {
+            float db[3];
+            kb[j] = hermite_weights(cw.tab, cw.r[eb + j], hb + 3 * j, db);
+        }
+    }
+    for (int j = threadIdx.x; j < nb * NI; j += blockDim.x) {
+        const int el = j / NI;
+        conv_std_p_at<NL1, NY>(std::make_integer_sequence<int, NI>{}, p, j - el * NI, Y + (eb + el) * NY,
+                               Pb + (size_t)el * p.sp_dim);
     }
     __syncthreads();
 }
@@ -292,7 +333,7 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
     for (int j = threadIdx.x; j < stride * S; j += blockDim.x) acc[j] = 0;
     for (int64_t eb = r0; eb < r1; eb += EB) {
         const int nb = (int)(r1 - eb < EB ? r1 - eb : EB);
-        conv_fwd_stage<T, TAB, false>(p, eb, nb, sender, Y, cw, Pb, Ys, sid, kb, hb);
+        conv_fwd_stage<T, TAB>(p, eb, nb, sender, Y, cw, Pb, Ys, sid, kb, hb);
         if (u >= p.C) continue;
         for (int q = 0; q < p.n_ins; q++) {
             const conv_ins &k = p.ins[q];
@@ -376,8 +417,7 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots, stride = p.acc_dim * p.C, EB = p.fwd_eb;
     float *acc = reinterpret_cast<float *>(smem_raw);
     float *Pb = reinterpret_cast<float *>(smem_raw + conv_fwd_acc_bytes(p, sizeof(float))); /* [EB][sp_dim] */
-    float *Ys = Pb + (size_t)EB * p.sp_dim;
-    int32_t *sid = reinterpret_cast<int32_t *>(Ys + (size_t)EB * p.nY), *kb = sid + EB;
+    int32_t *sid = reinterpret_cast<int32_t *>(Pb + (size_t)EB * p.sp_dim), *kb = sid + EB;
     float *hb = reinterpret_cast<float *>(kb + EB);
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
     const bool active = u < p.C;
@@ -392,7 +432,7 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
     for (int q = 0; q < NI; q++) es[q] = C12 && active ? __ldg(cw.tab.escale + q * p.C + u) : 0.0f;
     for (int64_t eb = r0; eb < r1; eb += EB) {
         const int nb = (int)(r1 - eb < EB ? r1 - eb : EB);
-        conv_fwd_stage<float, true, true, C12>(p, eb, nb, sender, Y, cw, Pb, Ys, sid, kb, hb);
+        conv_fwd_stage_std<NL1, NY, C12>(p, eb, nb, sender, Y, cw, Pb, sid, kb, hb);
         if (!active) continue;
         for (int el = slot; el < nb; el += S) {
             const float *xs = hu + (int64_t)sid[el] * p.dhu, ce = cut ? cut[eb + el] : 1.0f;

@@ -568,7 +568,7 @@ static bool conv_std_matches(const conv_plan &p, const std::vector<conv_ins> &in
         const conv_std_ins I = conv_std_at(p.n_in1, lmax_sh, q);
         const conv_ins &k = ins[q];
         if (k.l12 != I.l1 * 4 + I.l2 || k.d1 != 2 * I.l1 + 1 || k.d2 != 2 * I.l2 + 1 || k.d3 != 2 * I.l3 + 1 ||
-            k.y_off != I.l2 * I.l2 || k.g_off != I.g_off || k.w_off != (int64_t)q * p.C)
+            k.y_off != I.l2 * I.l2 || k.g_off != I.g_off || k.c_off != I.c_off || k.w_off != (int64_t)q * p.C)
             return false;
     }
     return true;
@@ -626,7 +626,7 @@ static cgq_status build_conv_group(cgq_gpu *g, const cgq_tp *tp, int lmax_sh, in
         c.x_off = B1->offset, c.xa_off = B1->l * B1->l, c.y_off = B2->offset;
         c.acc_off = ob.acc_off, c.out_off = ob.off;
         c.g_off = g_dim, g_dim += c.d1 * c.d2;
-        c.p_off = c.sp_off = (int)p_ins.size(), c.c_off = (int)cg.size();
+        c.p_off = (int)p_ins.size(), c.c_off = (int)cg.size();
         c.w_off = tp->w_offset[k], c.pw = tp->path_weight[k], c.pwf = (float)c.pw;
         cg.insert(cg.end(), tp->w3j[k], tp->w3j[k] + c.d1 * c.d2 * c.d3);
         for (int a = 0; a < c.d1; a++)
@@ -643,7 +643,6 @@ static cgq_status build_conv_group(cgq_gpu *g, const cgq_tp *tp, int lmax_sh, in
     p->nY = (lmax_sh + 1) * (lmax_sh + 1), p->dhu = tp->in1.dim, p->dM = tp->out.dim, p->wn = tp->weight_numel;
     if (g->fp32 && conv_std_wanted() && conv_std_matches(*p, ins, in1b, lmax_sh)) { /* P in 16-byte blocks */
         p->std_form = 1;
-        for (int q = 0; q < p->n_ins; q++) ins[q].sp_off = conv_std_at(NL1, lmax_sh, q).p_off;
         p->sp_dim = conv_std_at(NL1, lmax_sh, p->n_ins).p_off;
     }
     /* a slot's threads: a power of two up to the warp (so shuffles stay within it), else whole warps;
