@@ -381,13 +381,25 @@ __device__ __forceinline__ void conv_fwd_std(std::integer_sequence<int, Q...>, c
     const float h0 = hb[0], h1 = hb[1], h2 = hb[2];
     (conv_fwd_std_ins<NL1, NY, Q>(wtable_value(tv[Q], h0, h1, h2), xv, Pe, racc), ...);
 }
-/* the same from the compact table (ka, ke: the edge's interval at channel u; es: the columns' scales) */
+/* the same from the compact table (ka, ke: the rows of the edge's interval and channel u, wtable12_ad_row / ev_row
+ * entries, read 16 bytes at a time; es: the columns' scales) */
 template <int NL1, int NY, int NA, int NI, int... Q>
 __device__ __forceinline__ void conv_fwd_std12(std::integer_sequence<int, Q...>, const float2 *ka, const uint32_t *ke,
-                                               int C, const float *hb, const float (&es)[NI],
+                                               const float *hb, const float (&es)[NI],
                                                const float (&xv)[CONV_MAX_XDIM], const float *Pe, float (&racc)[NA]) {
-    const float2 ta[] = {__ldg(ka + (int64_t)Q * C)...};
-    const uint32_t te[] = {__ldg(ke + (int64_t)Q * C)...};
+    constexpr int RA = wtable12_ad_row(NI), RE = wtable12_ev_row(NI);
+    float2 ta[RA];
+    uint32_t te[RE];
+#pragma unroll
+    for (int j = 0; j < RA / 2; j++) {
+        const float4 v = __ldg(reinterpret_cast<const float4 *>(ka) + j);
+        ta[2 * j] = make_float2(v.x, v.y), ta[2 * j + 1] = make_float2(v.z, v.w);
+    }
+#pragma unroll
+    for (int j = 0; j < RE / 4; j++) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4 *>(ke) + j);
+        te[4 * j] = v.x, te[4 * j + 1] = v.y, te[4 * j + 2] = v.z, te[4 * j + 3] = v.w;
+    }
     const float t = hb[0], h10 = hb[1], h11 = hb[2];
     (conv_fwd_std_ins<NL1, NY, Q>(wtable12_value(ta[Q], te[Q], es[Q], t, h10, h11), xv, Pe, racc), ...);
 }
@@ -442,9 +454,10 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
 #pragma unroll
                 for (int a = 0; a < 2 * l + 1; a++) xv[l * l + a] = ce * xs[xo[l] + a];
             if constexpr (C12) {
-                const size_t at = (size_t)kb[el] * cw.tab.width + u;
-                conv_fwd_std12<NL1, NY>(std::make_integer_sequence<int, NI>{}, cw.tab.ad + at, cw.tab.ev + at, p.C,
-                                        hb + 3 * el, es, xv, Pb + (size_t)el * p.sp_dim, racc);
+                const size_t row = (size_t)kb[el] * p.C + u;
+                conv_fwd_std12<NL1, NY>(std::make_integer_sequence<int, NI>{}, cw.tab.ad + row * wtable12_ad_row(NI),
+                                        cw.tab.ev + row * wtable12_ev_row(NI), hb + 3 * el, es, xv,
+                                        Pb + (size_t)el * p.sp_dim, racc);
             } else {
                 conv_fwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, wtable_at(cw.tab, kb[el], u), p.C,
                                       hb + 3 * el, xv, Pb + (size_t)el * p.sp_dim, racc);
