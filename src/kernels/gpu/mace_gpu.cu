@@ -813,9 +813,9 @@ __global__ void k_weight_table(int64_t rows, int K, int wn, const double *a, con
 /* A weight table's float form [n_int][wn][4] and its compact form (radial_table.ad, ev, escale: each column's slope
  * departures m - d in 16 bits over the column's largest) from its double rows. The compact form is made for tables of
  * CGQ_WTAB12_MIN_BYTES or more in float, whose reads bound the forward (session 23, H100: MACE-MP-0's layer 1, 42 MB,
- * 1.84 -> 1.57 ms), of layers whose forward runs the std kernel (std_channels > 0: the plan's channels; not MACE-MP-0's
- * layer 0, factored, 40 MB); the water models' (0.5-4 MB) gained nothing. CGQ_GPU_WTAB12=0: never; =1: always (std
- * layers). Its rows are per interval and channel u, the instructions' columns q C + u side by side (wtable12_rows), so
+ * 1.84 -> 1.57 ms), of std plans (std_channels > 0: the plan's channels) whose forward runs the std kernel (std_fwd: not
+ * MACE-MP-0's layer 0, factored, 40 MB); the water models' (0.5-4 MB) gained nothing. CGQ_GPU_WTAB12=0: never; =1:
+ * for every std plan. Its rows are per interval and channel u, the instructions' columns q C + u side by side (wtable12_rows), so
  * that a thread reads its edge's values 16 bytes at a time from one address. */
 #define CGQ_WTAB12_MIN_BYTES (8ull << 20)
 struct weight_table_host {
@@ -823,13 +823,13 @@ struct weight_table_host {
     std::vector<float2> ad;
     std::vector<uint32_t> ev;
 };
-static void weight_table_forms(const std::vector<double> &t, int64_t n_int, int wn, int std_channels,
+static void weight_table_forms(const std::vector<double> &t, int64_t n_int, int wn, int std_channels, bool std_fwd,
                                weight_table_host *out) {
     out->f.resize(t.size());
     for (size_t i = 0; i < t.size(); i++) out->f[i] = (float)t[i];
     const char *env = getenv("CGQ_GPU_WTAB12");
     const bool large = sizeof(float) * t.size() >= CGQ_WTAB12_MIN_BYTES;
-    if (std_channels <= 0 || (env && *env ? atoi(env) == 0 : !large)) return;
+    if (std_channels <= 0 || (env && *env ? atoi(env) == 0 : !(large && std_fwd))) return;
     const int C = std_channels, ni = wn / C, ra = wtable12_ad_row(ni), re = wtable12_ev_row(ni);
     out->ad.assign((size_t)n_int * C * ra, make_float2(0.0f, 0.0f));
     out->ev.assign((size_t)n_int * C * re, 0x80008000u); /* pad entries: departures 0 */
@@ -863,7 +863,7 @@ static void weight_table_forms(const std::vector<double> &t, int64_t n_int, int 
  * GPU has no memory for it, the layer keeps the radial MLP's kernels (out stays empty). */
 #define CGQ_WEIGHT_TABLE_MAX_BYTES (256ull << 20)
 static cgq_status build_weight_table(cgq_gpu *g, const cgq_radial_spline &h, const double *W, int wn, double alpha,
-                                     int std_channels, radial_table *out) {
+                                     int std_channels, bool std_fwd, radial_table *out) {
     const int K = h.width;
     const int64_t rows = 4 * (int64_t)h.n_int;
     *out = radial_table();
@@ -897,7 +897,7 @@ static cgq_status build_weight_table(cgq_gpu *g, const cgq_radial_spline &h, con
                         (long long)rows, wn, cudaGetErrorString(e));
     }
     weight_table_host ht;
-    weight_table_forms(t, h.n_int, wn, std_channels, &ht);
+    weight_table_forms(t, h.n_int, wn, std_channels, std_fwd, &ht);
     const size_t bf = sizeof(float) * ht.f.size(), bad = sizeof(float2) * ht.ad.size(),
                  bev = sizeof(uint32_t) * ht.ev.size(), bs = sizeof(float) * ht.escale.size();
     char *d = nullptr; /* both forms in one allocation (offsets multiples of 16, 8, 4) */
@@ -981,9 +981,9 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
         s.n_int = h.n_int, s.width = h.width, s.step = h.step, s.alpha = (float)alpha[t], s.knots = kd;
         if (st == CGQ_STATUS_OK && weight_table_fits(g, t)) {
             const conv_plan &p = g->plans[t]; /* the compact form is the std forward's */
-            const bool std_fwd = !g->host_model->nequip && p.ok && p.std_form && (t > 0 || !layer0_factored_form(g));
-            st = build_weight_table(g, h, fc.W[fc.n_layers - 1], fc.h[fc.n_layers], alpha[t], std_fwd ? p.C : 0,
-                                    &g->wtab[t]);
+            const int std_channels = !g->host_model->nequip && p.ok && p.std_form ? p.C : 0;
+            st = build_weight_table(g, h, fc.W[fc.n_layers - 1], fc.h[fc.n_layers], alpha[t], std_channels,
+                                    t > 0 || !layer0_factored_form(g), &g->wtab[t]);
             if (g->wtab[t].knots && g->host_model->nequip)
                 for (int q = 0; q < g->nq_groups[t]; q++) choose_bwd_slots(g, &g->nq_plans[t][q], true);
             else if (g->wtab[t].knots)
