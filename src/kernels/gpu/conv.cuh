@@ -401,39 +401,44 @@ __device__ __forceinline__ void conv_fwd_std_weights(const float4 *kn, int C, co
     for (int q = 0; q < NI; q++) w[q] = wtable_value(tv[q], hb[0], hb[1], hb[2]);
 }
 
-/* The compact table's rows of an edge's interval k and channel u (wtable12_ad_row float2, then wtable12_ev_row
- * words) are fetched one edge ahead by cp.async into the thread's slots in shared memory, conv_fwd_pf_chunks 16-byte
- * chunks in chunk-major order ([chunk][blockDim.x]: a warp's reads of a chunk are consecutive), so that their latency
- * passes under the previous edge's products */
+/* The compact table's rows of an edge's interval k (per channel: wtable12_ad_row float2, then wtable12_ev_row words)
+ * are fetched one edge ahead by cp.async into shared memory, so that their latency passes under the previous edge's
+ * products. Where a slot's channels are whole warps (G = the warp), each warp's rows are consecutive in the table
+ * (channels u0 .. u0 + G - 1 of one edge), and its lanes copy them together, 16 bytes each at consecutive addresses
+ * (a lane copying its own row read 16 of every 32-byte sector: conv_fwd took 3.76 ms instead of 1.55, session 32);
+ * otherwise (G = 1) each thread copies its own row. A group's region: its G ad rows, then its G ev rows. */
 __host__ __device__ constexpr int conv_fwd_pf_chunks(int ni) {
     return wtable12_ad_row(ni) / 2 + wtable12_ev_row(ni) / 4;
 }
 template <int NI>
-__device__ __forceinline__ void conv_fwd_std12_fetch(const radial_table &tab, int k, int u, int C, float4 *pf, int T) {
-    constexpr int RA = wtable12_ad_row(NI), RE = wtable12_ev_row(NI);
-    const size_t row = (size_t)k * C + u;
-    const float4 *a4 = reinterpret_cast<const float4 *>(tab.ad + row * RA);
-    const float4 *e4 = reinterpret_cast<const float4 *>(tab.ev + row * RE);
+__device__ __forceinline__ void conv_fwd_std12_fetch(const radial_table &tab, int k, int C, int u0, int rows, int g,
+                                                     int G, float4 *reg) {
+    constexpr int CA = wtable12_ad_row(NI) / 2, CE = wtable12_ev_row(NI) / 4;
+    const size_t row = (size_t)k * C + u0;
+    const float4 *a4 = reinterpret_cast<const float4 *>(tab.ad) + row * CA;
+    const float4 *e4 = reinterpret_cast<const float4 *>(tab.ev) + row * CE;
 #pragma unroll
-    for (int j = 0; j < RA / 2; j++) cgq_copy_async(pf + j * T, a4 + j);
+    for (int j = 0; j < CA; j++)
+        if (g + j * G < rows * CA) cgq_copy_async(reg + g + j * G, a4 + g + j * G);
 #pragma unroll
-    for (int j = 0; j < RE / 4; j++) cgq_copy_async(pf + (RA / 2 + j) * T, e4 + j);
+    for (int j = 0; j < CE; j++)
+        if (g + j * G < rows * CE) cgq_copy_async(reg + G * CA + g + j * G, e4 + g + j * G);
 }
-/* the weights of the fetched rows (es: the columns' scales of channel u) */
+/* the weights of the fetched rows of the group's channel g (es: the columns' scales of its channel) */
 template <int NI>
-__device__ __forceinline__ void conv_fwd_std12_weights(const float4 *pf, int T, const float *hb, const float (&es)[NI],
-                                                       float (&w)[NI]) {
-    constexpr int RA = wtable12_ad_row(NI), RE = wtable12_ev_row(NI);
+__device__ __forceinline__ void conv_fwd_std12_weights(const float4 *reg, int g, int G, const float *hb,
+                                                       const float (&es)[NI], float (&w)[NI]) {
+    constexpr int RA = wtable12_ad_row(NI), RE = wtable12_ev_row(NI), CA = RA / 2, CE = RE / 4;
     float2 ta[RA];
     uint32_t te[RE];
 #pragma unroll
-    for (int j = 0; j < RA / 2; j++) {
-        const float4 v = pf[j * T];
+    for (int j = 0; j < CA; j++) {
+        const float4 v = reg[g * CA + j];
         ta[2 * j] = make_float2(v.x, v.y), ta[2 * j + 1] = make_float2(v.z, v.w);
     }
 #pragma unroll
-    for (int j = 0; j < RE / 4; j++) {
-        const float4 v = pf[(RA / 2 + j) * T];
+    for (int j = 0; j < CE; j++) {
+        const float4 v = reg[G * CA + g * CE + j];
         te[4 * j] = __float_as_uint(v.x), te[4 * j + 1] = __float_as_uint(v.y), te[4 * j + 2] = __float_as_uint(v.z),
                  te[4 * j + 3] = __float_as_uint(v.w);
     }
@@ -466,12 +471,14 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
     constexpr auto QS = std::make_integer_sequence<int, NI>{};
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots, stride = p.acc_dim * p.C, EB = p.fwd_eb;
-    const int T = blockDim.x;
     float *acc = reinterpret_cast<float *>(smem_raw);
     float *Pb = reinterpret_cast<float *>(smem_raw + conv_fwd_acc_bytes(p, sizeof(float))); /* [EB][sp_dim] */
     int32_t *sid = reinterpret_cast<int32_t *>(Pb + (size_t)EB * p.sp_dim), *kb = sid + EB;
     float *hb = reinterpret_cast<float *>(kb + EB);
-    float4 *pf = reinterpret_cast<float4 *>(smem_raw + conv_fwd_pf_offset(p)) + threadIdx.x; /* C12: fetch-ahead slots */
+    /* C12: the fetch-ahead group (conv_fwd_std12_fetch): G lanes, this thread's channel g of it, its region */
+    const int G = p.cw % CGQ_WARP == 0 ? CGQ_WARP : 1, g = threadIdx.x % G, u0 = u - g;
+    const int rows = p.C - u0 < G ? p.C - u0 : G;
+    float4 *reg = reinterpret_cast<float4 *>(smem_raw + conv_fwd_pf_offset(p)) + (threadIdx.x - g) * conv_fwd_pf_chunks(NI);
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
     const bool active = u < p.C;
     for (int j = threadIdx.x; j < stride * S; j += blockDim.x) acc[j] = 0;
@@ -489,13 +496,14 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
 #pragma unroll
         for (int l = 0; l < NL1; l++)
 #pragma unroll
-            for (int a = 0; a < 2 * l + 1; a++) xn[l * l + a] = ce * xs[xo[l] + a];
+            for (int a = 0; a < 2 * l + 1; a++) xn[l * l + a] = active ? ce * xs[xo[l] + a] : 0.0f;
     };
     for (int64_t eb = r0; eb < r1; eb += EB) {
         const int nb = (int)(r1 - eb < EB ? r1 - eb : EB);
         conv_fwd_stage_std<NL1, NY, C12>(p, eb, nb, sender, Y, cw, Pb, sid, kb, hb);
-        if (!active || slot >= nb) continue;
-        if constexpr (C12) conv_fwd_std12_fetch<NI>(cw.tab, kb[slot], u, p.C, pf, T);
+        /* a warp's lanes past the channels still copy and wait with their group (G > 1) */
+        if (slot >= nb || (!active && (!C12 || G == 1))) continue;
+        if constexpr (C12) conv_fwd_std12_fetch<NI>(cw.tab, kb[slot], p.C, u0, rows, g, G, reg);
         load_x(eb + slot, slot);
         for (int el = slot; el < nb; el += S) {
             float xv[CONV_MAX_XDIM], w[NI];
@@ -503,8 +511,10 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
             for (int j = 0; j < NL1 * NL1; j++) xv[j] = xn[j];
             if constexpr (C12) {
                 cgq_copy_wait();
-                conv_fwd_std12_weights<NI>(pf, T, hb + 3 * el, es, w);
-                if (el + S < nb) conv_fwd_std12_fetch<NI>(cw.tab, kb[el + S], u, p.C, pf, T);
+                if (G > 1) CGQ_SYNCWARP(); /* the group's copies are in */
+                conv_fwd_std12_weights<NI>(reg, g, G, hb + 3 * el, es, w);
+                if (G > 1) CGQ_SYNCWARP(); /* and read, before the next edge's overwrite them */
+                if (el + S < nb) conv_fwd_std12_fetch<NI>(cw.tab, kb[el + S], p.C, u0, rows, g, G, reg);
             } else {
                 conv_fwd_std_weights<NI>(wtable_at(cw.tab, kb[el], u), p.C, hb + 3 * el, w);
             }
