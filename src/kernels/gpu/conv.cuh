@@ -303,17 +303,6 @@ __device__ inline void conv_fwd_stage_std(const conv_plan &p, int64_t eb, int nb
     __syncthreads();
 }
 
-/* shared memory of the forward kernels for element size `es` (the double size is the larger, used to plan) */
-__host__ __device__ inline size_t conv_fwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
-    const size_t acc_es = p.double_sums ? sizeof(double) : es;
-    return conv_fwd_acc_bytes(p, acc_es) + es * (size_t)p.fwd_eb * ((p.p_dim > p.sp_dim ? p.p_dim : p.sp_dim) + p.nY) +
-           (2 * sizeof(int32_t) + 3 * sizeof(float)) * (size_t)p.fwd_eb;
-}
-/* the std forward's fetch-ahead slots (compact table) after its tables */
-__host__ __device__ inline size_t conv_fwd_pf_offset(const conv_plan &p) {
-    return (conv_fwd_smem(p, sizeof(float)) + 15) / 16 * 16;
-}
-
 /* The forward's last step: M[i]'s entries from the slots' sums (in slot order) */
 template <class T, class A>
 __device__ inline void conv_fwd_write(const conv_plan &p, const A *acc, T *Mi) {
@@ -383,68 +372,36 @@ __device__ __forceinline__ void conv_fwd_std_ins(float w, const float (&xv)[CONV
         for (int c = 0; c < D3; c++) racc[I.a_off + c] += xa * P[a * D3 + c];
     }
 }
-/* An edge's products for every instruction, with its weights w (one per instruction, channel u) */
-template <int NL1, int NY, int NA, int NI, int... Q>
-__device__ __forceinline__ void conv_fwd_std(std::integer_sequence<int, Q...>, const float (&w)[NI],
+template <int NL1, int NY, int NA, int... Q>
+__device__ __forceinline__ void conv_fwd_std(std::integer_sequence<int, Q...>, const float4 *kn, int C, const float *hb,
                                              const float (&xv)[CONV_MAX_XDIM], const float *Pe, float (&racc)[NA]) {
-    (conv_fwd_std_ins<NL1, NY, Q>(w[Q], xv, Pe, racc), ...);
+    /* every instruction's table values in flight at once: one memory wait per edge (read where each instruction
+     * needed them, the compiler spread them over the edge's products: five waits per edge, session 20) */
+    const float4 tv[] = {__ldg(kn + (int64_t)Q * C)...};
+    const float h0 = hb[0], h1 = hb[1], h2 = hb[2];
+    (conv_fwd_std_ins<NL1, NY, Q>(wtable_value(tv[Q], h0, h1, h2), xv, Pe, racc), ...);
 }
-/* The weights of an edge from the float table (kn: its interval at channel u, instruction q's column at q C), every
- * instruction's values in flight at once: one memory wait per edge (read where each instruction needed them, the
- * compiler spread them over the edge's products: five waits per edge, session 20) */
-template <int NI>
-__device__ __forceinline__ void conv_fwd_std_weights(const float4 *kn, int C, const float *hb, float (&w)[NI]) {
-    float4 tv[NI];
-#pragma unroll
-    for (int q = 0; q < NI; q++) tv[q] = __ldg(kn + (int64_t)q * C);
-#pragma unroll
-    for (int q = 0; q < NI; q++) w[q] = wtable_value(tv[q], hb[0], hb[1], hb[2]);
-}
-
-/* The compact table's rows of an edge's interval k (per channel: wtable12_ad_row float2, then wtable12_ev_row words)
- * are fetched one edge ahead by cp.async into shared memory, so that their latency passes under the previous edge's
- * products. Where a slot's channels are whole warps (G = the warp), each warp's rows are consecutive in the table
- * (channels u0 .. u0 + G - 1 of one edge), and its lanes copy them together, 16 bytes each at consecutive addresses
- * (a lane copying its own row read 16 of every 32-byte sector: conv_fwd took 3.76 ms instead of 1.55, session 32);
- * otherwise (G = 1) each thread copies its own row. A group's region: its G ad rows, then its G ev rows. */
-__host__ __device__ constexpr int conv_fwd_pf_chunks(int ni) {
-    return wtable12_ad_row(ni) / 2 + wtable12_ev_row(ni) / 4;
-}
-template <int NI>
-__device__ __forceinline__ void conv_fwd_std12_fetch(const radial_table &tab, int k, int C, int u0, int rows, int g,
-                                                     int G, float4 *reg) {
-    constexpr int CA = wtable12_ad_row(NI) / 2, CE = wtable12_ev_row(NI) / 4;
-    const size_t row = (size_t)k * C + u0;
-    const float4 *a4 = reinterpret_cast<const float4 *>(tab.ad) + row * CA;
-    const float4 *e4 = reinterpret_cast<const float4 *>(tab.ev) + row * CE;
-#pragma unroll
-    for (int j = 0; j < CA; j++)
-        if (g + j * G < rows * CA) cgq_copy_async(reg + g + j * G, a4 + g + j * G);
-#pragma unroll
-    for (int j = 0; j < CE; j++)
-        if (g + j * G < rows * CE) cgq_copy_async(reg + G * CA + g + j * G, e4 + g + j * G);
-}
-/* the weights of the fetched rows of the group's channel g (es: the columns' scales of its channel) */
-template <int NI>
-__device__ __forceinline__ void conv_fwd_std12_weights(const float4 *reg, int g, int G, const float *hb,
-                                                       const float (&es)[NI], float (&w)[NI]) {
-    constexpr int RA = wtable12_ad_row(NI), RE = wtable12_ev_row(NI), CA = RA / 2, CE = RE / 4;
+/* the same from the compact table (ka, ke: the rows of the edge's interval and channel u, wtable12_ad_row / ev_row
+ * entries, read 16 bytes at a time; es: the columns' scales) */
+template <int NL1, int NY, int NA, int NI, int... Q>
+__device__ __forceinline__ void conv_fwd_std12(std::integer_sequence<int, Q...>, const float2 *ka, const uint32_t *ke,
+                                               const float *hb, const float (&es)[NI],
+                                               const float (&xv)[CONV_MAX_XDIM], const float *Pe, float (&racc)[NA]) {
+    constexpr int RA = wtable12_ad_row(NI), RE = wtable12_ev_row(NI);
     float2 ta[RA];
     uint32_t te[RE];
 #pragma unroll
-    for (int j = 0; j < CA; j++) {
-        const float4 v = reg[g * CA + j];
+    for (int j = 0; j < RA / 2; j++) {
+        const float4 v = __ldg(reinterpret_cast<const float4 *>(ka) + j);
         ta[2 * j] = make_float2(v.x, v.y), ta[2 * j + 1] = make_float2(v.z, v.w);
     }
 #pragma unroll
-    for (int j = 0; j < CE; j++) {
-        const float4 v = reg[G * CA + g * CE + j];
-        te[4 * j] = __float_as_uint(v.x), te[4 * j + 1] = __float_as_uint(v.y), te[4 * j + 2] = __float_as_uint(v.z),
-                 te[4 * j + 3] = __float_as_uint(v.w);
+    for (int j = 0; j < RE / 4; j++) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4 *>(ke) + j);
+        te[4 * j] = v.x, te[4 * j + 1] = v.y, te[4 * j + 2] = v.z, te[4 * j + 3] = v.w;
     }
     const float t = hb[0], h10 = hb[1], h11 = hb[2];
-#pragma unroll
-    for (int q = 0; q < NI; q++) w[q] = wtable12_value(ta[q], te[q], es[q], t, h10, h11);
+    (conv_fwd_std_ins<NL1, NY, Q>(wtable12_value(ta[Q], te[Q], es[Q], t, h10, h11), xv, Pe, racc), ...);
 }
 /* racc's instruction Q into the slot's sums my (the output block's entries at acc_off) */
 template <int NL1, int NY, int Q, int NA>
@@ -468,17 +425,12 @@ template <int NL1, int NY, bool C12 = false>
 __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const float *Y,
                                const float *hu, conv_weights<float> cw, const float *cut, float *M) {
     constexpr int LY = sh_lmax<NY>(), NI = conv_std_count(NL1, LY), NA = conv_std_at(NL1, LY, NI).a_off;
-    constexpr auto QS = std::make_integer_sequence<int, NI>{};
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots, stride = p.acc_dim * p.C, EB = p.fwd_eb;
     float *acc = reinterpret_cast<float *>(smem_raw);
     float *Pb = reinterpret_cast<float *>(smem_raw + conv_fwd_acc_bytes(p, sizeof(float))); /* [EB][sp_dim] */
     int32_t *sid = reinterpret_cast<int32_t *>(Pb + (size_t)EB * p.sp_dim), *kb = sid + EB;
     float *hb = reinterpret_cast<float *>(kb + EB);
-    /* C12: the fetch-ahead group (conv_fwd_std12_fetch): G lanes, this thread's channel g of it, its region */
-    const int G = p.cw % CGQ_WARP == 0 ? CGQ_WARP : 1, g = threadIdx.x % G, u0 = u - g;
-    const int rows = p.C - u0 < G ? p.C - u0 : G;
-    float4 *reg = reinterpret_cast<float4 *>(smem_raw + conv_fwd_pf_offset(p)) + (threadIdx.x - g) * conv_fwd_pf_chunks(NI);
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
     const bool active = u < p.C;
     for (int j = threadIdx.x; j < stride * S; j += blockDim.x) acc[j] = 0;
@@ -490,40 +442,31 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
     for (int j = 0; j < NA; j++) racc[j] = 0;
 #pragma unroll
     for (int q = 0; q < NI; q++) es[q] = C12 && active ? __ldg(cw.tab.escale + q * p.C + u) : 0.0f;
-    float xn[CONV_MAX_XDIM]; /* the next edge's sender features (times the cutoff), loaded one edge ahead too */
-    auto load_x = [&](int64_t e, int el) {
-        const float *xs = hu + (int64_t)sid[el] * p.dhu, ce = cut ? cut[e] : 1.0f;
-#pragma unroll
-        for (int l = 0; l < NL1; l++)
-#pragma unroll
-            for (int a = 0; a < 2 * l + 1; a++) xn[l * l + a] = active ? ce * xs[xo[l] + a] : 0.0f;
-    };
     for (int64_t eb = r0; eb < r1; eb += EB) {
         const int nb = (int)(r1 - eb < EB ? r1 - eb : EB);
         conv_fwd_stage_std<NL1, NY, C12>(p, eb, nb, sender, Y, cw, Pb, sid, kb, hb);
-        /* a warp's lanes past the channels still copy and wait with their group (G > 1) */
-        if (slot >= nb || (!active && (!C12 || G == 1))) continue;
-        if constexpr (C12) conv_fwd_std12_fetch<NI>(cw.tab, kb[slot], p.C, u0, rows, g, G, reg);
-        load_x(eb + slot, slot);
+        if (!active) continue;
         for (int el = slot; el < nb; el += S) {
-            float xv[CONV_MAX_XDIM], w[NI];
+            const float *xs = hu + (int64_t)sid[el] * p.dhu, ce = cut ? cut[eb + el] : 1.0f;
+            float xv[CONV_MAX_XDIM];
 #pragma unroll
-            for (int j = 0; j < NL1 * NL1; j++) xv[j] = xn[j];
+            for (int l = 0; l < NL1; l++)
+#pragma unroll
+                for (int a = 0; a < 2 * l + 1; a++) xv[l * l + a] = ce * xs[xo[l] + a];
             if constexpr (C12) {
-                cgq_copy_wait();
-                if (G > 1) CGQ_SYNCWARP(); /* the group's copies are in */
-                conv_fwd_std12_weights<NI>(reg, g, G, hb + 3 * el, es, w);
-                if (G > 1) CGQ_SYNCWARP(); /* and read, before the next edge's overwrite them */
-                if (el + S < nb) conv_fwd_std12_fetch<NI>(cw.tab, kb[el + S], p.C, u0, rows, g, G, reg);
+                const size_t row = (size_t)kb[el] * p.C + u;
+                conv_fwd_std12<NL1, NY>(std::make_integer_sequence<int, NI>{}, cw.tab.ad + row * wtable12_ad_row(NI),
+                                        cw.tab.ev + row * wtable12_ev_row(NI), hb + 3 * el, es, xv,
+                                        Pb + (size_t)el * p.sp_dim, racc);
             } else {
-                conv_fwd_std_weights<NI>(wtable_at(cw.tab, kb[el], u), p.C, hb + 3 * el, w);
+                conv_fwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, wtable_at(cw.tab, kb[el], u), p.C,
+                                      hb + 3 * el, xv, Pb + (size_t)el * p.sp_dim, racc);
             }
-            if (el + S < nb) load_x(eb + el + S, el + S);
-            conv_fwd_std<NL1, NY>(QS, w, xv, Pb + (size_t)el * p.sp_dim, racc);
         }
     }
     __syncthreads(); /* acc is zero everywhere */
-    if (active) conv_fwd_std_puts<NL1, NY>(QS, p, racc, acc + (size_t)slot * stride + u);
+    if (active)
+        conv_fwd_std_puts<NL1, NY>(std::make_integer_sequence<int, NI>{}, p, racc, acc + (size_t)slot * stride + u);
     __syncthreads();
     conv_fwd_write(p, acc, M + i * p.dM);
 }
@@ -1028,6 +971,12 @@ __global__ void k_density_edge_bwd(int64_t e0, int64_t e1, const int32_t *erecv,
     }
 }
 
+/* shared memory of the kernels for element size `es` (the double size is the larger, used to plan) */
+static size_t conv_fwd_smem(const conv_plan &p, size_t es = sizeof(double)) {
+    const size_t acc_es = p.double_sums ? sizeof(double) : es;
+    return conv_fwd_acc_bytes(p, acc_es) + es * (size_t)p.fwd_eb * (std::max(p.p_dim, p.sp_dim) + p.nY) +
+           (2 * sizeof(int32_t) + 3 * sizeof(float)) * (size_t)p.fwd_eb;
+}
 
 template <class T>
 using conv_fwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const T *, const T *,
@@ -1057,13 +1006,6 @@ static conv_fwd_fn<T> conv_fwd_kernel(const conv_plan &p, bool tabled = false, b
             return conv_fwd_std_kernel(p.n_in1, p.nY, c12);
     if (tabled && F) return p.double_sums ? k_conv_fwd<T, double, F> : k_conv_fwd<T, T, F>;
     return p.double_sums ? k_conv_fwd<T, double> : k_conv_fwd<T, T>;
-}
-/* the forward kernel's dynamic shared memory (the std forward from the compact table: with its fetch-ahead slots) */
-template <class T>
-static size_t conv_fwd_launch_smem(const conv_plan &p, bool tabled = false, bool c12 = false) {
-    if (sizeof(T) == sizeof(float) && c12 && tabled && p.std_form && conv_std_instantiated(p.n_in1, p.nY))
-        return conv_fwd_pf_offset(p) + 16 * (size_t)conv_fwd_pf_chunks(p.n_ins) * p.threads;
-    return conv_fwd_smem(p, sizeof(T));
 }
 static size_t conv_bwd_smem(const conv_plan &p, size_t es = sizeof(double), bool tabled = false) {
     return conv_bwd_table_offset(p, es, tabled) + sizeof(conv_ins) * p.n_ins + sizeof(conv_block) * p.n_in1;

@@ -981,8 +981,7 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
         s.n_int = h.n_int, s.width = h.width, s.step = h.step, s.alpha = (float)alpha[t], s.knots = kd;
         if (st == CGQ_STATUS_OK && weight_table_fits(g, t)) {
             const conv_plan &p = g->plans[t]; /* the compact form is the std forward's */
-            const bool c12_fits = conv_fwd_launch_smem<float>(p, true, true) <= g->smem_optin; /* its fetch-ahead slots */
-            const int std_channels = !g->host_model->nequip && p.ok && p.std_form && c12_fits ? p.C : 0;
+            const int std_channels = !g->host_model->nequip && p.ok && p.std_form ? p.C : 0;
             st = build_weight_table(g, h, fc.W[fc.n_layers - 1], fc.h[fc.n_layers], alpha[t], std_channels,
                                     t > 0 || !layer0_factored_form(g), &g->wtab[t]);
             if (g->wtab[t].knots && g->host_model->nequip)
@@ -2331,8 +2330,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             } else {
                 if (!wtab[t]) CGQ_TRY(radial_forward(t, ch));
                 prof.mark("mlp_fwd");
-                conv_fwd_kernel<T>(p, wtab[t], wtab[t] && g->wtab[t].ad)<<<(unsigned)(ch.i1 - ch.i0), p.threads,
-                                                                conv_fwd_launch_smem<T>(p, wtab[t], wtab[t] && g->wtab[t].ad)>>>(
+                conv_fwd_kernel<T>(p, wtab[t], wtab[t] && g->wtab[t].ad)<<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
                     p, ch.i0, c.row_ptr, c.sender, Y, hu, edge_weights(t, ch), cut_w, M);
                 CGQ_LAUNCH_CHECK();
                 prof.mark("conv_fwd");
@@ -2952,7 +2950,7 @@ extern "C" cgq_status cgq_gpu_table_conv(cgq_gpu *g, int layer, int64_t n, const
     CGQ_TRY(tb.in((const double *)nullptr, n * din, &dgx));
     CGQ_TRY(tb.in((const double *)nullptr, E, &dgr));
     const conv_weights<float> cw = conv_table(g->wtab[layer], dr, 0);
-    conv_fwd_kernel<float>(p, true, cw.tab.ad)<<<(unsigned)n, p.threads, conv_fwd_launch_smem<float>(p, true, cw.tab.ad)>>>(
+    conv_fwd_kernel<float>(p, true, cw.tab.ad)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(float))>>>(
         p, 0, drow, dsend, dY, dx, cw, dcut, dMsg);
     conv_bwd_kernel<float>(p, true)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(float), true)>>>(
         p, 0, drow, dsend, dY, dx, cw, dcut, dgM, nullptr, dgY, dgcut, dgx1e, dgr, 0);
