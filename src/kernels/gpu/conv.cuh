@@ -381,23 +381,23 @@ __device__ __forceinline__ void conv_fwd_std(std::integer_sequence<int, Q...>, c
     const float h0 = hb[0], h1 = hb[1], h2 = hb[2];
     (conv_fwd_std_ins<NL1, NY, Q>(wtable_value(tv[Q], h0, h1, h2), xv, Pe, racc), ...);
 }
-/* the same from the compact table (ka, ke: the rows of the edge's interval and channel u, wtable12_ad_row / ev_row
- * entries, read 16 bytes at a time; es: the columns' scales) */
+/* the same from the compact table (ka, ke: the edge's interval's first 16-byte chunk of channel u; chunk j at j C: a
+ * warp's read of a chunk is 512 consecutive bytes; es: the columns' scales) */
 template <int NL1, int NY, int NA, int NI, int... Q>
-__device__ __forceinline__ void conv_fwd_std12(std::integer_sequence<int, Q...>, const float2 *ka, const uint32_t *ke,
-                                               const float *hb, const float (&es)[NI],
+__device__ __forceinline__ void conv_fwd_std12(std::integer_sequence<int, Q...>, const float4 *ka, const uint4 *ke,
+                                               int C, const float *hb, const float (&es)[NI],
                                                const float (&xv)[CONV_MAX_XDIM], const float *Pe, float (&racc)[NA]) {
     constexpr int RA = wtable12_ad_row(NI), RE = wtable12_ev_row(NI);
     float2 ta[RA];
     uint32_t te[RE];
 #pragma unroll
     for (int j = 0; j < RA / 2; j++) {
-        const float4 v = __ldg(reinterpret_cast<const float4 *>(ka) + j);
+        const float4 v = __ldg(ka + (size_t)j * C);
         ta[2 * j] = make_float2(v.x, v.y), ta[2 * j + 1] = make_float2(v.z, v.w);
     }
 #pragma unroll
     for (int j = 0; j < RE / 4; j++) {
-        const uint4 v = __ldg(reinterpret_cast<const uint4 *>(ke) + j);
+        const uint4 v = __ldg(ke + (size_t)j * C);
         te[4 * j] = v.x, te[4 * j + 1] = v.y, te[4 * j + 2] = v.z, te[4 * j + 3] = v.w;
     }
     const float t = hb[0], h10 = hb[1], h11 = hb[2];
@@ -454,10 +454,12 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
 #pragma unroll
                 for (int a = 0; a < 2 * l + 1; a++) xv[l * l + a] = ce * xs[xo[l] + a];
             if constexpr (C12) {
-                const size_t row = (size_t)kb[el] * p.C + u;
-                conv_fwd_std12<NL1, NY>(std::make_integer_sequence<int, NI>{}, cw.tab.ad + row * wtable12_ad_row(NI),
-                                        cw.tab.ev + row * wtable12_ev_row(NI), hb + 3 * el, es, xv,
-                                        Pb + (size_t)el * p.sp_dim, racc);
+                constexpr int CA = wtable12_ad_row(NI) / 2, CE = wtable12_ev_row(NI) / 4; /* 16-byte chunks */
+                const size_t k = (size_t)kb[el] * p.C;
+                conv_fwd_std12<NL1, NY>(std::make_integer_sequence<int, NI>{},
+                                        reinterpret_cast<const float4 *>(cw.tab.ad) + k * CA + u,
+                                        reinterpret_cast<const uint4 *>(cw.tab.ev) + k * CE + u, p.C, hb + 3 * el, es,
+                                        xv, Pb + (size_t)el * p.sp_dim, racc);
             } else {
                 conv_fwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, wtable_at(cw.tab, kb[el], u), p.C,
                                       hb + 3 * el, xv, Pb + (size_t)el * p.sp_dim, racc);

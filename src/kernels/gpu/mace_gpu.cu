@@ -815,8 +815,10 @@ __global__ void k_weight_table(int64_t rows, int K, int wn, const double *a, con
  * CGQ_WTAB12_MIN_BYTES or more in float, whose reads bound the forward (session 23, H100: MACE-MP-0's layer 1, 42 MB,
  * 1.84 -> 1.57 ms), of std plans (std_channels > 0: the plan's channels) whose forward runs the std kernel (std_fwd: not
  * MACE-MP-0's layer 0, factored, 40 MB); the water models' (0.5-4 MB) gained nothing. CGQ_GPU_WTAB12=0: never; =1:
- * for every std plan. Its rows are per interval and channel u, the instructions' columns q C + u side by side (wtable12_rows), so
- * that a thread reads its edge's values 16 bytes at a time from one address. */
+ * for every std plan. Per interval, its 16-byte chunks of the instructions' columns q C + u (2 in ad, 4 in ev:
+ * wtable12_ad_row, wtable12_ev_row) are stored chunk by chunk and channel by channel, so that a thread reads its edge's
+ * values 16 bytes at a time and a warp's read of a chunk is 512 consecutive bytes (per channel, they spread each read
+ * over 20 cache lines: L1-bound, session 32). */
 #define CGQ_WTAB12_MIN_BYTES (8ull << 20)
 struct weight_table_host {
     std::vector<float> f, escale;
@@ -850,9 +852,8 @@ static void weight_table_forms(const std::vector<double> &t, int64_t n_int, int 
                 const double z = sc > 0.0f ? std::nearbyint((v[2 + h] - v[1]) / sc) : 0.0;
                 e[h] = (uint32_t)(std::min(32767.0, std::max(-32767.0, z)) + 32768.0);
             }
-            const size_t row = (size_t)k * C + u;
-            out->ad[row * ra + q] = make_float2((float)v[0], (float)v[1]);
-            out->ev[row * re + q] = e[0] | e[1] << 16;
+            out->ad[(((size_t)k * (ra / 2) + q / 2) * C + u) * 2 + q % 2] = make_float2((float)v[0], (float)v[1]);
+            out->ev[(((size_t)k * (re / 4) + q / 4) * C + u) * 4 + q % 4] = e[0] | e[1] << 16;
         }
     }
 }

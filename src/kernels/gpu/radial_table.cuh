@@ -16,8 +16,9 @@ struct radial_table {
     /* A weight table's compact form (wtable12_value), read by the std forward: per interval and column (a_k, d) in
      * float and, in 16 bits each, the slopes' departures from the chord, m - d = escale[column] (v - 32768): 12 bytes
      * instead of 16, with the float table's accuracy (its 16 bits span the column's largest departure, about 1e-4 of
-     * its values). ad and ev are [n_int][C][row] (wtable12_ad_row, wtable12_ev_row): channel u's entries of the
-     * instructions q (columns q C + u) side by side; escale is per column. */
+     * its values). ad and ev are [n_int][chunk][C] of 16-byte chunks (wtable12_ad_row / 2 and wtable12_ev_row / 4 per
+     * interval and channel): channel u's entries of instructions q (columns q C + u), 2 per chunk in ad, 4 in ev;
+     * escale is per column. */
     const float2 *ad = nullptr;
     const uint32_t *ev = nullptr;
     const float *escale = nullptr;
@@ -85,8 +86,8 @@ __device__ __forceinline__ void hermite_chord_weights_at(float t_in, float b[3])
     const float t = t_in > 1.0f ? 1.0f : t_in, u = 1.0f - t;
     b[0] = t, b[1] = t * u * u, b[2] = -t * t * u;
 }
-/* The compact form's rows per interval and channel for ni instructions (their columns), padded to 16 bytes: ad in
- * float2, ev in 32-bit words */
+/* The compact form's entries per interval and channel for ni instructions (their columns), padded to whole 16-byte
+ * chunks: ad in float2, ev in 32-bit words */
 __host__ __device__ constexpr int wtable12_ad_row(int ni) { return (ni + 1) / 2 * 2; }
 __host__ __device__ constexpr int wtable12_ev_row(int ni) { return (ni + 3) / 4 * 4; }
 /* A 16-bit half of a compact column's departures as a float, exactly: the float whose bits are 0x4B00 then the half
