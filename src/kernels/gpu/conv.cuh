@@ -244,7 +244,8 @@ __device__ inline void conv_fwd_stage(const conv_plan &p, int64_t eb, int nb, co
         }
     }
     __syncthreads();
-    for (int j = threadIdx.x; j < nb * p.p_dim; j += blockDim.x) Pb[j] = conv_p_entry(p, j % p.p_dim, Ys + j / p.p_dim * p.nY);
+    for (int j = threadIdx.x; j < nb * p.p_dim; j += blockDim.x)
+        Pb[j] = conv_p_entry(p, j % p.p_dim, Ys + j / p.p_dim * p.nY);
     __syncthreads();
 }
 
