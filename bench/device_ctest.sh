@@ -19,7 +19,8 @@ fi
 build_gpu test_gpu test_gpu_kernels $([ "${BENCH:-0}" = 1 ] && echo bench_eval)
 K=build-gpu/tests/test_gpu_kernels F=${FILTER:-'*Fused*:*RadialTable*'}
 R=${RACE_FILTER:-'*Fused*mace01*:*Fused*water_mace*:*RadialTable*mace01*:*RadialTable*nequip_l2_parity_2layer_wide*'}
-[ "${SANITIZE:-1}" = 1 ] && ( [ -n "${SAN_ENV:-}" ] && export ${SAN_ENV} # SAN_ENV: switches (VAR=value) for the sanitizer runs only
+# SAN_ENV: switches (VAR=value) for the sanitizer runs only
+[ "${SANITIZE:-1}" = 1 ] && ( [ -n "${SAN_ENV:-}" ] && export ${SAN_ENV}
   compute-sanitizer --tool memcheck $K --gtest_filter="$F" >/tmp/memcheck.log 2>&1
   compute-sanitizer --tool racecheck $K --gtest_filter="$R" >/tmp/racecheck.log 2>&1
   : >/tmp/memcheck_pairs.log

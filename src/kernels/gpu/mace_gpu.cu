@@ -815,10 +815,10 @@ __global__ void k_weight_table(int64_t rows, int K, int wn, const double *a, con
  * CGQ_WTAB12_MIN_BYTES or more in float, whose forward it speeds up (session 23, H100: MACE-MP-0's layer 1, 42 MB,
  * 1.84 -> 1.57 ms), of std plans (std_channels > 0: the plan's channels) whose forward runs the std kernel
  * (std_fwd: not MACE-MP-0's layer 0, factored, 40 MB); the water models' (0.5-4 MB) gained nothing.
- * CGQ_GPU_WTAB12=0: never; =1: for every std plan. Per interval, its 16-byte chunks of the instructions' columns q C + u (2 in ad, 4 in ev:
- * wtable12_ad_row, wtable12_ev_row) are stored chunk by chunk and channel by channel, so that a thread reads its edge's
- * values 16 bytes at a time and a warp's read of a chunk is 512 consecutive bytes (per channel, they spread each read
- * over 20 cache lines: L1-bound, session 32). */
+ * CGQ_GPU_WTAB12=0: never; =1: for every std plan. Per interval, its 16-byte chunks of the instructions' columns
+ * q C + u (2 in ad, 4 in ev: wtable12_ad_row, wtable12_ev_row) are stored chunk by chunk and channel by channel, so
+ * that a thread reads its edge's values 16 bytes at a time and a warp's read of a chunk is 512 consecutive bytes (per
+ * channel, they spread each read over 20 cache lines: L1-bound, session 32). */
 #define CGQ_WTAB12_MIN_BYTES (8ull << 20)
 struct weight_table_host {
     std::vector<float> f, escale;
