@@ -596,28 +596,44 @@ __device__ __forceinline__ void conv_bwd_group_sums(T (&gy)[CONV_MAX_Y + 1], T g
 }
 
 /* The std reverse's instruction Q for one edge and channel (conv_bwd_ins): G_Q in the channel's row Gu, the table's 4
- * values staged at ws4[Q B] (B: the block's threads), hd: the edge's Hermite weights of w and of step dw/dr. (Staged
- * per thread instead, [thread][Q], an odd number of 16-byte values apart, the reverse took 4.97 ms for MP-0's layer 1
- * instead of 2.87: session 19.) */
-template <int NL1, int NY, int Q>
-__device__ __forceinline__ void conv_bwd_std_ins(const float *Gu, const float4 *ws4, int B, const float (&hd)[6],
-                                                 const float *cut, float cs, const float (&xv)[CONV_MAX_XDIM],
+ * values wv(Q) (k_conv_bwd: staged at ws4[Q B], B the block's threads; k_conv_bwd_warp: in registers), hd: the edge's
+ * Hermite weights of w and of step dw/dr. (Staged per thread instead, [thread][Q], an odd number of 16-byte values
+ * apart, the reverse took 4.97 ms for MP-0's layer 1 instead of 2.87: session 19.) */
+template <int NL1, int NY, int Q, class WV>
+__device__ __forceinline__ void conv_bwd_std_ins(const float *Gu, const WV &wv, const float (&hd)[6], const float *cut,
+                                                 float cs, const float (&xv)[CONV_MAX_XDIM],
                                                  const float (&yv)[CONV_MAX_Y], float (&gx)[CONV_MAX_XDIM],
                                                  float (&gy)[CONV_MAX_Y + 1], float &gt) {
     constexpr conv_std_ins I = conv_std_at(NL1, sh_lmax<NY>(), Q);
-    const float4 v = ws4[Q * B];
+    const float4 v = wv(Q);
     const float wraw = wtable_value(v, hd[0], hd[1], hd[2]), slope = wtable_slope(v, hd[3], hd[4], hd[5]);
     const float s =
         conv_bwd_ins<float, I.l1, I.l2>(xv, yv, Gu + I.g_off, cut ? wraw * cs : wraw, gx, gy); /* dE/d(w cut) */
     if (cut) gy[CONV_MAX_Y] += s * wraw;
     gt += (cut ? s * cs : s) * slope;
 }
-template <int NL1, int NY, int... Q>
-__device__ __forceinline__ void conv_bwd_std(std::integer_sequence<int, Q...>, const float *Gu, const float4 *ws4,
-                                             int B, const float (&hd)[6], const float *cut, float cs,
+template <int NL1, int NY, class WV, int... Q>
+__device__ __forceinline__ void conv_bwd_std(std::integer_sequence<int, Q...>, const float *Gu, const WV &wv,
+                                             const float (&hd)[6], const float *cut, float cs,
                                              const float (&xv)[CONV_MAX_XDIM], const float (&yv)[CONV_MAX_Y],
                                              float (&gx)[CONV_MAX_XDIM], float (&gy)[CONV_MAX_Y + 1], float &gt) {
-    (conv_bwd_std_ins<NL1, NY, Q>(Gu, ws4, B, hd, cut, cs, xv, yv, gx, gy, gt), ...);
+    (conv_bwd_std_ins<NL1, NY, Q>(Gu, wv, hd, cut, cs, xv, yv, gx, gy, gt), ...);
+}
+
+/* G_q[a][b] = pw sum_c C_q[a,b,c] gM[u,c] of instruction q for channel u (g: the receiver's row of gM), into u's row of
+ * G: the reverse's per-receiver fold (the path weight folded in) */
+template <class T>
+__device__ __forceinline__ void conv_bwd_fold(const conv_plan &p, const T *g, int u, int q, T *G) {
+    const conv_ins &k = p.ins[q];
+    T gc[CONV_MAX_D];
+    for (int c = 0; c < k.d3; c++) gc[c] = g[k.out_off + u * k.d3 + c];
+    const T *C = conv_cg<T>(p) + k.c_off, pw = k.pw_t<T>();
+    for (int a = 0; a < k.d1; a++)
+        for (int b = 0; b < k.d2; b++) {
+            T s = 0;
+            for (int c = 0; c < k.d3; c++) s += C[(a * k.d2 + b) * k.d3 + c] * gc[c];
+            G[(size_t)u * conv_g_stride(p) + k.g_off + a * k.d2 + b] = pw * s;
+        }
 }
 
 template <class T, int NL1, int NY, bool TAB, bool STD = false, int GW = 0>
@@ -645,21 +661,8 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     for (int l = threadIdx.x; l < p.n_in1; l += blockDim.x) in1b[l] = p.in1b[l];
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
     const bool active = u < p.C;
-    if (active) { /* the slots share G; slot s folds instructions s, s + S, ... */
-        const T *g = gM + i * p.dM;
-        for (int q = slot; q < p.n_ins; q += S) {
-            const conv_ins &k = p.ins[q];
-            T gc[CONV_MAX_D];
-            for (int c = 0; c < k.d3; c++) gc[c] = g[k.out_off + u * k.d3 + c];
-            const T *C = conv_cg<T>(p) + k.c_off, pw = k.pw_t<T>();
-            for (int a = 0; a < k.d1; a++)
-                for (int b = 0; b < k.d2; b++) {
-                    T s = 0;
-                    for (int c = 0; c < k.d3; c++) s += C[(a * k.d2 + b) * k.d3 + c] * gc[c];
-                    G[(size_t)u * conv_g_stride(p) + k.g_off + a * k.d2 + b] = pw * s; /* the path weight folded in */
-                }
-        }
-    }
+    if (active) /* the slots share G; slot s folds instructions s, s + S, ... */
+        for (int q = slot; q < p.n_ins; q += S) conv_bwd_fold<T>(p, gM + i * p.dM, u, q, G);
     __syncthreads(); /* G and the tables */
     const T *Gu = G + (size_t)u * conv_g_stride(p); /* this channel's row of G */
     /* the thread's edge operands: its weights (ws), sender features, SH and cutoff, loaded for the next edge as soon
@@ -735,8 +738,9 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
             cgq_copy_wait();
             if constexpr (STD) {
                 const float hd[6] = {h0, h1, h2, d0, d1, d2};
-                conv_bwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, Gu, ws4, (int)blockDim.x, hd, cut, cs, xv,
-                                      yv, gx, gy, gt);
+                const int B = blockDim.x;
+                conv_bwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, Gu, [&](int q) { return ws4[q * B]; },
+                                      hd, cut, cs, xv, yv, gx, gy, gt);
             } else
                 for (int q = 0; q < p.n_ins; q++) {
                     const conv_ins &k = ins[q];
@@ -803,6 +807,88 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     }
 }
 
+/* The std reverse with a warp per edge (k_conv_bwd_warp, CGQ_GPU_CONV_BWD_WARP=0 turns it off): lane j takes channels
+ * j, j + 32, ... of the warp's edge (the C / 32 of them in turn), so the edge's loads, its table interval and Hermite
+ * weights and its channel sums are done once per edge and warp instead of once per edge and channel thread, and
+ * dE/dY, dE/dcut and dE/dr are summed over the lane's channels in registers, then over the warp by shuffles: no
+ * block-wide sums, no barrier after G's fold. An instruction's table values are read into registers (the warp's 32
+ * lanes: 512 consecutive bytes), a channel's NI at once. Blocks of 4 warps per receiver. */
+#define CONV_BWD_WARPS 4
+template <int NL1, int NY>
+__global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
+    k_conv_bwd_warp(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const float *Y,
+                    const float *hu, conv_weights<float> cw, const float *cut, const float *gM, float *gw, float *gY,
+                    float *gcut, float *gx1e, double *gr, int accumulate) {
+    (void)gw; /* tabled: no dE/dw rows */
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    constexpr int NI = conv_std_count(NL1, sh_lmax<NY>());
+    float *G = reinterpret_cast<float *>(smem_raw), *red = G + (size_t)conv_g_stride(p) * p.C;
+    conv_block *in1b = reinterpret_cast<conv_block *>(red + CONV_BWD_WARPS * CONV_RED_W);
+    for (int l = threadIdx.x; l < p.n_in1; l += blockDim.x) in1b[l] = p.in1b[l];
+    const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1], e0 = cw.e0;
+    for (int j = threadIdx.x; j < p.C * p.n_ins; j += blockDim.x)
+        conv_bwd_fold<float>(p, gM + i * p.dM, j % p.C, j / p.C, G);
+    __syncthreads(); /* G and in1b */
+    const int lane = threadIdx.x % CGQ_WARP, warp = threadIdx.x / CGQ_WARP;
+    const float *rw = red + warp * CONV_RED_W; /* the warp's sums (conv_bwd_group_sums) */
+    const bool y16 = (reinterpret_cast<uintptr_t>(Y) & 15) == 0;
+    for (int64_t e = r0 + warp; e < r1; e += CONV_BWD_WARPS) {
+        float yv[CONV_MAX_Y], b[3], db[3];
+        if (y16 && NY % 4 == 0) {
+            const float4 *Y4 = reinterpret_cast<const float4 *>(Y + e * NY);
+#pragma unroll
+            for (int j = 0; j < NY / 4; j++) {
+                const float4 v = Y4[j];
+                yv[4 * j] = v.x, yv[4 * j + 1] = v.y, yv[4 * j + 2] = v.z, yv[4 * j + 3] = v.w;
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < NY; j++) yv[j] = Y[e * NY + j];
+        }
+        const float cs = cut ? cut[e] : 1.0f;
+        const float4 *kn = wtable_at(cw.tab, hermite_weights(cw.tab, cw.r[e], b, db), 0);
+        const float hd[6] = {b[0], b[1], b[2], db[0], db[1], db[2]};
+        const float *xs = hu + (int64_t)sender[e] * p.dhu;
+        float *gxe = gx1e + (e - e0) * p.dhu;
+        float gy[CONV_MAX_Y + 1], gt = 0; /* gy[CONV_MAX_Y]: dE/dcut; gt: dE/dr / step */
+#pragma unroll
+        for (int j = 0; j <= CONV_MAX_Y; j++) gy[j] = 0;
+        for (int u = lane; u < p.C; u += CGQ_WARP) {
+            float4 wv[NI];
+#pragma unroll
+            for (int q = 0; q < NI; q++) wv[q] = kn[(int64_t)q * p.C + u];
+            float xv[CONV_MAX_XDIM], gx[CONV_MAX_XDIM];
+            conv_load_x<float, NL1>(in1b, xs, u, xv);
+#pragma unroll
+            for (int a = 0; a < CONV_MAX_XDIM; a++) gx[a] = 0;
+            conv_bwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, G + (size_t)u * conv_g_stride(p),
+                                  [&](int q) { return wv[q]; }, hd, cut, cs, xv, yv, gx, gy, gt);
+#pragma unroll
+            for (int l = 0; l < NL1; l++)
+#pragma unroll
+                for (int a = 0; a < 2 * l + 1; a++)
+                    if (in1b[l].d) gxe[in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
+        }
+        conv_bwd_group_sums<float, NY>(gy, gt, true, CGQ_WARP, red);
+        __syncwarp();
+        if (lane < NY) {
+            gY[e * NY + lane] = accumulate ? gY[e * NY + lane] + rw[lane] : rw[lane];
+        } else if (lane == NY) {
+            if (gcut) gcut[e] = cut ? rw[NY] : 0.0f;
+        } else if (lane == NY + 1) { /* dE/dr: added to the earlier plans' (as gY) */
+            const double v = (double)rw[NY + 1] / cw.tab.step;
+            gr[e - e0] = accumulate ? gr[e - e0] + v : v;
+        }
+        __syncwarp(); /* rw is the next edge's */
+    }
+}
+
+/* Its shared memory: G, the warps' sums, the in1 blocks */
+static size_t conv_bwd_warp_smem(const conv_plan &p) {
+    return sizeof(float) * ((size_t)conv_g_stride(p) * p.C + CONV_BWD_WARPS * CONV_RED_W) +
+           sizeof(conv_block) * p.n_in1;
+}
+
 template <class T>
 using conv_bwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const T *, const T *,
                              conv_weights<T>, const T *, const T *, T *, T *, T *, T *, double *, int);
@@ -837,6 +923,38 @@ static conv_bwd_fn<T> conv_bwd_kernel(int n_in1, int nY, bool tabled = false, bo
 template <class T>
 static conv_bwd_fn<T> conv_bwd_kernel(const conv_plan &p, bool tabled) {
     return conv_bwd_kernel<T>(p.n_in1, p.nY, tabled, p.std_form, p.cw >= CGQ_WARP);
+}
+
+/* Whether the warp-per-edge reverse runs (default; CGQ_GPU_CONV_BWD_WARP=0: k_conv_bwd's std kernel, for comparisons
+ * and its tests), read once */
+static bool conv_bwd_warp_wanted() {
+    static const bool on = [] {
+        const char *env = getenv("CGQ_GPU_CONV_BWD_WARP");
+        return !(env && env[0] == '0');
+    }();
+    return on;
+}
+
+/* k_conv_bwd_warp for the plan: std and tabled (fp32), C a multiple of the warp; null where it does not apply */
+template <class T>
+static conv_bwd_fn<T> conv_bwd_warp_kernel(int n_in1, int nY) {
+    if constexpr (sizeof(T) == sizeof(float)) {
+#define CONV_BWD_WARP_KERNEL(NL1, NY) \
+    if (n_in1 == NL1 && nY == NY) return k_conv_bwd_warp<NL1, NY>;
+#define CONV_BWD_WARP_KERNELS(NL1) \
+    CONV_BWD_WARP_KERNEL(NL1, 4) CONV_BWD_WARP_KERNEL(NL1, 9) CONV_BWD_WARP_KERNEL(NL1, 16)
+        CONV_BWD_WARP_KERNELS(1) CONV_BWD_WARP_KERNELS(2) CONV_BWD_WARP_KERNELS(3)
+#undef CONV_BWD_WARP_KERNELS
+#undef CONV_BWD_WARP_KERNEL
+    }
+    (void)n_in1, (void)nY;
+    return nullptr;
+}
+template <class T>
+static conv_bwd_fn<T> conv_bwd_warp_kernel(const conv_plan &p, bool tabled) {
+    if (!(tabled && p.std_form && p.C % CGQ_WARP == 0 && conv_std_instantiated(p.n_in1, p.nY) && conv_bwd_warp_wanted()))
+        return nullptr;
+    return conv_bwd_warp_kernel<T>(p.n_in1, p.nY);
 }
 
 /* first position in sedge[r0, r1) (increasing edge ids) whose edge id is >= e */
@@ -1012,6 +1130,22 @@ static conv_fwd_fn<T> conv_fwd_kernel(const conv_plan &p, bool tabled = false, b
 }
 static size_t conv_bwd_smem(const conv_plan &p, size_t es = sizeof(double), bool tabled = false) {
     return conv_bwd_table_offset(p, es, tabled) + sizeof(conv_ins) * p.n_ins + sizeof(conv_block) * p.n_in1;
+}
+
+/* The reverse for receivers [i0, i0 + n) (k_conv_bwd's arguments): k_conv_bwd_warp where it applies, else
+ * conv_bwd_kernel's */
+template <class T>
+static void conv_bwd_launch(const conv_plan &p, bool tabled, int64_t n, int64_t i0, const int64_t *row_ptr,
+                            const int32_t *sender, const T *Y, const T *hu, conv_weights<T> cw, const T *cut,
+                            const T *gM, T *gw, T *gY, T *gcut, T *gx1e, double *gr, int accumulate) {
+    if (n <= 0) return;
+    if (conv_bwd_fn<T> k = conv_bwd_warp_kernel<T>(p, tabled)) {
+        k<<<(unsigned)n, CONV_BWD_WARPS * CGQ_WARP, conv_bwd_warp_smem(p)>>>(p, i0, row_ptr, sender, Y, hu, cw, cut, gM,
+                                                                            gw, gY, gcut, gx1e, gr, accumulate);
+        return;
+    }
+    conv_bwd_kernel<T>(p, tabled)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(T), tabled)>>>(
+        p, i0, row_ptr, sender, Y, hu, cw, cut, gM, gw, gY, gcut, gx1e, gr, accumulate);
 }
 
 #endif

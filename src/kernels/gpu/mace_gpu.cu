@@ -720,6 +720,7 @@ static cudaError_t set_smem_limits(int cap) {
                 if (F && conv_std_instantiated(n_in1, nY))
                     kernels.push_back((const void *)conv_bwd_kernel<T>(n_in1, nY, true, true, warps));
             }
+            if (const void *k = (const void *)conv_bwd_warp_kernel<T>(n_in1, nY)) kernels.push_back(k);
             if (F && conv_std_instantiated(n_in1, nY))
                 for (bool c12 : {false, true}) kernels.push_back((const void *)conv_fwd_std_kernel(n_in1, nY, c12));
         }
@@ -2443,9 +2444,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             }
             if (!ms.keep && !wtab[t]) CGQ_TRY(radial_forward(t, ch));
             prof.mark("mlp_fwd");
-            conv_bwd_kernel<T>(p, wtab[t])<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd,
-                                             conv_bwd_smem(p, sizeof(T), wtab[t])>>>(
-                p, ch.i0, c.row_ptr, c.sender, Y, hu, edge_weights(t, ch), cut_w, gM, gw, gY, gcut, gx1e, b.gr, 0);
+            conv_bwd_launch<T>(p, wtab[t], ch.i1 - ch.i0, ch.i0, c.row_ptr, c.sender, Y, hu, edge_weights(t, ch), cut_w,
+                               gM, gw, gY, gcut, gx1e, b.gr, 0);
             prof.mark("conv_bwd");
             T *gef_tail = gef; /* dE/d(edge features) for the tail: the MLP's and the density's */
             double *gr_tail = nullptr;
@@ -2953,8 +2953,7 @@ extern "C" cgq_status cgq_gpu_table_conv(cgq_gpu *g, int layer, int64_t n, const
     const conv_weights<float> cw = conv_table(g->wtab[layer], dr, 0);
     conv_fwd_kernel<float>(p, true, cw.tab.ad)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(float))>>>(
         p, 0, drow, dsend, dY, dx, cw, dcut, dMsg);
-    conv_bwd_kernel<float>(p, true)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(float), true)>>>(
-        p, 0, drow, dsend, dY, dx, cw, dcut, dgM, nullptr, dgY, dgcut, dgx1e, dgr, 0);
+    conv_bwd_launch<float>(p, true, n, 0, drow, dsend, dY, dx, cw, dcut, dgM, nullptr, dgY, dgcut, dgx1e, dgr, 0);
     sender_sum_rows<float>(n, (int)din, dsrow, dsedge, 0, E, 1, 1, dgx1e, dgx);
     CGQ_CHECK_GPU(cudaGetLastError());
     CGQ_TRY(test_buffers::out(dMsg, M, n * dM));

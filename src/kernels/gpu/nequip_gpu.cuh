@@ -602,10 +602,8 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
             prof.mark("mlp_fwd");
             for (int q = 0; q < g->nq_groups[t]; q++) { /* the groups' dE/dY (and dE/dx) add up in group order */
                 const conv_plan &p = g->nq_plans[t][q];
-                conv_bwd_kernel<T>(p, wtab[t])<<<(unsigned)(ch.i1 - ch.i0), p.threads_bwd,
-                                                 conv_bwd_smem(p, sizeof(T), wtab[t])>>>(
-                    p, ch.i0, c.row_ptr, c.sender, Y, h, edge_weights(t, ch, w), mask, gM, gw, gY, gcut, gx1e, b.gr,
-                    q > 0);
+                conv_bwd_launch<T>(p, wtab[t], ch.i1 - ch.i0, ch.i0, c.row_ptr, c.sender, Y, h, edge_weights(t, ch, w),
+                                   mask, gM, gw, gY, gcut, gx1e, b.gr, q > 0);
             }
             CGQ_LAUNCH_CHECK();
             prof.mark("conv_bwd");
