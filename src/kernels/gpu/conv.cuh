@@ -229,6 +229,24 @@ __host__ __device__ inline size_t conv_fwd_acc_bytes(const conv_plan &p, size_t 
     return (acc_es * (size_t)p.acc_dim * p.C * p.slots + 15) / 16 * 16;
 }
 
+/* The forwards' shared senders of the edges [eb, eb + nb) and, from a table (TAB), their intervals and Hermite weights
+ * (C12: those of the compact table) */
+template <class T, bool TAB, bool C12>
+__device__ __forceinline__ void conv_fwd_stage_edges(int64_t eb, int nb, const int32_t *sender,
+                                                     const conv_weights<T> &cw, int32_t *sid, int32_t *kb, float *hb) {
+    for (int j = threadIdx.x; j < nb; j += blockDim.x) {
+        sid[j] = sender[eb + j];
+        if (TAB && C12) {
+            float t;
+            kb[j] = hermite_interval(cw.tab, cw.r[eb + j], t);
+            hermite_chord_weights_at(t, hb + 3 * j);
+        } else if (TAB) {
+            float db[3];
+            kb[j] = hermite_weights(cw.tab, cw.r[eb + j], hb + 3 * j, db);
+        }
+    }
+}
+
 /* The forward's shared tables for the row's edges [eb, eb + nb): SH rows, senders, table intervals and Hermite weights
  * (TAB), then the P entries, per edge in rows of p.p_dim at the instructions' p_off */
 template <class T, bool TAB>
@@ -236,13 +254,7 @@ __device__ inline void conv_fwd_stage(const conv_plan &p, int64_t eb, int nb, co
                                       const conv_weights<T> &cw, T *Pb, T *Ys, int32_t *sid, int32_t *kb, float *hb) {
     __syncthreads(); /* the previous batch's tables are no longer read */
     for (int j = threadIdx.x; j < nb * p.nY; j += blockDim.x) Ys[j] = Y[eb * p.nY + j];
-    for (int j = threadIdx.x; j < nb; j += blockDim.x) {
-        sid[j] = sender[eb + j];
-        if (TAB) {
-            float db[3];
-            kb[j] = hermite_weights(cw.tab, cw.r[eb + j], hb + 3 * j, db);
-        }
-    }
+    conv_fwd_stage_edges<T, TAB, false>(eb, nb, sender, cw, sid, kb, hb);
     __syncthreads();
     for (int j = threadIdx.x; j < nb * p.p_dim; j += blockDim.x)
         Pb[j] = conv_p_entry(p, j % p.p_dim, Ys + j / p.p_dim * p.nY);
@@ -285,17 +297,7 @@ __device__ inline void conv_fwd_stage_std(const conv_plan &p, int64_t eb, int nb
                                           float *hb) {
     constexpr int NI = conv_std_count(NL1, sh_lmax<NY>());
     __syncthreads(); /* the previous batch's tables are no longer read */
-    for (int j = threadIdx.x; j < nb; j += blockDim.x) {
-        sid[j] = sender[eb + j];
-        if (C12) {
-            float t;
-            kb[j] = hermite_interval(cw.tab, cw.r[eb + j], t);
-            hermite_chord_weights_at(t, hb + 3 * j);
-        } else {
-            float db[3];
-            kb[j] = hermite_weights(cw.tab, cw.r[eb + j], hb + 3 * j, db);
-        }
-    }
+    conv_fwd_stage_edges<float, true, C12>(eb, nb, sender, cw, sid, kb, hb);
     for (int j = threadIdx.x; j < nb * NI; j += blockDim.x) {
         const int el = j / NI;
         conv_std_p_at<NL1, NY>(std::make_integer_sequence<int, NI>{}, p, j - el * NI, Y + (eb + el) * NY,
