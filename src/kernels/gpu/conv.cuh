@@ -819,7 +819,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
  * (H100, session 33). The next channel's values copied by cp.async through a stage per warp while this channel's
  * products ran (8 warps per block) took 2.41 ms: the copies' addresses cost more than the loads' latency. */
 #define CONV_BWD_WARPS 4
-template <int NL1, int NY>
+template <int NL1, int NY, bool RING = true>
 __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
     k_conv_bwd_warp(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const float *Y,
                     const float *hu, conv_weights<float> cw, const float *cut, const float *gM, float *gw, float *gY,
@@ -837,6 +837,18 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
     const int lane = threadIdx.x % CGQ_WARP, warp = threadIdx.x / CGQ_WARP;
     const float *rw = red + warp * CONV_RED_W; /* the warp's sums (conv_bwd_group_sums) */
     const bool y16 = (reinterpret_cast<uintptr_t>(Y) & 15) == 0;
+    /* RING: the table values of the lane's next (edge, channel) are loaded into wv[q] as soon as this channel's
+     * instruction q has taken its own, so their latency is hidden behind the rest of the channel */
+    float4 wv[NI];
+    auto edge_table = [&](int64_t e) {
+        float t;
+        return wtable_at(cw.tab, hermite_interval(cw.tab, cw.r[e], t), 0);
+    };
+    if (RING && r0 + warp < r1) {
+        const float4 *kf = edge_table(r0 + warp);
+#pragma unroll
+        for (int q = 0; q < NI; q++) wv[q] = kf[(int64_t)q * p.C + lane];
+    }
     for (int64_t e = r0 + warp; e < r1; e += CONV_BWD_WARPS) {
         float yv[CONV_MAX_Y], b[3], db[3];
         if (y16 && NY % 4 == 0) {
@@ -852,6 +864,7 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
         }
         const float cs = cut ? cut[e] : 1.0f;
         const float4 *kn = wtable_at(cw.tab, hermite_weights(cw.tab, cw.r[e], b, db), 0);
+        const float4 *knn = RING && e + CONV_BWD_WARPS < r1 ? edge_table(e + CONV_BWD_WARPS) : kn; /* the next edge's */
         const float hd[6] = {b[0], b[1], b[2], db[0], db[1], db[2]};
         const float *xs = hu + (int64_t)sender[e] * p.dhu;
         float *gxe = gx1e + (e - e0) * p.dhu;
@@ -859,15 +872,22 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
 #pragma unroll
         for (int j = 0; j <= CONV_MAX_Y; j++) gy[j] = 0;
         for (int u = lane; u < p.C; u += CGQ_WARP) {
-            float4 wv[NI];
+            const float4 *nx = u + CGQ_WARP < p.C ? kn + u + CGQ_WARP : knn + lane; /* the next item's column */
+            if (!RING) {
 #pragma unroll
-            for (int q = 0; q < NI; q++) wv[q] = kn[(int64_t)q * p.C + u];
+                for (int q = 0; q < NI; q++) wv[q] = kn[(int64_t)q * p.C + u];
+            }
             float xv[CONV_MAX_XDIM], gx[CONV_MAX_XDIM];
             conv_load_x<float, NL1>(in1b, xs, u, xv);
 #pragma unroll
             for (int a = 0; a < CONV_MAX_XDIM; a++) gx[a] = 0;
             conv_bwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, G + (size_t)u * conv_g_stride(p),
-                                  [&](int q) { return wv[q]; }, hd, cut, cs, xv, yv, gx, gy, gt);
+                                  [&](int q) {
+                                      const float4 v = wv[q];
+                                      if (RING) wv[q] = nx[(int64_t)q * p.C];
+                                      return v;
+                                  },
+                                  hd, cut, cs, xv, yv, gx, gy, gt);
 #pragma unroll
             for (int l = 0; l < NL1; l++)
 #pragma unroll
@@ -940,12 +960,21 @@ static bool conv_bwd_warp_wanted() {
     return on;
 }
 
+/* experiment: CGQ_GPU_CONV_BWD_RING=0 loads each channel's table values at its start */
+static bool conv_bwd_ring() {
+    static const bool on = [] {
+        const char *env = getenv("CGQ_GPU_CONV_BWD_RING");
+        return !(env && env[0] == '0');
+    }();
+    return on;
+}
+
 /* k_conv_bwd_warp for the plan: std and tabled (fp32), C a multiple of the warp; null where it does not apply */
 template <class T>
 static conv_bwd_fn<T> conv_bwd_warp_kernel(int n_in1, int nY) {
     if constexpr (sizeof(T) == sizeof(float)) {
 #define CONV_BWD_WARP_KERNEL(NL1, NY) \
-    if (n_in1 == NL1 && nY == NY) return k_conv_bwd_warp<NL1, NY>;
+    if (n_in1 == NL1 && nY == NY) return conv_bwd_ring() ? k_conv_bwd_warp<NL1, NY, true> : k_conv_bwd_warp<NL1, NY, false>;
 #define CONV_BWD_WARP_KERNELS(NL1) \
     CONV_BWD_WARP_KERNEL(NL1, 4) CONV_BWD_WARP_KERNEL(NL1, 9) CONV_BWD_WARP_KERNEL(NL1, 16)
         CONV_BWD_WARP_KERNELS(1) CONV_BWD_WARP_KERNELS(2) CONV_BWD_WARP_KERNELS(3)
