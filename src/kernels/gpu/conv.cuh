@@ -406,35 +406,6 @@ __device__ __forceinline__ void conv_fwd_std12(std::integer_sequence<int, Q...>,
     const float t = hb[0], h10 = hb[1], h11 = hb[2];
     (conv_fwd_std_ins<NL1, NY, Q>(wtable12_value(ta[Q], te[Q], es[Q], t, h10, h11), xv, Pe, racc), ...);
 }
-/* One edge's compact table entries for channel u (conv_fwd_std12's, held in registers so that the next edge's can be
- * loaded while this edge's products run: k_conv_fwd_std's RING) */
-template <int NI>
-struct wtable12_chunks {
-    static constexpr int CA = wtable12_ad_row(NI) / 2, CE = wtable12_ev_row(NI) / 4; /* 16-byte chunks */
-    float4 a[CA];
-    uint4 e[CE];
-    __device__ __forceinline__ void load(const radial_table &tab, int k, int u, int C) {
-        const float4 *ka = reinterpret_cast<const float4 *>(tab.ad) + (size_t)k * C * CA + u;
-        const uint4 *ke = reinterpret_cast<const uint4 *>(tab.ev) + (size_t)k * C * CE + u;
-#pragma unroll
-        for (int j = 0; j < CA; j++) a[j] = __ldg(ka + (size_t)j * C);
-#pragma unroll
-        for (int j = 0; j < CE; j++) e[j] = __ldg(ke + (size_t)j * C);
-    }
-    /* instruction q's weight (es: its column's scale; hb: the edge's t, h10, h11) */
-    __device__ __forceinline__ float value(int q, float es, const float *hb) const {
-        const float4 v = a[q / 2];
-        const uint4 w = e[q / 4];
-        const uint32_t ev = q % 4 == 0 ? w.x : q % 4 == 1 ? w.y : q % 4 == 2 ? w.z : w.w;
-        return wtable12_value(q % 2 ? make_float2(v.z, v.w) : make_float2(v.x, v.y), ev, es, hb[0], hb[1], hb[2]);
-    }
-};
-template <int NL1, int NY, int NA, int... Q>
-__device__ __forceinline__ void conv_fwd_std_w(std::integer_sequence<int, Q...>, const float *w,
-                                               const float (&xv)[CONV_MAX_XDIM], const float *Pe, float (&racc)[NA]) {
-    (conv_fwd_std_ins<NL1, NY, Q>(w[Q], xv, Pe, racc), ...);
-}
-
 /* racc's instruction Q into the slot's sums my (the output block's entries at acc_off) */
 template <int NL1, int NY, int Q, int NA>
 __device__ __forceinline__ void conv_fwd_std_put(const conv_plan &p, const float (&racc)[NA], float *my) {
@@ -453,7 +424,7 @@ __device__ __forceinline__ void conv_fwd_std_puts(std::integer_sequence<int, Q..
  * read once per edge, every instruction's messages summed in registers over the whole row (the instruction list is
  * the compile-time conv_std_at(NL1, lmax): no switch, P and the table read 16 bytes at a time). C12: from the table's
  * compact form (radial_table.ad). */
-template <int NL1, int NY, bool C12 = false, int RING = 1>
+template <int NL1, int NY, bool C12 = false>
 __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const float *Y,
                                const float *hu, conv_weights<float> cw, const float *cut, float *M) {
     constexpr int LY = sh_lmax<NY>(), NI = conv_std_count(NL1, LY), NA = conv_std_at(NL1, LY, NI).a_off;
@@ -478,51 +449,7 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
         const int nb = (int)(r1 - eb < EB ? r1 - eb : EB);
         conv_fwd_stage_std<NL1, NY, C12>(p, eb, nb, sender, Y, cw, Pb, sid, kb, hb);
         if (!active) continue;
-        if constexpr (C12 && (RING == 1 || RING == 2)) { /* each edge's entries (RING 2: and features) loaded during the edge before */
-            wtable12_chunks<NI> ch;
-            float xn[CONV_MAX_XDIM], cn = 1.0f;
-            auto load_x = [&](int el) {
-                const float *xs = hu + (int64_t)sid[el] * p.dhu;
-                cn = cut ? cut[eb + el] : 1.0f;
-#pragma unroll
-                for (int l = 0; l < NL1; l++)
-#pragma unroll
-                    for (int a = 0; a < 2 * l + 1; a++) xn[l * l + a] = xs[xo[l] + a];
-            };
-            if (slot < nb) {
-                ch.load(cw.tab, kb[slot], u, p.C);
-                if (RING > 1) load_x(slot);
-            }
-            for (int el = slot; el < nb; el += S) {
-                float w[NI];
-#pragma unroll
-                for (int q = 0; q < NI; q++) w[q] = ch.value(q, es[q], hb + 3 * el);
-                if (RING == 1) load_x(el);
-                float xv[CONV_MAX_XDIM];
-#pragma unroll
-                for (int a = 0; a < CONV_MAX_XDIM; a++) xv[a] = cn * xn[a];
-                if (el + S < nb) {
-                    ch.load(cw.tab, kb[el + S], u, p.C);
-                    if (RING > 1) load_x(el + S);
-                }
-                conv_fwd_std_w<NL1, NY>(std::make_integer_sequence<int, NI>{}, w, xv, Pb + (size_t)el * p.sp_dim, racc);
-            }
-            continue;
-        }
         for (int el = slot; el < nb; el += S) {
-            if (C12 && RING == 3 && el + S < nb) { /* the next edge's entries and features into L1 */
-                constexpr int CA = wtable12_ad_row(NI) / 2, CE = wtable12_ev_row(NI) / 4;
-                const size_t k = (size_t)kb[el + S] * p.C;
-#pragma unroll
-                for (int j = 0; j < CA; j++)
-                    cgq_prefetch_l1(reinterpret_cast<const float4 *>(cw.tab.ad) + (k * CA + u + (size_t)j * p.C));
-#pragma unroll
-                for (int j = 0; j < CE; j++)
-                    cgq_prefetch_l1(reinterpret_cast<const uint4 *>(cw.tab.ev) + (k * CE + u + (size_t)j * p.C));
-                const float *xn = hu + (int64_t)sid[el + S] * p.dhu;
-#pragma unroll
-                for (int l = 0; l < NL1; l++) cgq_prefetch_l1(xn + xo[l]);
-            }
             const float *xs = hu + (int64_t)sid[el] * p.dhu, ce = cut ? cut[eb + el] : 1.0f;
             float xv[CONV_MAX_XDIM];
 #pragma unroll
@@ -887,12 +814,15 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
  * weights and its channel sums are done once per edge and warp instead of once per edge and channel thread, and
  * dE/dY, dE/dcut and dE/dr are summed over the lane's channels in registers, then over the warp by shuffles: no
  * block-wide sums, no barrier after G's fold. An instruction's table values are read into registers (the warp's 32
- * lanes: 512 consecutive bytes), a channel's NI at once. Blocks of 4 warps per receiver (G, 46 KB for MP-0, allows 4
- * per SM; 121 registers). Per channel and edge ~630 SASS instructions instead of ~960: MP-0's layer 1 2.44 -> 2.26 ms
- * (H100, session 33). The next channel's values copied by cp.async through a stage per warp while this channel's
- * products ran (8 warps per block) took 2.41 ms: the copies' addresses cost more than the loads' latency. */
+ * lanes: 512 consecutive bytes). Blocks of 4 warps per receiver (G, 46 KB for MP-0, allows 4 per SM). Per channel
+ * and edge ~630 SASS instructions instead of ~960: MP-0's layer 1 2.44 -> 2.26 ms (H100, session 33). The values are
+ * a ring: each slot wv[q] takes the lane's next item's (the next channel, or the next edge's first) as soon as
+ * instruction q has read it (the last item reloads its own: a valid address), so the loads' latency hides behind the
+ * channel's products with no more registers than one channel's values (128): 2.26 -> 2.14 ms (session 34). Taken
+ * back: the next channel's values copied by cp.async through a stage per warp (2.41 ms, session 33: the copies'
+ * addresses cost more than the latency), and fetched into L1 by prefetch instructions (2.30 ms, session 34). */
 #define CONV_BWD_WARPS 4
-template <int NL1, int NY, int RING = 1>
+template <int NL1, int NY>
 __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
     k_conv_bwd_warp(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const float *Y,
                     const float *hu, conv_weights<float> cw, const float *cut, const float *gM, float *gw, float *gY,
@@ -910,14 +840,14 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
     const int lane = threadIdx.x % CGQ_WARP, warp = threadIdx.x / CGQ_WARP;
     const float *rw = red + warp * CONV_RED_W; /* the warp's sums (conv_bwd_group_sums) */
     const bool y16 = (reinterpret_cast<uintptr_t>(Y) & 15) == 0;
-    /* RING: the table values of the lane's next (edge, channel) are loaded into wv[q] as soon as this channel's
-     * instruction q has taken its own, so their latency is hidden behind the rest of the channel */
+    /* wv: the table values of the lane's (edge, channel); those of its next item are loaded into wv[q] as soon as
+     * this channel's instruction q has taken its own, so their latency is hidden behind the rest of the channel */
     float4 wv[NI];
     auto edge_table = [&](int64_t e) {
         float t;
         return wtable_at(cw.tab, hermite_interval(cw.tab, cw.r[e], t), 0);
     };
-    if (RING == 1 && r0 + warp < r1) {
+    if (r0 + warp < r1) {
         const float4 *kf = edge_table(r0 + warp);
 #pragma unroll
         for (int q = 0; q < NI; q++) wv[q] = kf[(int64_t)q * p.C + lane];
@@ -937,8 +867,7 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
         }
         const float cs = cut ? cut[e] : 1.0f;
         const float4 *kn = wtable_at(cw.tab, hermite_weights(cw.tab, cw.r[e], b, db), 0);
-        const float4 *knn = RING && e + CONV_BWD_WARPS < r1 ? edge_table(e + CONV_BWD_WARPS) : kn; /* the next edge's */
-        const float *xsn = RING == 2 && e + CONV_BWD_WARPS < r1 ? hu + (int64_t)sender[e + CONV_BWD_WARPS] * p.dhu : nullptr;
+        const float4 *knn = e + CONV_BWD_WARPS < r1 ? edge_table(e + CONV_BWD_WARPS) : kn; /* the next edge's */
         const float hd[6] = {b[0], b[1], b[2], db[0], db[1], db[2]};
         const float *xs = hu + (int64_t)sender[e] * p.dhu;
         float *gxe = gx1e + (e - e0) * p.dhu;
@@ -947,21 +876,6 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
         for (int j = 0; j <= CONV_MAX_Y; j++) gy[j] = 0;
         for (int u = lane; u < p.C; u += CGQ_WARP) {
             const float4 *nx = u + CGQ_WARP < p.C ? kn + u + CGQ_WARP : knn + lane; /* the next item's column */
-            if (RING != 1) {
-#pragma unroll
-                for (int q = 0; q < NI; q++) wv[q] = kn[(int64_t)q * p.C + u];
-            }
-            if (RING == 2) { /* the next item's table values (and the next edge's features) into L1 */
-#pragma unroll
-                for (int q = 0; q < NI; q++) cgq_prefetch_l1(nx + (int64_t)q * p.C);
-                const bool same = u + CGQ_WARP < p.C;
-                const float *xr = same ? xs : xsn;
-                const int un = same ? u + CGQ_WARP : lane;
-                if (xr)
-#pragma unroll
-                    for (int l = 0; l < NL1; l++)
-                        if (in1b[l].d) cgq_prefetch_l1(xr + in1b[l].off + un * (2 * l + 1));
-            }
             float xv[CONV_MAX_XDIM], gx[CONV_MAX_XDIM];
             conv_load_x<float, NL1>(in1b, xs, u, xv);
 #pragma unroll
@@ -969,7 +883,7 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
             conv_bwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, G + (size_t)u * conv_g_stride(p),
                                   [&](int q) {
                                       const float4 v = wv[q];
-                                      if (RING == 1) wv[q] = nx[(int64_t)q * p.C];
+                                      wv[q] = nx[(int64_t)q * p.C];
                                       return v;
                                   },
                                   hd, cut, cs, xv, yv, gx, gy, gt);
@@ -1045,24 +959,12 @@ static bool conv_bwd_warp_wanted() {
     return on;
 }
 
-/* experiment: CGQ_GPU_CONV_BWD_RING=0 loads each channel's table values at its start */
-static int conv_bwd_ring() {
-    static const int on = [] {
-        const char *env = getenv("CGQ_GPU_CONV_BWD_RING");
-        return env ? atoi(env) : 1;
-    }();
-    return on;
-}
-
 /* k_conv_bwd_warp for the plan: std and tabled (fp32), C a multiple of the warp; null where it does not apply */
 template <class T>
 static conv_bwd_fn<T> conv_bwd_warp_kernel(int n_in1, int nY) {
     if constexpr (sizeof(T) == sizeof(float)) {
 #define CONV_BWD_WARP_KERNEL(NL1, NY) \
-    if (n_in1 == NL1 && nY == NY)                                                                                 \
-        return conv_bwd_ring() == 0   ? k_conv_bwd_warp<NL1, NY, 0>                                               \
-               : conv_bwd_ring() == 2 ? k_conv_bwd_warp<NL1, NY, 2>                                               \
-                                      : k_conv_bwd_warp<NL1, NY, 1>;
+    if (n_in1 == NL1 && nY == NY) return k_conv_bwd_warp<NL1, NY>;
 #define CONV_BWD_WARP_KERNELS(NL1) \
     CONV_BWD_WARP_KERNEL(NL1, 4) CONV_BWD_WARP_KERNEL(NL1, 9) CONV_BWD_WARP_KERNEL(NL1, 16)
         CONV_BWD_WARP_KERNELS(1) CONV_BWD_WARP_KERNELS(2) CONV_BWD_WARP_KERNELS(3)
@@ -1228,24 +1130,15 @@ using conv_fwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t 
 /* the std forward for in1 blocks l < n_in1 and SH width nY, from the compact table when c12 (NULL: none
  * instantiated) */
 static conv_fwd_fn<float> conv_fwd_std_kernel(int n_in1, int nY, bool c12) {
-    static const int ring = [] {
-        const char *env = getenv("CGQ_GPU_CONV_FWD_RING");
-        return env ? atoi(env) : 1;
-    }();
-#define CONV_FWD_STD_C12(NL1, NY)                                                                          \
-    (ring == 0 ? k_conv_fwd_std<NL1, NY, true, 0>                                                         \
-               : ring == 2 ? k_conv_fwd_std<NL1, NY, true, 2>                                               \
-               : ring == 3 ? k_conv_fwd_std<NL1, NY, true, 3> : k_conv_fwd_std<NL1, NY, true, 1>)
 #define CONV_FWD_STD(NL1)                                                                  \
     if (n_in1 == NL1) {                                                                    \
-        if (nY == 4) return c12 ? CONV_FWD_STD_C12(NL1, 4) : k_conv_fwd_std<NL1, 4>;    \
-        if (nY == 9) return c12 ? CONV_FWD_STD_C12(NL1, 9) : k_conv_fwd_std<NL1, 9>;    \
-        if (nY == 16) return c12 ? CONV_FWD_STD_C12(NL1, 16) : k_conv_fwd_std<NL1, 16>; \
+        if (nY == 4) return c12 ? k_conv_fwd_std<NL1, 4, true> : k_conv_fwd_std<NL1, 4>;    \
+        if (nY == 9) return c12 ? k_conv_fwd_std<NL1, 9, true> : k_conv_fwd_std<NL1, 9>;    \
+        if (nY == 16) return c12 ? k_conv_fwd_std<NL1, 16, true> : k_conv_fwd_std<NL1, 16>; \
     }
     CONV_FWD_STD(1)
     CONV_FWD_STD(2) CONV_FWD_STD(3)
 #undef CONV_FWD_STD
-#undef CONV_FWD_STD_C12
         return nullptr;
 }
 

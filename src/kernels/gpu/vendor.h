@@ -58,7 +58,6 @@ __device__ __forceinline__ void cgq_copy_async(T *dst_shared, const T *src) {
     *dst_shared = *src;
 }
 __device__ __forceinline__ void cgq_copy_wait() {}
-__device__ __forceinline__ void cgq_prefetch_l1(const void *p) { (void)p; }
 #else
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
@@ -71,8 +70,6 @@ __device__ __forceinline__ void cgq_copy_wait() {
     __pipeline_commit();
     __pipeline_wait_prior(0);
 }
-/* the L1 line holding *p fetched ahead of its load (no register: the later load then waits on the L1, not the L2) */
-__device__ __forceinline__ void cgq_prefetch_l1(const void *p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
 #define CGQ_WARP 32
 #define CGQ_SHFL_DOWN_W(v, d, w) __shfl_down_sync(0xffffffffu, v, d, w)
 #define CGQ_SHFL_XOR_W(v, m, w) __shfl_xor_sync(0xffffffffu, v, m, w)
