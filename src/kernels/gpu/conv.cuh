@@ -817,10 +817,11 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
  * lanes: 512 consecutive bytes). Blocks of 4 warps per receiver (G, 46 KB for MP-0, allows 4 per SM). Per channel
  * and edge ~630 SASS instructions instead of ~960: MP-0's layer 1 2.44 -> 2.26 ms (H100, session 33). The values are
  * a ring: each slot wv[q] takes the lane's next item's (the next channel, or the next edge's first) as soon as
- * instruction q has read it (the last item reloads its own: a valid address), so the loads' latency hides behind the
- * channel's products with no more registers than one channel's values (128): 2.26 -> 2.14 ms (session 34). Taken
- * back: the next channel's values copied by cp.async through a stage per warp (2.41 ms, session 33: the copies'
- * addresses cost more than the latency), and fetched into L1 by prefetch instructions (2.30 ms, session 34). */
+ * instruction q has read it (after the warp's last edge, that edge's first channel's again: valid, unused), so the
+ * loads' latency hides behind the channel's products with no more registers than one channel's values (128): 2.26
+ * -> 2.14 ms (session 34). Taken back: the next channel's values copied by cp.async through a stage per warp (2.41
+ * ms, session 33: the copies' addresses cost more than the latency), and fetched into L1 by prefetch instructions
+ * (2.30 ms, session 34). */
 #define CONV_BWD_WARPS 4
 template <int NL1, int NY>
 __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
