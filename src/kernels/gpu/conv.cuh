@@ -131,7 +131,7 @@ template <class T>
 struct conv_weights {
     const T *w = nullptr;
     int64_t e0 = 0;
-    radial_table tab; /* knots [n_int][4][wn] */
+    radial_table tab; /* the weight table (wtable_at) */
     const double *r = nullptr;
     __host__ __device__ bool tabled() const { return sizeof(T) == sizeof(float) && tab.knots; }
 };
@@ -205,7 +205,7 @@ __device__ __forceinline__ void conv_fwd_ins(const conv_plan &p, const conv_ins 
 #pragma unroll
         for (int a = 0; a < D1; a++) x[a] = xs[a];
         const float *h = hb + 3 * el;
-        const T wr = TAB ? (T)wtable_value(__ldg(wtable_at(cw.tab, kb[el], k.w_off + u)), h[0], h[1], h[2])
+        const T wr = TAB ? (T)wtable_value(__ldg(wtable_at(cw.tab, kb[el], k.w_off + u)), h[0])
                          : cw.w[(e - cw.e0) * p.wn + k.w_off + u];
         const T s = k.pw_t<T>() * (cut ? wr * cut[e] : wr);
         const T *Pk = Pb + (size_t)el * p.p_dim + k.p_off;
@@ -241,8 +241,9 @@ __device__ __forceinline__ void conv_fwd_stage_edges(int64_t eb, int nb, const i
             kb[j] = hermite_interval(cw.tab, cw.r[eb + j], t);
             hermite_chord_weights_at(t, hb + 3 * j);
         } else if (TAB) {
-            float db[3];
-            kb[j] = hermite_weights(cw.tab, cw.r[eb + j], hb + 3 * j, db);
+            float t;
+            kb[j] = hermite_interval(cw.tab, cw.r[eb + j], t);
+            wtable_basis(t, hb + 3 * j);
         }
     }
 }
@@ -381,8 +382,8 @@ __device__ __forceinline__ void conv_fwd_std(std::integer_sequence<int, Q...>, c
     /* every instruction's table values in flight at once: one memory wait per edge (read where each instruction
      * needed them, the compiler spread them over the edge's products: five waits per edge, session 20) */
     const float4 tv[] = {__ldg(kn + (int64_t)Q * C)...};
-    const float h0 = hb[0], h1 = hb[1], h2 = hb[2];
-    (conv_fwd_std_ins<NL1, NY, Q>(wtable_value(tv[Q], h0, h1, h2), xv, Pe, racc), ...);
+    const float t = hb[0];
+    (conv_fwd_std_ins<NL1, NY, Q>(wtable_value(tv[Q], t), xv, Pe, racc), ...);
 }
 /* the same from the compact table (ka, ke: the edge's interval's first 16-byte chunk of channel u; chunk j at j C: a
  * warp's read of a chunk is 512 consecutive bytes; es: the columns' scales) */
@@ -599,27 +600,27 @@ __device__ __forceinline__ void conv_bwd_group_sums(T (&gy)[CONV_MAX_Y + 1], T g
 
 /* The std reverse's instruction Q for one edge and channel (conv_bwd_ins): G_Q in the channel's row Gu, the table's 4
  * values wv(Q) (k_conv_bwd: staged at ws4[Q B], B the block's threads; k_conv_bwd_warp: in registers), hd: the edge's
- * Hermite weights of w and of step dw/dr. (Staged per thread instead, [thread][Q], an odd number of 16-byte values
- * apart, the reverse took 4.97 ms for MP-0's layer 1 instead of 2.87: session 19.) */
+ * wtable_basis, cs its cutoff (1 without one). (Staged per thread instead, [thread][Q], an odd number of 16-byte
+ * values apart, the reverse took 4.97 ms for MP-0's layer 1 instead of 2.87: session 19.) */
 template <int NL1, int NY, int Q, class WV>
-__device__ __forceinline__ void conv_bwd_std_ins(const float *Gu, const WV &wv, const float (&hd)[6], const float *cut,
-                                                 float cs, const float (&xv)[CONV_MAX_XDIM],
+__device__ __forceinline__ void conv_bwd_std_ins(const float *Gu, const WV &wv, const float (&hd)[3], float cs,
+                                                 const float (&xv)[CONV_MAX_XDIM],
                                                  const float (&yv)[CONV_MAX_Y], float (&gx)[CONV_MAX_XDIM],
                                                  float (&gy)[CONV_MAX_Y + 1], float &gt) {
     constexpr conv_std_ins I = conv_std_at(NL1, sh_lmax<NY>(), Q);
     const float4 v = wv(Q);
-    const float wraw = wtable_value(v, hd[0], hd[1], hd[2]), slope = wtable_slope(v, hd[3], hd[4], hd[5]);
-    const float s =
-        conv_bwd_ins<float, I.l1, I.l2>(xv, yv, Gu + I.g_off, cut ? wraw * cs : wraw, gx, gy); /* dE/d(w cut) */
-    if (cut) gy[CONV_MAX_Y] += s * wraw;
-    gt += (cut ? s * cs : s) * slope;
+    const float wraw = wtable_value(v, hd[0]), slope = wtable_slope(v, hd[1], hd[2]);
+    /* without a cutoff cs is 1 (exact products) and dE/dcut is not read: no selects between the two forms */
+    const float s = conv_bwd_ins<float, I.l1, I.l2>(xv, yv, Gu + I.g_off, wraw * cs, gx, gy); /* dE/d(w cut) */
+    gy[CONV_MAX_Y] += s * wraw;
+    gt += s * cs * slope;
 }
 template <int NL1, int NY, class WV, int... Q>
 __device__ __forceinline__ void conv_bwd_std(std::integer_sequence<int, Q...>, const float *Gu, const WV &wv,
-                                             const float (&hd)[6], const float *cut, float cs,
+                                             const float (&hd)[3], float cs,
                                              const float (&xv)[CONV_MAX_XDIM], const float (&yv)[CONV_MAX_Y],
                                              float (&gx)[CONV_MAX_XDIM], float (&gy)[CONV_MAX_Y + 1], float &gt) {
-    (conv_bwd_std_ins<NL1, NY, Q>(Gu, wv, hd, cut, cs, xv, yv, gx, gy, gt), ...);
+    (conv_bwd_std_ins<NL1, NY, Q>(Gu, wv, hd, cs, xv, yv, gx, gy, gt), ...);
 }
 
 /* G_q[a][b] = pw sum_c C_q[a,b,c] gM[u,c] of instruction q for channel u (g: the receiver's row of gM), into u's row of
@@ -670,7 +671,8 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     /* the thread's edge operands: its weights (ws), sender features, SH and cutoff, loaded for the next edge as soon
      * as the current one's products are done, so that their latency overlaps the channel sums below */
     T xv[CONV_MAX_XDIM], yv[CONV_MAX_Y], cs = 1;
-    float h0 = 0, h1 = 0, h2 = 0, d0 = 0, d1 = 0, d2 = 0; /* tabled: the edge's Hermite weights of w, step dw/dr */
+    float h0 = 0, h1 = 0, h2 = 0; /* tabled: the edge's wtable_basis */
+    bool inside = true;           /* tabled: r within the table (wtable_inside) */
     const bool y16 = (reinterpret_cast<uintptr_t>(Y) & 15) == 0;
     /* Tabled, slots of whole warps (GW): the table intervals of the slot's edges, found by its warps' lanes: lane j
      * holds those of the slot's edge rec_m0 + j (edge r0 + slot + (rec_m0 + j) S), and each thread takes its next
@@ -693,10 +695,10 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     };
     auto load_edge = [&](int64_t e) { /* records: after next_record of its step */
         if (tabled) {
-            float b[3], db[3];
-            if (records) hermite_weights_at(nt, b, db);
-            const float4 *kn = wtable_at(cw.tab, records ? nk : hermite_weights(cw.tab, cw.r[e], b, db), u);
-            h0 = b[0], h1 = b[1], h2 = b[2], d0 = db[0], d1 = db[1], d2 = db[2];
+            float t = nt, b[3];
+            const float4 *kn = wtable_at(cw.tab, records ? nk : hermite_interval(cw.tab, cw.r[e], t), u);
+            wtable_basis(t, b);
+            h0 = b[0], h1 = b[1], h2 = b[2], inside = wtable_inside(t);
             if (STD) { /* instruction q's weights at q C */
 #pragma unroll
                 for (int q = 0; q < NI; q++) cgq_copy_async(ws4 + q * blockDim.x, kn + (int64_t)q * p.C);
@@ -739,18 +741,18 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
             T *gwe = tabled ? nullptr : gw + (e - e0) * wn;
             cgq_copy_wait();
             if constexpr (STD) {
-                const float hd[6] = {h0, h1, h2, d0, d1, d2};
+                const float hd[3] = {h0, h1, h2};
                 const int B = blockDim.x;
                 conv_bwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, Gu, [&](int q) { return ws4[q * B]; },
-                                      hd, cut, cs, xv, yv, gx, gy, gt);
+                                      hd, cs, xv, yv, gx, gy, gt);
             } else
                 for (int q = 0; q < p.n_ins; q++) {
                     const conv_ins &k = ins[q];
                     T wraw, slope = 0;
                     if (tabled) {
                         const float4 v = ws4[q * blockDim.x];
-                        wraw = (T)wtable_value(v, h0, h1, h2);
-                        slope = (T)wtable_slope(v, d0, d1, d2);
+                        wraw = (T)wtable_value(v, h0);
+                        slope = (T)wtable_slope(v, h1, h2);
                     } else {
                         wraw = ws[q * blockDim.x];
                     }
@@ -779,6 +781,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
 #pragma unroll
                 for (int a = 0; a < 2 * l + 1; a++)
                     if (l < NL1 && in1b[l].d) gxe[in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
+            if (!inside) gt = 0; /* past r_max: w is flat */
         }
         next_record(step + 1);
         if (active && e + S < r1) load_edge(e + S);
@@ -819,9 +822,13 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
  * a ring: each slot wv[q] takes the lane's next item's (the next channel, or the next edge's first) as soon as
  * instruction q has read it (after the warp's last edge, that edge's first channel's again: valid, unused), so the
  * loads' latency hides behind the channel's products with no more registers than one channel's values (128): 2.26
- * -> 2.14 ms (session 34). Taken back: the next channel's values copied by cp.async through a stage per warp (2.41
- * ms, session 33: the copies' addresses cost more than the latency), and fetched into L1 by prefetch instructions
- * (2.30 ms, session 34). */
+ * -> 2.14 ms (session 34). Each edge's interval and t are found once, as the next edge's, and carried to it; with the
+ * table in the power basis (wtable_value) and no cutoff selects: 539 -> 506 SASS instructions per channel, 2.14 ->
+ * ~2.04-2.08 ms (session 35). Taken back: the next channel's values copied by cp.async through a stage per warp (2.41
+ * ms, session 33: the copies' addresses cost more than the latency), fetched into L1 by prefetch instructions (2.30
+ * ms, session 34), the in1 offsets held in registers (a spill in the channel loop, session 35), an L2
+ * access-policy window keeping the table persistent (2.24-2.54 ms) and streaming stores of the dE/dx rows (no change,
+ * session 35). */
 #define CONV_BWD_WARPS 4
 template <int NL1, int NY>
 __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
@@ -844,17 +851,17 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
     /* wv: the table values of the lane's (edge, channel); those of its next item are loaded into wv[q] as soon as
      * this channel's instruction q has taken its own, so their latency is hidden behind the rest of the channel */
     float4 wv[NI];
-    auto edge_table = [&](int64_t e) {
-        float t;
-        return wtable_at(cw.tab, hermite_interval(cw.tab, cw.r[e], t), 0);
-    };
+    /* the edge's table column 0 and t, found once: for the first edge here, for each next one in the edge before */
+    const float4 *kn = nullptr;
+    float tn = 0;
+    auto edge_table = [&](int64_t e, float &t) { return wtable_at(cw.tab, hermite_interval(cw.tab, cw.r[e], t), 0); };
     if (r0 + warp < r1) {
-        const float4 *kf = edge_table(r0 + warp);
+        kn = edge_table(r0 + warp, tn);
 #pragma unroll
-        for (int q = 0; q < NI; q++) wv[q] = kf[(int64_t)q * p.C + lane];
+        for (int q = 0; q < NI; q++) wv[q] = kn[(int64_t)q * p.C + lane];
     }
     for (int64_t e = r0 + warp; e < r1; e += CONV_BWD_WARPS) {
-        float yv[CONV_MAX_Y], b[3], db[3];
+        float yv[CONV_MAX_Y], hd[3];
         if (y16 && NY % 4 == 0) {
             const float4 *Y4 = reinterpret_cast<const float4 *>(Y + e * NY);
 #pragma unroll
@@ -867,9 +874,9 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
             for (int j = 0; j < NY; j++) yv[j] = Y[e * NY + j];
         }
         const float cs = cut ? cut[e] : 1.0f;
-        const float4 *kn = wtable_at(cw.tab, hermite_weights(cw.tab, cw.r[e], b, db), 0);
-        const float4 *knn = e + CONV_BWD_WARPS < r1 ? edge_table(e + CONV_BWD_WARPS) : kn; /* the next edge's */
-        const float hd[6] = {b[0], b[1], b[2], db[0], db[1], db[2]};
+        const float te = tn;
+        wtable_basis(te, hd);
+        const float4 *knn = e + CONV_BWD_WARPS < r1 ? edge_table(e + CONV_BWD_WARPS, tn) : kn; /* the next edge's */
         const float *xs = hu + (int64_t)sender[e] * p.dhu;
         float *gxe = gx1e + (e - e0) * p.dhu;
         float gy[CONV_MAX_Y + 1], gt = 0; /* gy[CONV_MAX_Y]: dE/dcut; gt: dE/dr / step */
@@ -887,13 +894,14 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
                                       wv[q] = nx[(int64_t)q * p.C];
                                       return v;
                                   },
-                                  hd, cut, cs, xv, yv, gx, gy, gt);
+                                  hd, cs, xv, yv, gx, gy, gt);
 #pragma unroll
             for (int l = 0; l < NL1; l++)
 #pragma unroll
                 for (int a = 0; a < 2 * l + 1; a++)
                     if (in1b[l].d) gxe[in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
         }
+        if (!wtable_inside(te)) gt = 0; /* past r_max: w is flat */
         conv_bwd_group_sums<float, NY>(gy, gt, true, CGQ_WARP, red);
         CGQ_SYNCWARP();
         if (lane < NY) {
@@ -905,6 +913,7 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
             gr[e - e0] = accumulate ? gr[e - e0] + v : v;
         }
         CGQ_SYNCWARP(); /* rw is the next edge's */
+        kn = knn;
     }
 }
 

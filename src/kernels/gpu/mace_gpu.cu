@@ -811,7 +811,7 @@ __global__ void k_weight_table(int64_t rows, int K, int wn, const double *a, con
     }
 }
 
-/* A weight table's float form [n_int][wn][4] and its compact form (radial_table.ad, ev, escale: each column's slope
+/* A weight table's float form [n_int][wn][4] (wtable_value's coefficients) and its compact form (radial_table.ad, ev, escale: each column's slope
  * departures m - d in 16 bits over the column's largest) from its double rows. The compact form is made for tables of
  * CGQ_WTAB12_MIN_BYTES or more in float, whose forward it speeds up (session 23, H100: MACE-MP-0's layer 1, 42 MB,
  * 1.84 -> 1.57 ms), of std plans (std_channels > 0: the plan's channels) whose forward runs the std kernel
@@ -829,7 +829,11 @@ struct weight_table_host {
 static void weight_table_forms(const std::vector<double> &t, int64_t n_int, int wn, int std_channels, bool std_fwd,
                                weight_table_host *out) {
     out->f.resize(t.size());
-    for (size_t i = 0; i < t.size(); i++) out->f[i] = (float)t[i];
+    for (size_t i = 0; i < t.size(); i += 4) { /* (a_k, d, m_k, m_k+1) -> the cubic's coefficients in t */
+        const double a = t[i], d = t[i + 1], m0 = t[i + 2], m1 = t[i + 3];
+        out->f[i] = (float)a, out->f[i + 1] = (float)m0;
+        out->f[i + 2] = (float)(3.0 * d - 2.0 * m0 - m1), out->f[i + 3] = (float)(m0 + m1 - 2.0 * d);
+    }
     const char *env = getenv("CGQ_GPU_WTAB12");
     const bool large = sizeof(float) * t.size() >= CGQ_WTAB12_MIN_BYTES;
     if (std_channels <= 0 || (env && *env ? atoi(env) == 0 : !(large && std_fwd))) return;

@@ -11,7 +11,8 @@ struct radial_table {
     float alpha = 1;          /* the last layer's scale: 1/sqrt(width) (e3nn), 1 (nequip's weights carry it) */
     /* [n_int][4][width]: per interval a(r_k), a(r_k+1) - a(r_k), and step * da/dr at both ends. The difference is
      * formed in double: the slope from a(r_k+1) and a(r_k) in float would lose 3 digits to cancellation. A weight
-     * table (conv.cuh) stores the same 4 rows as [n_int][width][4]: a column's 4 values in one 16-byte read. */
+     * table (conv.cuh) stores per interval and column the same cubic's coefficients in t (wtable_value), formed in
+     * double, as [n_int][width][4]: a column's 4 values in one 16-byte read. */
     const float *knots = nullptr;
     /* A weight table's compact form (wtable12_value), read by the std forward: per interval and column (a_k, d) in
      * float and, in 16 bits each, the slopes' departures from the chord, m - d = escale[column] (v - 32768): 12 bytes
@@ -69,15 +70,23 @@ __device__ __forceinline__ float hermite_slope(const float *p, int W, int j, con
     return hermite_mix_slope(p[W + j], p[2 * W + j], p[3 * W + j], db);
 }
 
-/* The same for a weight table's column (its 4 values v, [n_int][width][4]) */
+/* A weight table's column (its 4 values v, [n_int][width][4]): the interval's cubic in t, w = c0 + c1 t + c2 t^2 +
+ * c3 t^3 (Horner: 3 FMA; the Hermite form's value and slope took 7 instructions a weight, session 35), and its slope
+ * step dw/dr = c1 + 2 t (c2 + 1.5 t c3) (2 FMA) from the edge's wtable_basis h = (t, 1.5 t, 2 t). Past r_max (t > 1)
+ * the value is the last one; the slope there is not zero, so the caller drops it (wtable_inside). */
 __device__ __forceinline__ const float4 *wtable_at(const radial_table &s, int k, int64_t col) {
     return reinterpret_cast<const float4 *>(s.knots) + (size_t)k * s.width + col;
 }
-__device__ __forceinline__ float wtable_value(const float4 &v, float b0, float b1, float b2) {
-    return v.x + (b0 * v.y + b1 * v.z + b2 * v.w);
+__device__ __forceinline__ void wtable_basis(float t_in, float h[3]) {
+    const float t = t_in > 1.0f ? 1.0f : t_in;
+    h[0] = t, h[1] = 1.5f * t, h[2] = 2.0f * t;
 }
-__device__ __forceinline__ float wtable_slope(const float4 &v, float d0, float d1, float d2) {
-    return d0 * v.y + d1 * v.z + d2 * v.w;
+__device__ __forceinline__ bool wtable_inside(float t_in) { return t_in <= 1.0f; }
+__device__ __forceinline__ float wtable_value(const float4 &v, float t) {
+    return fmaf(t, fmaf(t, fmaf(t, v.w, v.z), v.y), v.x);
+}
+__device__ __forceinline__ float wtable_slope(const float4 &v, float t15, float t2) {
+    return fmaf(t2, fmaf(t15, v.w, v.z), v.y);
 }
 
 /* The compact form's weights of t (hermite_weights_at's t, past r_max 2): a = a_k + t d + h10 e_k + h11 e_k+1 (as
