@@ -229,8 +229,8 @@ __host__ __device__ inline size_t conv_fwd_acc_bytes(const conv_plan &p, size_t 
     return (acc_es * (size_t)p.acc_dim * p.C * p.slots + 15) / 16 * 16;
 }
 
-/* The forwards' shared senders of the edges [eb, eb + nb) and, from a table (TAB), their intervals and Hermite weights
- * (C12: those of the compact table) */
+/* The forwards' shared senders of the edges [eb, eb + nb) and, from a table (TAB), their intervals and wtable_basis
+ * (C12: the compact table's Hermite weights) */
 template <class T, bool TAB, bool C12>
 __device__ __forceinline__ void conv_fwd_stage_edges(int64_t eb, int nb, const int32_t *sender,
                                                      const conv_weights<T> &cw, int32_t *sid, int32_t *kb, float *hb) {
@@ -248,7 +248,7 @@ __device__ __forceinline__ void conv_fwd_stage_edges(int64_t eb, int nb, const i
     }
 }
 
-/* The forward's shared tables for the row's edges [eb, eb + nb): SH rows, senders, table intervals and Hermite weights
+/* The forward's shared tables for the row's edges [eb, eb + nb): SH rows, senders, table intervals and wtable_basis
  * (TAB), then the P entries, per edge in rows of p.p_dim at the instructions' p_off */
 template <class T, bool TAB>
 __device__ inline void conv_fwd_stage(const conv_plan &p, int64_t eb, int nb, const int32_t *sender, const T *Y,
@@ -288,8 +288,8 @@ __device__ __forceinline__ void conv_std_p_at(std::integer_sequence<int, Q...>, 
     ((q == Q ? conv_std_p_ins<NL1, NY, Q>(p.cg_f, p.ins[Q].pwf, Ye, Pe) : void()), ...);
 }
 
-/* The std forward's shared tables for the row's edges [eb, eb + nb): senders, table intervals and Hermite weights (C12:
- * those of the compact table), and the P rows (sp_dim, pw in), one task per edge and instruction with the instruction
+/* The std forward's shared tables for the row's edges [eb, eb + nb): senders, table intervals and wtable_basis (C12: the
+ * compact table's Hermite weights), and the P rows (sp_dim, pw in), one task per edge and instruction with the instruction
  * list compiled in (conv_fwd_stage's general P entries, each finding its instruction, block and couplings through the
  * plan in global memory, were a chain of dependent loads per entry); one barrier before and one after. */
 template <int NL1, int NY, bool C12>
@@ -331,7 +331,7 @@ __global__ void k_conv_fwd(conv_plan p, int64_t i0, const int64_t *row_ptr, cons
     T *Pb = reinterpret_cast<T *>(smem_raw + conv_fwd_acc_bytes(p, sizeof(A)));         /* [EB][p_dim] */
     T *Ys = Pb + (size_t)EB * p.p_dim;                                                  /* [EB][nY] */
     int32_t *sid = reinterpret_cast<int32_t *>(Ys + (size_t)EB * p.nY), *kb = sid + EB; /* senders, table intervals */
-    float *hb = reinterpret_cast<float *>(kb + EB);                                     /* [EB][3] Hermite weights */
+    float *hb = reinterpret_cast<float *>(kb + EB);                                     /* [EB][3] the edges' t terms */
     A *my = acc + (size_t)slot * stride + u;
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
     for (int j = threadIdx.x; j < stride * S; j += blockDim.x) acc[j] = 0;
@@ -813,8 +813,8 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
 }
 
 /* The std reverse with a warp per edge (k_conv_bwd_warp, CGQ_GPU_CONV_BWD_WARP=0 turns it off): lane j takes channels
- * j, j + 32, ... of the warp's edge (the C / 32 of them in turn), so the edge's loads, its table interval and Hermite
- * weights and its channel sums are done once per edge and warp instead of once per edge and channel thread, and
+ * j, j + 32, ... of the warp's edge (the C / 32 of them in turn), so the edge's loads, its table interval and t terms
+ * and its channel sums are done once per edge and warp instead of once per edge and channel thread, and
  * dE/dY, dE/dcut and dE/dr are summed over the lane's channels in registers, then over the warp by shuffles: no
  * block-wide sums, no barrier after G's fold. An instruction's table values are read into registers (the warp's 32
  * lanes: 512 consecutive bytes). Blocks of 4 warps per receiver (G, 46 KB for MP-0, allows 4 per SM). Per channel
