@@ -288,10 +288,10 @@ __device__ __forceinline__ void conv_std_p_at(std::integer_sequence<int, Q...>, 
     ((q == Q ? conv_std_p_ins<NL1, NY, Q>(p.cg_f, p.ins[Q].pwf, Ye, Pe) : void()), ...);
 }
 
-/* The std forward's shared tables for the row's edges [eb, eb + nb): senders, table intervals and wtable_basis (C12: the
- * compact table's Hermite weights), and the P rows (sp_dim, pw in), one task per edge and instruction with the instruction
- * list compiled in (conv_fwd_stage's general P entries, each finding its instruction, block and couplings through the
- * plan in global memory, were a chain of dependent loads per entry); one barrier before and one after. */
+/* The std forward's shared tables for the row's edges [eb, eb + nb): senders, table intervals and wtable_basis (C12:
+ * the compact table's Hermite weights), and the P rows (sp_dim, pw in), one task per edge and instruction with the
+ * instruction list compiled in (conv_fwd_stage's general P entries, each finding its instruction, block and couplings
+ * through the plan in global memory, were a chain of dependent loads per entry); one barrier before and one after. */
 template <int NL1, int NY, bool C12>
 __device__ inline void conv_fwd_stage_std(const conv_plan &p, int64_t eb, int nb, const int32_t *sender, const float *Y,
                                           const conv_weights<float> &cw, float *Pb, int32_t *sid, int32_t *kb,

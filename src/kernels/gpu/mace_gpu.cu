@@ -811,15 +811,16 @@ __global__ void k_weight_table(int64_t rows, int K, int wn, const double *a, con
     }
 }
 
-/* A weight table's float form [n_int][wn][4] (wtable_value's coefficients) and its compact form (radial_table.ad, ev, escale: each column's slope
- * departures m - d in 16 bits over the column's largest) from its double rows. The compact form is made for tables of
- * CGQ_WTAB12_MIN_BYTES or more in float, whose forward it speeds up (session 23, H100: MACE-MP-0's layer 1, 42 MB,
- * 1.84 -> 1.57 ms), of std plans (std_channels > 0: the plan's channels) whose forward runs the std kernel
- * (std_fwd: not MACE-MP-0's layer 0, factored, 40 MB); the water models' (0.5-4 MB) gained nothing.
- * CGQ_GPU_WTAB12=0: never; =1: for every std plan. Per interval, its 16-byte chunks of the instructions' columns
- * q C + u (2 in ad, 4 in ev: wtable12_ad_row, wtable12_ev_row) are stored chunk by chunk and channel by channel, so
- * that a thread reads its edge's values 16 bytes at a time and a warp's read of a chunk is 512 consecutive bytes (per
- * channel, they spread each read over 20 cache lines: L1-bound, session 32). */
+/* A weight table's float form [n_int][wn][4] (wtable_value's coefficients) and its compact form (radial_table.ad, ev,
+ * escale: each column's slope departures m - d in 16 bits over the column's largest) from its double rows. The
+ * compact form is made for tables of CGQ_WTAB12_MIN_BYTES or more in float, whose forward it speeds up (session 23,
+ * H100: MACE-MP-0's layer 1, 42 MB, 1.84 -> 1.57 ms; session 35: 1.48 against 1.74 ms from the power-basis float
+ * form, likely as its 31 MB stay in L2 and the float form's 42 do not), of std plans (std_channels > 0: the plan's
+ * channels) whose forward runs the std kernel (std_fwd: not MACE-MP-0's layer 0, factored, 40 MB); the water models'
+ * (0.5-4 MB) gained nothing. CGQ_GPU_WTAB12=0: never; =1: for every std plan. Per interval, its 16-byte chunks of the
+ * instructions' columns q C + u (2 in ad, 4 in ev: wtable12_ad_row, wtable12_ev_row) are stored chunk by chunk and
+ * channel by channel, so that a thread reads its edge's values 16 bytes at a time and a warp's read of a chunk is 512
+ * consecutive bytes (per channel, they spread each read over 20 cache lines: L1-bound, session 32). */
 #define CGQ_WTAB12_MIN_BYTES (8ull << 20)
 struct weight_table_host {
     std::vector<float> f, escale;
