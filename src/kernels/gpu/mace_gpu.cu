@@ -422,9 +422,13 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     sp->nf = nf;
     sp->threads = CGQ_WARP;
     while (sp->threads < C) sp->threads *= 2;
-    /* checked for double operands, the larger; several nodes per block where 16 bytes per index fit (not in the
-     * 64 KB of older GPUs at 128 channels) */
+    /* checked for double operands, the larger; several nodes per item where 16 bytes per index fit (not in the
+     * 64 KB of older GPUs at 128 channels). The reverse splits each group into 2 items, two per block: the same
+     * shared memory, twice the warps per SM (24 instead of 12 at 128 channels). CGQ_GPU_SYMCON_FWD_SPLIT and
+     * CGQ_GPU_SYMCON_BWD_SPLIT: 1, 2 or 4 items per group. */
     const char *nb_env = getenv("CGQ_GPU_SYMCON_NB");
+    const char *fs_env = getenv("CGQ_GPU_SYMCON_FWD_SPLIT"), *bs_env = getenv("CGQ_GPU_SYMCON_BWD_SPLIT");
+    sp->split[0] = fs_env ? atoi(fs_env) : 1, sp->split[1] = bs_env ? atoi(bs_env) : 2;
     sp->grouped = symcon_bwd_smem(D, sp->threads, symcon_nb<double>(), sizeof(double)) <= g->smem_optin &&
                   !(nb_env && nb_env[0] == '1');
     sp->ok = a.n_mono > 0 && sp->threads <= 1024 && symcon_bwd_smem(D, sp->threads, 1, sizeof(double)) <= g->smem_optin;
@@ -435,31 +439,46 @@ template <class T> static const T *symcon_coef(const symcon_plan &sp);
 template <> const double *symcon_coef<double>(const symcon_plan &sp) { return sp.coef; }
 template <> const float *symcon_coef<float>(const symcon_plan &sp) { return sp.coef_f; }
 
-/* The product-basis kernel of nf factors, grouped (symcon_nb nodes per block) or not, forward or reverse */
-template <class T, int NB>
+/* The product-basis kernel of nf factors for items of NB nodes in groups of G, forward or reverse */
+template <class T, int NB, int G>
 static const void *symcon_kernel_nb(int nf, bool rev) {
     switch (nf) {
-    case 1: return rev ? (const void *)k_symcon_bwd<T, 1, NB> : (const void *)k_symcon_fwd<T, 1, NB>;
-    case 2: return rev ? (const void *)k_symcon_bwd<T, 2, NB> : (const void *)k_symcon_fwd<T, 2, NB>;
-    case 3: return rev ? (const void *)k_symcon_bwd<T, 3, NB> : (const void *)k_symcon_fwd<T, 3, NB>;
-    default: return rev ? (const void *)k_symcon_bwd<T, 4, NB> : (const void *)k_symcon_fwd<T, 4, NB>;
+    case 1: return rev ? (const void *)k_symcon_bwd<T, 1, NB, G> : (const void *)k_symcon_fwd<T, 1, NB, G>;
+    case 2: return rev ? (const void *)k_symcon_bwd<T, 2, NB, G> : (const void *)k_symcon_fwd<T, 2, NB, G>;
+    case 3: return rev ? (const void *)k_symcon_bwd<T, 3, NB, G> : (const void *)k_symcon_fwd<T, 3, NB, G>;
+    default: return rev ? (const void *)k_symcon_bwd<T, 4, NB, G> : (const void *)k_symcon_fwd<T, 4, NB, G>;
     }
 }
+
+/* Nodes per item of a launch: grouped, symcon_nb split into sp.split[rev] items (as many per block: the same shared
+ * memory); else 1 */
 template <class T>
-static const void *symcon_kernel(int nf, bool grouped, bool rev) {
-    return grouped ? symcon_kernel_nb<T, symcon_nb<T>()>(nf, rev) : symcon_kernel_nb<T, 1>(nf, rev);
+static int symcon_item_size(const symcon_plan &sp, bool rev) {
+    constexpr int G = symcon_nb<T>();
+    int s = sp.split[rev] == 2 || sp.split[rev] == 4 ? sp.split[rev] : 1;
+    while (s > 1 && sp.threads * s > 1024) s /= 2; /* a block's threads */
+    return sp.grouped ? std::max(G / s, 1) : 1;
+}
+template <class T>
+static const void *symcon_kernel(int nf, bool grouped, int nb, bool rev) {
+    constexpr int G = symcon_nb<T>();
+    if (!grouped) return symcon_kernel_nb<T, 1, 1>(nf, rev);
+    if (nb == G) return symcon_kernel_nb<T, G, G>(nf, rev);
+    return nb == 1 ? symcon_kernel_nb<T, 1, G>(nf, rev) : symcon_kernel_nb<T, G / 2, G>(nf, rev);
 }
 
 /* The launch of a product-basis kernel over N nodes in groups gp: grid, block and shared memory */
 template <class T>
 static void symcon_launch(const symcon_plan &sp, const symcon_groups &gp, int64_t N, bool rev, void **args) {
-    const int nb = sp.grouped ? symcon_nb<T>() : 1;
-    const int64_t blocks = (N + nb - 1) / nb + (gp.order ? gp.n_species : 0); /* each species' last block part full */
-    const size_t smem = rev ? symcon_bwd_smem(sp.args.D, sp.threads, nb, sizeof(T))
-                            : symcon_fwd_smem(sp.args.D, sp.threads, nb, sizeof(T));
+    const int G = sp.grouped ? symcon_nb<T>() : 1, nb = symcon_item_size<T>(sp, rev);
+    const int per_block = G / nb, nt = sp.threads * per_block; /* the same shared memory either way */
+    /* with groups, each species' last one part full */
+    const int64_t items = gp.order ? ((N + G - 1) / G + gp.n_species) * (G / nb) : (N + nb - 1) / nb;
+    const int64_t blocks = (items + per_block - 1) / per_block;
+    const size_t smem = rev ? symcon_bwd_smem(sp.args.D, nt, nb, sizeof(T)) : symcon_fwd_smem(sp.args.D, nt, nb, sizeof(T));
     if (blocks)
-        cudaLaunchKernel(symcon_kernel<T>(sp.nf, sp.grouped, rev), dim3((unsigned)blocks), dim3(sp.threads), args,
-                         smem, 0);
+        cudaLaunchKernel(symcon_kernel<T>(sp.nf, sp.grouped, nb, rev), dim3((unsigned)blocks),
+                         dim3(sp.threads, per_block), args, smem, 0);
 }
 
 /* The groups a layer's launch takes: the step's where the coefficients depend on the species, else consecutive nodes */
@@ -707,10 +726,11 @@ static cudaError_t set_smem_limits(int cap) {
         (const void *)k_conv_fwd<T, T, F>,   (const void *)k_conv_fwd<T, double, F>, (const void *)k_conv_fwd<T>,
         (const void *)k_conv_fwd<T, double>};
     for (int nf = 1; nf <= 4; nf++)
-        for (bool grouped : {false, true}) {
-            kernels.push_back(symcon_kernel<T>(nf, grouped, false));
-            kernels.push_back(symcon_kernel<T>(nf, grouped, true));
-        }
+        for (bool rev : {false, true})
+            for (int nb : {symcon_nb<T>(), symcon_nb<T>() / 2, 1}) {
+                kernels.push_back(symcon_kernel<T>(nf, true, nb, rev));
+                if (nb == symcon_nb<T>()) kernels.push_back(symcon_kernel<T>(nf, false, 1, rev));
+            }
     for (int n_in1 = 1; n_in1 <= 4; n_in1++)
         for (int l = 0; l <= 3; l++) {
             const int nY = (l + 1) * (l + 1);

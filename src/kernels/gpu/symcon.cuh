@@ -7,7 +7,8 @@
  * U nonzeros, and the kernels read one coefficient per monomial instead of a value, an index and a weight per
  * nonzero. Monomials are padded to NF factors (the layer's largest correlation) with index D, whose A column
  * holds 1, so the factor loop has a compile-time length and the indices stay in registers.
- * One node per block, one thread per channel (coefficients read coalesced over channels); monomials are sorted
+ * A thread per channel of an item of NB nodes (coefficients read coalesced over channels, each for the item's
+ * nodes; symcon_item_nodes), one or two items per block; monomials are sorted
  * by output component m, then by their sorted factors, so each B[c,m] is a nested sum in registers (symcon_nested).
  * The sums are in T: in float for fp32, as the products themselves (in double until session 22: the forward's
  * conversions and the reverse's 8-byte read-modify-writes in shared memory took MACE-MP-0's 0.52 + 0.89 ms). */
@@ -150,28 +151,31 @@ __device__ __forceinline__ void symcon_nested(const int32_t *code, const T *tc, 
     for (int k = 0; k < NB; k++) out[k] = acc[NF - 1][k];
 }
 
-/* Nodes grouped by species for the product basis (built each step by symcon_group_nodes): block b of a launch takes
- * up to NB nodes of one species, so that one coefficient read serves them all. order: the nodes, species by species
- * (within a species in any order: a node's B depends on its own row alone); nstart[s], gstart[s]: species s's first
- * entry of order and first block (n_species + 1 each). order null: blocks of NB consecutive nodes (species-agnostic
- * coefficients, or NB 1). */
+/* Nodes grouped by species for the product basis (built each step by symcon_group_nodes): group b holds up to
+ * symcon_nb nodes of one species, so that one coefficient read serves them all (an item of a launch is the group or
+ * half of it: symcon_item_nodes). order: the nodes, species by species (within a species in any order: a node's B
+ * depends on its own row alone); nstart[s], gstart[s]: species s's first entry of order and first group (n_species +
+ * 1 each). order null: items of NB consecutive nodes (species-agnostic coefficients, or NB 1). */
 struct symcon_groups {
     const int32_t *order = nullptr, *nstart = nullptr, *gstart = nullptr;
     int n_species = 0;
     int64_t n_nodes = 0;
 };
 
-/* Block blockIdx.x's nodes (node[k] < 0: none) and their species; false where the block has none */
-template <int NB>
-__device__ inline bool symcon_block_nodes(const symcon_groups &gp, int agnostic, const int32_t *species, int64_t *node,
-                                          int *elem) {
-    const int64_t b = blockIdx.x;
+/* Item `it`'s nodes (node[k] < 0: none) and their species; false where the item has none. An item is NB nodes of one
+ * species (a part of a group of G in gp) or NB consecutive nodes; a block takes blockDim.y consecutive items, a
+ * thread per channel for each. */
+template <int NB, int G>
+__device__ inline bool symcon_item_nodes(const symcon_groups &gp, int agnostic, const int32_t *species, int64_t it,
+                                         int64_t *node, int *elem) {
+    static_assert(G % NB == 0, "an item is a part of a group");
     if (!gp.order) {
 #pragma unroll
-        for (int k = 0; k < NB; k++) node[k] = b * NB + k < gp.n_nodes ? b * NB + k : -1;
+        for (int k = 0; k < NB; k++) node[k] = it * NB + k < gp.n_nodes ? it * NB + k : -1;
         *elem = agnostic || node[0] < 0 ? 0 : species[node[0]];
         return node[0] >= 0;
     }
+    const int64_t b = it / (G / NB); /* the group */
     if (b >= gp.gstart[gp.n_species]) return false;
     int lo = 0, hi = gp.n_species; /* the species s with gstart[s] <= b < gstart[s + 1] */
     while (hi - lo > 1) {
@@ -179,46 +183,59 @@ __device__ inline bool symcon_block_nodes(const symcon_groups &gp, int agnostic,
         if (gp.gstart[mid] <= b) lo = mid;
         else hi = mid;
     }
-    const int64_t first = gp.nstart[lo] + (b - gp.gstart[lo]) * NB, end = gp.nstart[lo + 1];
+    const int64_t first = gp.nstart[lo] + (b - gp.gstart[lo]) * G + (it % (G / NB)) * NB, end = gp.nstart[lo + 1];
 #pragma unroll
     for (int k = 0; k < NB; k++) node[k] = first + k < end ? gp.order[first + k] : -1;
     *elem = lo;
     return true;
 }
 
-/* The channel's A values of the block's nodes into as (index i's NB values side by side; a missing node's are 0),
- * and the constant 1 at index D */
+/* Channel ch's A values of the item's nodes into the thread's column t of as (index i's NB values side by side; a
+ * missing node's are 0), and the constant 1 at index D */
 template <class T, int NB>
 __device__ inline void symcon_stage(const symcon_args &a, const T *A, int64_t lda, const int64_t *node, T *as, int nt,
-                                    int ch) {
+                                    int t, int ch) {
     for (int i = 0; i <= a.D; i++) {
         symcon_vec<T, NB> x;
 #pragma unroll
         for (int k = 0; k < NB; k++)
             x.v[k] = i == a.D ? (T)1 : node[k] >= 0 ? A[node[k] * lda + a.a_off[i] + ch * a.a_stride[i]] : (T)0;
-        *reinterpret_cast<symcon_vec<T, NB> *>(as + ((size_t)i * nt + ch) * NB) = x;
+        *reinterpret_cast<symcon_vec<T, NB> *>(as + ((size_t)i * nt + t) * NB) = x;
     }
 }
 
+/* The thread's place: column t of nt in the block's shared arrays, channel ch, item (symcon_item_nodes) */
+struct symcon_thread {
+    int nt, t, ch;
+    int64_t item;
+};
+__device__ __forceinline__ symcon_thread symcon_this_thread() {
+    symcon_thread r;
+    r.nt = blockDim.x * blockDim.y, r.t = threadIdx.y * blockDim.x + threadIdx.x;
+    r.ch = threadIdx.x, r.item = (int64_t)blockIdx.x * blockDim.y + threadIdx.y;
+    return r;
+}
+
 /* B[n] = the polynomial of A[n]; coef: [elements][n_mono][C] */
-template <class T, int NF, int NB>
+template <class T, int NF, int NB, int G>
 __global__ void k_symcon_fwd(symcon_args a, symcon_groups gp, const T *coef, const int32_t *species, const T *A,
                              int64_t lda, T *B, int64_t ldb) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *as = reinterpret_cast<T *>(smem_raw);
-    const int nt = blockDim.x, ch = threadIdx.x;
+    const symcon_thread th = symcon_this_thread();
+    const int nt = th.nt, ch = th.ch;
     int64_t node[NB];
     int elem;
     /* no block-wide sync below: each thread uses its own column */
-    if (ch >= a.C || !symcon_block_nodes<NB>(gp, a.agnostic, species, node, &elem)) return;
-    symcon_stage<T, NB>(a, A, lda, node, as, nt, ch);
+    if (ch >= a.C || !symcon_item_nodes<NB, G>(gp, a.agnostic, species, th.item, node, &elem)) return;
+    symcon_stage<T, NB>(a, A, lda, node, as, nt, th.t, ch);
     const T *tc = coef + ((size_t)elem * a.n_mono) * a.C + ch;
     for (int j = 0; j < a.n_blocks; j++) {
         const symcon_block &bk = a.blk[j];
         for (int m = 0; m < bk.dm; m++) {
             const int q0 = bk.mstart[m], q1 = bk.mstart[m + 1];
             T out[NB] = {};
-            if (q1 > q0) symcon_nested<T, NF, NB, false>(a.code, tc, a.C, q0, q1, as + ch * NB, nt * NB, nullptr, nullptr, out);
+            if (q1 > q0) symcon_nested<T, NF, NB, false>(a.code, tc, a.C, q0, q1, as + th.t * NB, nt * NB, nullptr, nullptr, out);
 #pragma unroll
             for (int k = 0; k < NB; k++)
                 if (node[k] >= 0) B[node[k] * ldb + bk.out_off + ch * bk.dm + m] = out[k];
@@ -227,18 +244,19 @@ __global__ void k_symcon_fwd(symcon_args a, symcon_groups gp, const T *coef, con
 }
 
 /* gA[n] = dE/dA from gB = dE/dB (overwrites) */
-template <class T, int NF, int NB>
+template <class T, int NF, int NB, int G>
 __global__ void k_symcon_bwd(symcon_args a, symcon_groups gp, const T *coef, const int32_t *species, const T *A,
                              int64_t lda, const T *gB, int64_t ldgb, T *gA, int64_t ldga) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int nt = blockDim.x, ch = threadIdx.x;
+    const symcon_thread th = symcon_this_thread();
+    const int nt = th.nt, ch = th.ch;
     T *as = reinterpret_cast<T *>(smem_raw);
     T *gas = as + (size_t)(a.D + 1) * nt * NB; /* the sums (the constant's: written, never read) */
     int64_t node[NB];
     int elem;
-    if (ch >= a.C || !symcon_block_nodes<NB>(gp, a.agnostic, species, node, &elem)) return;
-    symcon_stage<T, NB>(a, A, lda, node, as, nt, ch);
-    for (int i = 0; i <= a.D; i++) *reinterpret_cast<symcon_vec<T, NB> *>(gas + ((size_t)i * nt + ch) * NB) = {};
+    if (ch >= a.C || !symcon_item_nodes<NB, G>(gp, a.agnostic, species, th.item, node, &elem)) return;
+    symcon_stage<T, NB>(a, A, lda, node, as, nt, th.t, ch);
+    for (int i = 0; i <= a.D; i++) *reinterpret_cast<symcon_vec<T, NB> *>(gas + ((size_t)i * nt + th.t) * NB) = {};
     const T *tc = coef + ((size_t)elem * a.n_mono) * a.C + ch;
     for (int j = 0; j < a.n_blocks; j++) {
         const symcon_block &bk = a.blk[j];
@@ -252,11 +270,12 @@ __global__ void k_symcon_bwd(symcon_args a, symcon_groups gp, const T *coef, con
             }
             const int q0 = bk.mstart[m], q1 = bk.mstart[m + 1];
             if (any && q1 > q0)
-                symcon_nested<T, NF, NB, true>(a.code, tc, a.C, q0, q1, as + ch * NB, nt * NB, g, gas + ch * NB, out);
+                symcon_nested<T, NF, NB, true>(a.code, tc, a.C, q0, q1, as + th.t * NB, nt * NB, g, gas + th.t * NB,
+                                               out);
         }
     }
     for (int i = 0; i < a.D; i++) {
-        const symcon_vec<T, NB> x = *reinterpret_cast<const symcon_vec<T, NB> *>(gas + ((size_t)i * nt + ch) * NB);
+        const symcon_vec<T, NB> x = *reinterpret_cast<const symcon_vec<T, NB> *>(gas + ((size_t)i * nt + th.t) * NB);
 #pragma unroll
         for (int k = 0; k < NB; k++)
             if (node[k] >= 0) gA[node[k] * ldga + a.a_off[i] + ch * a.a_stride[i]] = x.v[k];
@@ -305,6 +324,7 @@ __global__ void k_group_place(int64_t n, const int32_t *species, int ns, int32_t
 
 struct symcon_plan {
     int ok, threads, nf;
+    int split[2]; /* forward, reverse: items per group (symcon_item_size), as many per block */
     bool grouped; /* symcon_nb nodes per block (its shared memory fits), else 1 */
     symcon_args args;
     double *coef;  /* device [elements][n_mono][C], fp64 evaluators */
