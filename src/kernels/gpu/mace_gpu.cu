@@ -475,7 +475,8 @@ static void symcon_launch(const symcon_plan &sp, const symcon_groups &gp, int64_
     /* with groups, each species' last one part full */
     const int64_t items = gp.order ? ((N + G - 1) / G + gp.n_species) * (G / nb) : (N + nb - 1) / nb;
     const int64_t blocks = (items + per_block - 1) / per_block;
-    const size_t smem = rev ? symcon_bwd_smem(sp.args.D, nt, nb, sizeof(T)) : symcon_fwd_smem(sp.args.D, nt, nb, sizeof(T));
+    const size_t smem =
+        rev ? symcon_bwd_smem(sp.args.D, nt, nb, sizeof(T)) : symcon_fwd_smem(sp.args.D, nt, nb, sizeof(T));
     if (blocks)
         cudaLaunchKernel(symcon_kernel<T>(sp.nf, sp.grouped, nb, rev), dim3((unsigned)blocks),
                          dim3(sp.threads, per_block), args, smem, 0);

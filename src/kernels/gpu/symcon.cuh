@@ -235,7 +235,9 @@ __global__ void k_symcon_fwd(symcon_args a, symcon_groups gp, const T *coef, con
         for (int m = 0; m < bk.dm; m++) {
             const int q0 = bk.mstart[m], q1 = bk.mstart[m + 1];
             T out[NB] = {};
-            if (q1 > q0) symcon_nested<T, NF, NB, false>(a.code, tc, a.C, q0, q1, as + th.t * NB, nt * NB, nullptr, nullptr, out);
+            if (q1 > q0)
+                symcon_nested<T, NF, NB, false>(a.code, tc, a.C, q0, q1, as + th.t * NB, nt * NB, nullptr, nullptr,
+                                                out);
 #pragma unroll
             for (int k = 0; k < NB; k++)
                 if (node[k] >= 0) B[node[k] * ldb + bk.out_off + ch * bk.dm + m] = out[k];
