@@ -1327,7 +1327,9 @@ __global__ void k_edge_geometry_t(mace_ctx c, T *Y, T *ef, T *cut) {
 }
 /* The species embedding into out (NA rows), one thread per (node, output element): cgq_linear_forward of the one-hot
  * row, with the element's terms added in that function's order (instruction, then input channel), so the bits are its
- * bits (rounded to T). */
+ * bits (rounded to T). Of an instruction's input channels only the species' own has a nonzero term; the others add
+ * exact zeros (finite weights), so only that one is read (a loop over all of them, 89 for MACE-MP-0, took 43 us at
+ * 5,184 atoms on the H100, session 36). */
 template <class T>
 __global__ void k_embed(mace_ctx c, T *out) {
     const cgq_linear *lin = &c.m->node_embedding;
@@ -1342,8 +1344,9 @@ __global__ void k_embed(mace_ctx c, T *out) {
             if (lin->ins_out[k] != bo) continue;
             const cgq_irrep_block *bi = &lin->in.b[lin->ins_in[k]];
             const int d = 2 * bi->l + 1, mo = lin->out.b[bo].mul;
-            const double *W = lin->weight + lin->w_offset[k];
-            for (int u = 0; u < bi->mul; u++) y += (lin->path_weight[k] * W[u * mo + w]) * (bi->offset + u * d + m == s ? 1.0 : 0.0);
+            const int u = (s - bi->offset - m) / d; /* the channel whose (u, m) is the species' entry, if any */
+            if (s - bi->offset - m >= 0 && (s - bi->offset - m) % d == 0 && u < bi->mul)
+                y += lin->path_weight[k] * lin->weight[lin->w_offset[k] + (int64_t)u * mo + w];
         }
         if (lin->bias && lin->out.b[bo].l == 0 && lin->out.b[bo].parity == 1) {
             int off = 0;
