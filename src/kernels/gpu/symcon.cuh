@@ -187,7 +187,7 @@ __device__ inline bool symcon_item_nodes(const symcon_groups &gp, int agnostic, 
 #pragma unroll
     for (int k = 0; k < NB; k++) node[k] = first + k < end ? gp.order[first + k] : -1;
     *elem = lo;
-    return true;
+    return node[0] >= 0; /* the second half of a one-node group has none */
 }
 
 /* Channel ch's A values of the item's nodes into the thread's column t of as (index i's NB values side by side; a
