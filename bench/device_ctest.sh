@@ -49,7 +49,11 @@ if [ "${BENCH:-0}" = 1 ]; then # then the MACE-MP-0-medium-architecture step: ch
       [ -n "$B0" ] && echo "MP-0 round $round base: $($B0 $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
       echo "MP-0 round $round: $($B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
     done
-    echo "$(CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
+    prof() { CGQ_GPU_PROFILE=1 "$@" $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1; }
+    for round in 1 2; do # the phases, alternated with the base's where there is one
+      [ -n "$B0" ] && echo "base $(prof $B0)"
+      echo "$(prof $B)"
+    done
     [ -n "$B0" ] && echo "MP-0 98,304 atoms base: $($B0 $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
     echo "MP-0 98,304 atoms: $($B $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
     for v in ${VARIANTS:-}; do # switches of the new tree, A/B in one binary: VARIANTS='CGQ_X=0 CGQ_X=1'

@@ -265,10 +265,11 @@ __host__ __device__ inline int ltc_nodes(int d) { return GEMM_BM / d; }
  * consecutive floats: the k-steps (16 wide, segment by segment) are copied into shared memory 16 bytes at a time with
  * cp.async, LTC_STAGES - 1 steps ahead of the products, zero-filled past the nodes, K and N (session 24: the 4-byte
  * copies of row tiles, each with its own address arithmetic, were ~250 of the main loop's ~515 SASS instructions per
- * step). Each 8-wide k-step's products come from one chain of three mma per 16 x 8 output, from zero, the small
- * products first (a_lo b_hi, a_hi b_lo, a_hi b_hi: the sum is truncated once, as the main product alone would be; the
- * warp's 8 chains run step by step side by side, 1-2% faster than one after the other, session 24), and are added to
- * the float sums scaled by the path weight and the row's diagonal coupling (the skip's), one FFMA per value: the
+ * step). Each 16-wide step's products come from one chain per 16 x 8 output, from zero: three mma per 8-wide k-step,
+ * the small products first (a_lo b_hi, a_hi b_lo, a_hi b_hi; the warp's 8 chains run side by side, 1-2% faster than
+ * one after the other, session 24), and are added to the float sums scaled by the path weight and the row's diagonal
+ * coupling (the skip's), one FFMA per value and step (one per 8-wide k-step until session 37: 28 more SASS
+ * instructions per step). The
  * operands are split unscaled, so no multiplication or extra addition runs per product (cvt.rna.tf32.f32 is no
  * faster than tf32_round: sm_90 runs it as four instructions, a finiteness test among them). Every sum has a fixed
  * order (deterministic). Session 20's ncu of k_lin_gemm: 50% issue active, FMA pipe 25%, long-scoreboard stalls first
@@ -339,16 +340,28 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
     const int wm = tid / 32 % 2 * 32, wn = tid / 64 * 32; /* the warp's outputs */
     const int d = g.d, T = ltc_nodes(d), P = ltc_node_stride(d), Td = T * d;
     const float *Ab = g.A + node0 * g.lda; /* offsets from the tile's first node fit an int (lin_gemm_tc_ok) */
-    /* this thread's two 16-byte copies of A per step: floats 4 w to 4 w + 3 of node ln's k-step (w < 4 d); those
-     * past the tile's T nodes (q >= 4 d T, d > 1) copy nothing (a_dst -1: their zeros, all into one slot after the
-     * nodes' strides, were a write-write race for racecheck, session 29) */
-    int a_dst[2], a_src[2], a_f[2];
+    /* This thread's two 16-byte copies of A and two of W per step, each a destination in the stage, a source offset
+     * from the step's first float and the bytes of a whole step (16 k's of the segment): A's floats 4 w to 4 w + 3 of
+     * node ln's k-step (w < 4 d); W's 4 k's of row n (BT: [n][k]) or 4 n's of row k ([k][n]). Those past the tile's T
+     * nodes (q >= 4 d T, d > 1) copy nothing (a_dst -1: their zeros, all into one slot after the nodes' strides, were
+     * a write-write race for racecheck, session 29). A copy of no bytes (a node past the tile's, a row past N) reads
+     * nothing; its source is a place that exists (node 0's row, row n0), so no select is needed. */
+    int a_dst[2], a_src[2], a_f[2], a_bytes[2], w_dst[2], w_row[2], w_k[2], w_bytes[2];
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int q = tid + LTC_THREADS * i, ln = q / (4 * d), w = q % (4 * d);
         a_dst[i] = ln < T ? ln * P + 4 * w : -1;
-        a_src[i] = ln * (int)g.lda + 4 * w;
+        a_src[i] = (ln < nodes ? ln * (int)g.lda : 0) + 4 * w;
         a_f[i] = ln < nodes ? 4 * w : INT_MAX; /* past the nodes: no byte exists */
+        a_bytes[i] = ln < nodes ? 16 : 0;
+        if (BT) {
+            const int nn = q / 4, k = 4 * (q % 4), n = n0 + nn;
+            w_dst[i] = nn * LTC_KS + k, w_row[i] = n < g.N ? n : n0, w_k[i] = k, w_bytes[i] = n < g.N ? 16 : 0;
+        } else {
+            const int kk = q / 16, n = n0 + 4 * (q % 16);
+            w_dst[i] = kk * LTC_NS + 4 * (q % 16), w_row[i] = kk, w_k[i] = n < g.N ? n : n0;
+            w_bytes[i] = cp_bytes(g.N, n);
+        }
     }
     /* the fragments' rows (the padding rows past T d read the last row's values; they are not stored) */
     int aro[2][2], am[2][2];
@@ -362,33 +375,46 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
     const int d4 = 4 * d; /* k + 4 in a node's k-step */
     int n_steps = 0;
     for (int s = 0; s < g.n_segs; s++) n_steps += (g.K[s] + LTC_BK - 1) / LTC_BK;
-    int cs = 0, ck0 = 0; /* the next step to copy: segment, k */
+    /* The next step to copy: segment cs at k ck0 (of K ck), from the segment's first floats a_seg and w_seg (W's
+     * leading dimension w_ld). A whole step takes the copies' fixed bytes; only a segment's last step, where K is not
+     * a multiple of 16, works out which bytes exist (session 37: the per-step offsets, bytes and selects were ~150 of
+     * the main loop's 480 SASS instructions per step). */
+    int cs = 0, ck0 = 0, ck = 0, w_ld = 0;
+    const float *a_seg = nullptr, *w_seg = nullptr;
+    auto segment_start = [&]() {
+        ck0 = 0, ck = g.K[cs], w_ld = g.ld[cs];
+        a_seg = Ab + g.a_off[cs];
+        w_seg = g.W + g.w_off[cs] + (g.species ? sp * g.w_species[cs] : 0);
+    };
+    segment_start();
     auto copy_step = [&](int stage) {
         float *As = smem + stage * LTC_STAGE, *Bs = As + GEMM_BM * LTC_KS;
-        const float *a = Ab + g.a_off[cs] + ck0 * d;
-        const int avail = (g.K[cs] - ck0) * d; /* floats of a node's k-step that exist */
+        const float *a = a_seg + ck0 * d;
+        const int left = ck - ck0; /* k's of the segment from this step's first (uniform) */
+        if (left >= LTC_BK) {
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int bytes = cp_bytes(avail, a_f[i]);
-            if (a_dst[i] >= 0) cp_async16(As + a_dst[i], bytes ? a + a_src[i] : g.A, bytes);
-        }
-        const float *W = g.W + g.w_off[cs] + (g.species ? sp * g.w_species[cs] : 0);
+            for (int i = 0; i < 2; i++)
+                if (a_dst[i] >= 0) cp_async16(As + a_dst[i], a + a_src[i], a_bytes[i]);
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int q = tid + LTC_THREADS * i;
-            if (BT) { /* B(k, n) = W[n ld + k]: Bs[n][k], 4 k's of a row per copy */
-                const int nn = q / 4, k = ck0 + 4 * (q % 4), n = n0 + nn;
-                const int bytes = n < g.N ? cp_bytes(g.K[cs], k) : 0;
-                cp_async16(Bs + nn * LTC_KS + 4 * (q % 4), bytes ? W + (int64_t)n * g.ld[cs] + k : g.W, bytes);
-            } else { /* B(k, n) = W[k ld + n]: Bs[k][n], 4 n's of a row per copy */
-                const int kk = q / 16, n = n0 + 4 * (q % 16);
-                const int bytes = ck0 + kk < g.K[cs] ? cp_bytes(g.N, n) : 0;
-                cp_async16(Bs + kk * LTC_NS + 4 * (q % 16), bytes ? W + (int64_t)(ck0 + kk) * g.ld[cs] + n : g.W,
-                           bytes);
+            for (int i = 0; i < 2; i++) {
+                const int64_t off = BT ? (int64_t)w_row[i] * w_ld + ck0 + w_k[i] : (int64_t)(ck0 + w_row[i]) * w_ld + w_k[i];
+                cp_async16(Bs + w_dst[i], w_seg + off, w_bytes[i]);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                const int bytes = cp_bytes(left * d, a_f[i]);
+                if (a_dst[i] >= 0) cp_async16(As + a_dst[i], bytes ? a + a_src[i] : g.A, bytes);
+            }
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                const int bytes = BT ? (w_bytes[i] ? cp_bytes(left, w_k[i]) : 0) : w_row[i] < left ? w_bytes[i] : 0;
+                const int64_t off = BT ? (int64_t)w_row[i] * w_ld + ck0 + w_k[i] : (int64_t)(ck0 + w_row[i]) * w_ld + w_k[i];
+                cp_async16(Bs + w_dst[i], bytes ? w_seg + off : g.W, bytes);
             }
         }
         ck0 += LTC_BK;
-        if (ck0 >= g.K[cs]) cs++, ck0 = 0;
+        if (ck0 >= ck && ++cs < g.n_segs) segment_start();
     };
     for (int stage = 0; stage < LTC_STAGES - 1; stage++) {
         if (stage < n_steps) copy_step(stage);
@@ -410,6 +436,7 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
             if (step + LTC_STAGES - 1 < n_steps) copy_step((step + LTC_STAGES - 1) % LTC_STAGES);
             __pipeline_commit();
             const float *As = smem + step % LTC_STAGES * LTC_STAGE, *Bs = As + GEMM_BM * LTC_KS;
+            float t[2][4][4]; /* the 8 chains over the step's two 8-wide k-steps, side by side */
 #pragma unroll
             for (int kb = 0; kb < LTC_BK; kb += 8) {
                 uint32_t ah[2][4], al[2][4];
@@ -431,13 +458,13 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
                     tf32_split_lo_truncated(b0, b[ni].x, b[ni].z);
                     tf32_split_lo_truncated(b1, b[ni].y, b[ni].w);
                 }
-                float t[2][4][4]; /* the 8 chains, step by step */
 #pragma unroll
                 for (int mi = 0; mi < 2; mi++)
 #pragma unroll
                     for (int ni = 0; ni < 4; ni++) {
+                        if (kb == 0)
 #pragma unroll
-                        for (int q = 0; q < 4; q++) t[mi][ni][q] = 0.0f;
+                            for (int q = 0; q < 4; q++) t[mi][ni][q] = 0.0f;
                         mma_tf32(t[mi][ni], al[mi], b[ni].x, b[ni].y);
                     }
 #pragma unroll
@@ -448,13 +475,13 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
                 for (int mi = 0; mi < 2; mi++)
 #pragma unroll
                     for (int ni = 0; ni < 4; ni++) mma_tf32(t[mi][ni], ah[mi], b[ni].x, b[ni].y);
-#pragma unroll
-                for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-                    for (int ni = 0; ni < 4; ni++)
-#pragma unroll
-                        for (int q = 0; q < 4; q++) acc[mi][ni][q] = fmaf(sc[mi][q / 2], t[mi][ni][q], acc[mi][ni][q]);
             }
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+                    for (int q = 0; q < 4; q++) acc[mi][ni][q] = fmaf(sc[mi][q / 2], t[mi][ni][q], acc[mi][ni][q]);
         }
     }
     __syncthreads(); /* the stages are free for the sums */

@@ -1,8 +1,9 @@
 /* tf32_mma.cuh: float-accurate products on the tensor cores (mma.sync m16n8k8, TF32 operands, sm_80 and later).
  * x = x_hi + x_lo with both parts rounded to TF32; a b = a_hi b_hi + a_hi b_lo + a_lo b_hi (the dropped a_lo b_lo is
- * ~2^-22 of the product). The tensor cores truncate their sums, so each product chain covers one k-step of 8 and the
- * k-steps are added in float registers, rounded to nearest, in a fixed order (deterministic). Used by the radial
- * MLP's last layer (radial_tc.cuh, radial_conv.cuh) and the node linears (node_ops.cuh). */
+ * ~2^-22 of the product). The tensor cores truncate their sums, so each product chain covers a few k-steps of 8 (one
+ * in the radial MLP, two in the node tiles) and the chains are added in float registers, rounded to nearest, in a
+ * fixed order (deterministic). Used by the radial MLP's last layer (radial_tc.cuh, radial_conv.cuh) and the node
+ * linears (node_ops.cuh). */
 #ifndef CGQ_GPU_TF32_MMA_CUH
 #define CGQ_GPU_TF32_MMA_CUH
 
