@@ -105,6 +105,13 @@ MODELS = [
          species=[1, 6, 8], r_max=3.6, num_bessel=6, p=6, max_ell=2, correlation=2,
          hidden="12x0e+12x1o", num_interactions=2, first="RealAgnosticDensityInteractionBlock",
          inter="RealAgnosticInteractionBlock", radial_MLP=[8, 16], use_agnostic_product=True),
+    dict(name="mace_res_l2_mul40", seed=108,
+         desc="MACE, RealAgnosticResidualInteractionBlock first and after, 2 interactions, max_ell 2, "
+              "correlation 2, hidden 40x0e+40x1o (40 channels: not a multiple of the GPU kernels' 16-wide GEMM "
+              "steps nor of a warp's 32 lanes), species H O, radial_MLP [16], 8 Bessel, p=5, r_max 4.0",
+         species=[1, 8], r_max=4.0, num_bessel=8, p=5, max_ell=2, correlation=2,
+         hidden="40x0e+40x1o", num_interactions=2, first="RealAgnosticResidualInteractionBlock",
+         inter="RealAgnosticResidualInteractionBlock", radial_MLP=[16]),
 ]
 
 
