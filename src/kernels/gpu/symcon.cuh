@@ -327,7 +327,7 @@ __global__ void k_group_place(int64_t n, const int32_t *species, int ns, int32_t
 struct symcon_plan {
     int ok, threads, nf;
     int split[2]; /* forward, reverse: items per group (symcon_item_size), as many per block */
-    bool grouped; /* symcon_nb nodes per block (its shared memory fits), else 1 */
+    bool grouped; /* groups of symcon_nb nodes of one species (their shared memory fits), else items of 1 node */
     symcon_args args;
     double *coef;  /* device [elements][n_mono][C], fp64 evaluators */
     float *coef_f; /* the same in float, fp32 evaluators */
