@@ -6,7 +6,7 @@
 # device tool). BENCH=1: then the MACE-MP-0-medium-architecture step's times (carry .whl to make the model); with
 # BASE=1 also those of the base commit in .device/base (`git archive BASE | tar -x -C .device/base`), alternated, and
 # the shipped models'. VARIANTS: space-separated switches (VAR=value) of the new tree, timed one after another on
-# MP-0 and mace01. PAIRS_FILTER: memcheck on those test_gpu tests too (whole steps on the device).
+# MP-0, mace01 and the water MACE. PAIRS_FILTER: memcheck on those test_gpu tests too (whole steps on the device).
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
@@ -45,6 +45,7 @@ if [ "${BENCH:-0}" = 1 ]; then # then the MACE-MP-0-medium-architecture step: ch
   ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)|GPU memory [0-9.]+ GiB' | tr '\n' ' '; }
   {
     echo "MP-0: $($B $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
+    echo "MP-0 tables: $(CGQ_GPU_PROFILE=1 $B $MP $W 2 2 2 cuda 1 --fp32 --pairs 2>&1 | grep 'weight table' | tr '\n' ' ')"
     for round in 1 2 3; do
       [ -n "$B0" ] && echo "MP-0 round $round base: $($B0 $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
       echo "MP-0 round $round: $($B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
@@ -60,6 +61,7 @@ if [ "${BENCH:-0}" = 1 ]; then # then the MACE-MP-0-medium-architecture step: ch
       echo "MP-0 $v: $(env $v $B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
       echo "  $(env $v CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
       echo "mace01 $v: $(env $v $B potentials/mace01-solvent.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
+      echo "water-mace-small $v: $(env $v $B potentials/water-mace-small.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
     done
     if [ -n "$B0" ]; then
       for mdl in water-mace-small mace01-solvent water-nequip-small; do
