@@ -1012,6 +1012,33 @@ static bool layer0_factored_form(const cgq_gpu *g) {
     return !m->layers[0].density && tp->in1.n == 1 && tp->in1.b[0].l == 0;
 }
 
+/* The std forward's shared memory split (a preference per kernel): at most CGQ_FWD_STD_BLOCKS resident blocks'
+ * worth, the rest of the SM's 256 KB left to L1, which holds the senders' rows and the weight table's lines. With 80
+ * registers (the compact table since session 38) 5 blocks fit, and with the driver's split for them (~60 KB of L1
+ * left) the forward went 1.48 -> 1.62 ms (H100). CGQ_GPU_FWD_BLOCKS=n: n blocks instead, 0: the driver's choice. A
+ * preference the GPU refuses is left to the driver (HIP: L1 and LDS are separate). */
+#define CGQ_FWD_STD_BLOCKS 4
+static void set_fwd_std_carveout(const conv_plan &p, bool c12) {
+#if !defined(__HIPCC__)
+    const char *env = getenv("CGQ_GPU_FWD_BLOCKS");
+    const int blocks = env && *env ? atoi(env) : CGQ_FWD_STD_BLOCKS;
+    int dev = 0, per_sm = 0, reserved = 0;
+    const void *k = (const void *)conv_fwd_kernel<float>(p, true, c12);
+    if (!k || blocks <= 0 || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) != cudaSuccess || per_sm <= 0) {
+        cudaGetLastError();
+        return;
+    }
+    const size_t want = (size_t)blocks * (conv_fwd_smem(p, sizeof(float)) + (size_t)reserved);
+    const int percent = (int)std::min<size_t>(100, (100 * want + per_sm - 1) / (size_t)per_sm);
+    if (cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, percent) != cudaSuccess)
+        cudaGetLastError();
+#else
+    (void)p, (void)c12;
+#endif
+}
+
 /* fp32: every layer's radial MLP as a table of its hidden output (radial_spline.cuh), when each layer's table
  * meets 1e-8 (values) and 1e-6 (slopes) of its largest magnitude; else none, and the MLP runs per edge. rm[t]: the
  * layers' MLPs (host weights); alpha[t]: their last layers' scale. CGQ_GPU_RADIAL_MLP=1 runs the MLP per edge;
@@ -1048,6 +1075,7 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
             const int std_channels = !g->host_model->nequip && p.ok && p.std_form ? p.C : 0;
             st = build_weight_table(g, h, fc.W[fc.n_layers - 1], fc.h[fc.n_layers], alpha[t], std_channels,
                                     t > 0 || !layer0_factored_form(g), &g->wtab[t]);
+            if (st == CGQ_STATUS_OK && std_channels > 0) set_fwd_std_carveout(p, g->wtab[t].ad != nullptr);
             if (g->wtab[t].knots && g->host_model->nequip)
                 for (int q = 0; q < g->nq_groups[t]; q++) choose_bwd_slots(g, &g->nq_plans[t][q], true);
             else if (g->wtab[t].knots)

@@ -518,9 +518,11 @@ __global__ void __launch_bounds__(LTC_THREADS, 4) k_lin_gemm_tc(lin_gemm_parts<f
 #endif
 
 /* Where the float node GEMMs run on the tensor cores: 0 nowhere (HIP, GPUs before sm_80, CGQ_GPU_NODE_TC=0), 1 for
- * outputs at least a tile wide (the default: narrower ones, the 16- and 32-channel models, ran slower in session 20),
- * 2 for every width (CGQ_GPU_NODE_TC=1: the ctests test_gpu_kernels_node_tc and test_gpu_node_tc run the small
- * fixtures on them) */
+ * outputs of LTC_MIN_N columns or more (the default), 2 for every width (CGQ_GPU_NODE_TC=1: the ctests
+ * test_gpu_kernels_node_tc and test_gpu_node_tc run the small fixtures on them). Session 20 found the tile of then
+ * slower for the 16- and 32-channel models; since session 37's leaner tile the 32-channel mace01 runs its step
+ * faster on it (1.25 -> 1.11 ms, H100, session 38), the 16-channel water MACE not (1.19 -> 1.23). */
+#define LTC_MIN_N 32
 static int lin_gemm_tc_mode() {
 #if defined(__HIPCC__)
     return 0;
@@ -558,7 +560,7 @@ static bool lin_gemm_tc_ok(const lin_gemm<float> *gs, int n) {
     auto a16 = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     for (int q = 0; q < n; q++) {
         const lin_gemm<float> &g = gs[q];
-        if (!mode || g.lda > INT_MAX / (GEMM_BM + 1) || (mode == 1 && g.N < GEMM_BN) || g.d > GEMM_BM ||
+        if (!mode || g.lda > INT_MAX / (GEMM_BM + 1) || (mode == 1 && g.N < LTC_MIN_N) || g.d > GEMM_BM ||
             !a16(g.A) || !a16(g.W) || g.lda % 4)
             return false;
         for (int s = 0; s < g.n_segs; s++) /* an empty segment (a 0x block): lin_tc_tile counts no k-step for it */
