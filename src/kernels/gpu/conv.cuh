@@ -230,7 +230,7 @@ __host__ __device__ inline size_t conv_fwd_acc_bytes(const conv_plan &p, size_t 
 }
 
 /* The forwards' shared senders of the edges [eb, eb + nb) and, from a table (TAB), their intervals and wtable_basis
- * (C12: the compact table's wtable12_basis) */
+ * (C12: the compact table's Hermite weights) */
 template <class T, bool TAB, bool C12>
 __device__ __forceinline__ void conv_fwd_stage_edges(int64_t eb, int nb, const int32_t *sender,
                                                      const conv_weights<T> &cw, int32_t *sid, int32_t *kb, float *hb) {
@@ -239,7 +239,7 @@ __device__ __forceinline__ void conv_fwd_stage_edges(int64_t eb, int nb, const i
         if (TAB && C12) {
             float t;
             kb[j] = hermite_interval(cw.tab, cw.r[eb + j], t);
-            wtable12_basis(t, hb + 3 * j);
+            hermite_chord_weights_at(t, hb + 3 * j);
         } else if (TAB) {
             float t;
             kb[j] = hermite_interval(cw.tab, cw.r[eb + j], t);
@@ -386,11 +386,11 @@ __device__ __forceinline__ void conv_fwd_std(std::integer_sequence<int, Q...>, c
     (conv_fwd_std_ins<NL1, NY, Q>(wtable_value(tv[Q], t), xv, Pe, racc), ...);
 }
 /* the same from the compact table (ka, ke: the edge's interval's first 16-byte chunk of channel u; chunk j at j C: a
- * warp's read of a chunk is 512 consecutive bytes), its weights decoded a pair of instructions at a time */
+ * warp's read of a chunk is 512 consecutive bytes; es: the columns' scales) */
 template <int NL1, int NY, int NA, int NI, int... Q>
 __device__ __forceinline__ void conv_fwd_std12(std::integer_sequence<int, Q...>, const float4 *ka, const uint4 *ke,
-                                               int C, float hs, const float *hb, const float (&xv)[CONV_MAX_XDIM],
-                                               const float *Pe, float (&racc)[NA]) {
+                                               int C, const float *hb, const float (&es)[NI],
+                                               const float (&xv)[CONV_MAX_XDIM], const float *Pe, float (&racc)[NA]) {
     constexpr int RA = wtable12_ad_row(NI), RE = wtable12_ev_row(NI);
     float2 ta[RA];
     uint32_t te[RE];
@@ -404,12 +404,8 @@ __device__ __forceinline__ void conv_fwd_std12(std::integer_sequence<int, Q...>,
         const uint4 v = __ldg(ke + (size_t)j * C);
         te[4 * j] = v.x, te[4 * j + 1] = v.y, te[4 * j + 2] = v.z, te[4 * j + 3] = v.w;
     }
-    const float h[3] = {hb[0], hb[1], hb[2]};
-    float w[RA];
-#pragma unroll
-    for (int j = 0; j < RA / 2; j++)
-        wtable12_pair(ta[2 * j], ta[2 * j + 1], te[2 * j], te[2 * j + 1], hs, h, w[2 * j], w[2 * j + 1]);
-    (conv_fwd_std_ins<NL1, NY, Q>(w[Q], xv, Pe, racc), ...);
+    const float t = hb[0], h10 = hb[1], h11 = hb[2];
+    (conv_fwd_std_ins<NL1, NY, Q>(wtable12_value(ta[Q], te[Q], es[Q], t, h10, h11), xv, Pe, racc), ...);
 }
 /* racc's instruction Q into the slot's sums my (the output block's entries at acc_off) */
 template <int NL1, int NY, int Q, int NA>
@@ -445,9 +441,11 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
     int xo[NL1]; /* channel u's features of degree l in a sender's row */
 #pragma unroll
     for (int l = 0; l < NL1; l++) xo[l] = p.in1b[l].off + u * (2 * l + 1);
-    float racc[NA];
+    float racc[NA], es[NI]; /* es: the compact table's column scales of channel u */
 #pragma unroll
     for (int j = 0; j < NA; j++) racc[j] = 0;
+#pragma unroll
+    for (int q = 0; q < NI; q++) es[q] = C12 && active ? __ldg(cw.tab.escale + q * p.C + u) : 0.0f;
     for (int64_t eb = r0; eb < r1; eb += EB) {
         const int nb = (int)(r1 - eb < EB ? r1 - eb : EB);
         conv_fwd_stage_std<NL1, NY, C12>(p, eb, nb, sender, Y, cw, Pb, sid, kb, hb);
@@ -462,10 +460,10 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
             if constexpr (C12) {
                 constexpr int CA = wtable12_ad_row(NI) / 2, CE = wtable12_ev_row(NI) / 4; /* 16-byte chunks */
                 const size_t k = (size_t)kb[el] * p.C;
-                conv_fwd_std12<NL1, NY, NA, NI>(std::make_integer_sequence<int, NI>{},
-                                                reinterpret_cast<const float4 *>(cw.tab.ad) + k * CA + u,
-                                                reinterpret_cast<const uint4 *>(cw.tab.ev) + k * CE + u, p.C,
-                                                cw.tab.hscale, hb + 3 * el, xv, Pb + (size_t)el * p.sp_dim, racc);
+                conv_fwd_std12<NL1, NY>(std::make_integer_sequence<int, NI>{},
+                                        reinterpret_cast<const float4 *>(cw.tab.ad) + k * CA + u,
+                                        reinterpret_cast<const uint4 *>(cw.tab.ev) + k * CE + u, p.C, hb + 3 * el, es,
+                                        xv, Pb + (size_t)el * p.sp_dim, racc);
             } else {
                 conv_fwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, wtable_at(cw.tab, kb[el], u), p.C,
                                       hb + 3 * el, xv, Pb + (size_t)el * p.sp_dim, racc);

@@ -833,93 +833,56 @@ __global__ void k_weight_table(int64_t rows, int K, int wn, const double *a, con
 }
 
 /* A weight table's float form [n_int][wn][4] (wtable_value's coefficients) and its compact form (radial_table.ad, ev,
- * hscale: (a_k, d) in float and the slopes' departures from the chord in half precision, wtable12_pair) from its
- * double rows. The compact form is made for tables of CGQ_WTAB12_MIN_BYTES or more in float, whose forward it speeds
- * up (session 23, H100: MACE-MP-0's layer 1, 42 MB, 1.84 -> 1.57 ms; session 35: 1.48 against 1.74 ms from the
- * power-basis float form, likely as its 31 MB stay in L2 and the float form's 42 do not), of std plans
- * (std_channels > 0: the plan's channels) whose forward runs the std kernel (std_fwd: not MACE-MP-0's layer 0,
- * factored, 40 MB); the water models' (0.5-4 MB) gained nothing. CGQ_GPU_WTAB12=0: never; =1: for every std plan.
- * Per interval, its 16-byte chunks of the instructions' columns q C + u (2 in ad, 4 words in ev: wtable12_ad_row,
- * wtable12_ev_row) are stored chunk by chunk and channel by channel, so that a thread reads its edge's values 16 bytes
- * at a time and a warp's read of a chunk is 512 consecutive bytes (per channel, they spread each read over 20 cache
- * lines: L1-bound, session 32). Both forms are checked here against the double cubic (wtable12_error); where the
- * compact form misses by more than CGQ_WTAB12_MAX_ERROR of a column's largest value, the forward reads the float
- * form (CGQ_GPU_PROFILE prints both forms' errors). */
+ * escale: each column's slope departures m - d in 16 bits over the column's largest) from its double rows. The
+ * compact form is made for tables of CGQ_WTAB12_MIN_BYTES or more in float, whose forward it speeds up (session 23,
+ * H100: MACE-MP-0's layer 1, 42 MB, 1.84 -> 1.57 ms; session 35: 1.48 against 1.74 ms from the power-basis float
+ * form, likely as its 31 MB stay in L2 and the float form's 42 do not), of std plans (std_channels > 0: the plan's
+ * channels) whose forward runs the std kernel (std_fwd: not MACE-MP-0's layer 0, factored, 40 MB); the water models'
+ * (0.5-4 MB) gained nothing. CGQ_GPU_WTAB12=0: never; =1: for every std plan. Per interval, its 16-byte chunks of the
+ * instructions' columns q C + u (2 in ad, 4 in ev: wtable12_ad_row, wtable12_ev_row) are stored chunk by chunk and
+ * channel by channel, so that a thread reads its edge's values 16 bytes at a time and a warp's read of a chunk is 512
+ * consecutive bytes (per channel, they spread each read over 20 cache lines: L1-bound, session 32). */
 #define CGQ_WTAB12_MIN_BYTES (8ull << 20)
-#define CGQ_WTAB12_MAX_ERROR 5e-7
 struct weight_table_host {
-    std::vector<float> f;
+    std::vector<float> f, escale;
     std::vector<float2> ad;
     std::vector<uint32_t> ev;
-    float hscale = 0;
 };
-static uint32_t half_bits(double v) {
-    const __half h = __float2half_rn((float)v);
-    uint16_t b;
-    memcpy(&b, &h, sizeof b);
-    return b;
-}
-static double half_value(uint32_t b) {
-    const uint16_t u = (uint16_t)b;
-    __half h;
-    memcpy(&h, &u, sizeof h);
-    return __half2float(h);
-}
-/* The largest errors of one column's interval against the double cubic v (a_k, d, m_k, m_k+1) over t in {1/4, 1/2,
- * 3/4, 1}: err[0] of its float form c (wtable_value), err[1] of its compact form (a_k and d in float, the departures
- * as half bits e0, e1, times hs) as wtable12_pair evaluates it (each half operation's exact value rounded once) */
-static void wtable12_error(const double *v, const float *c, uint32_t e0, uint32_t e1, float hs, double err[2]) {
-    for (int j = 1; j <= 4; j++) {
-        const double t = 0.25 * j, h10 = t * (1.0 - t) * (1.0 - t), h11 = -t * t * (1.0 - t);
-        const double exact = v[0] + t * t * (3.0 - 2.0 * t) * v[1] + h10 * v[2] + h11 * v[3];
-        const float tf = (float)t;
-        const float wf = fmaf(tf, fmaf(tf, fmaf(tf, c[3], c[2]), c[1]), c[0]);
-        const double p = half_value(half_bits(half_value(e0) * half_value(half_bits(h10))));
-        const double q = half_value(half_bits(p + half_value(e1) * half_value(half_bits(h11))));
-        const float w = fmaf(hs, (float)q, fmaf(tf, (float)v[1], (float)v[0]));
-        err[0] = std::max(err[0], std::fabs((double)wf - exact));
-        err[1] = std::max(err[1], std::fabs((double)w - exact));
-    }
-}
 static void weight_table_forms(const std::vector<double> &t, int64_t n_int, int wn, int std_channels, bool std_fwd,
                                weight_table_host *out) {
     out->f.resize(t.size());
-    double emax = 0.0; /* the largest departure */
     for (size_t i = 0; i < t.size(); i += 4) { /* (a_k, d, m_k, m_k+1) -> the cubic's coefficients in t */
         const double a = t[i], d = t[i + 1], m0 = t[i + 2], m1 = t[i + 3];
         out->f[i] = (float)a, out->f[i + 1] = (float)m0;
         out->f[i + 2] = (float)(3.0 * d - 2.0 * m0 - m1), out->f[i + 3] = (float)(m0 + m1 - 2.0 * d);
-        emax = std::max(emax, std::max(std::fabs(m0 - d), std::fabs(m1 - d)));
     }
     const char *env = getenv("CGQ_GPU_WTAB12");
     const bool large = sizeof(float) * t.size() >= CGQ_WTAB12_MIN_BYTES;
     if (std_channels <= 0 || (env && *env ? atoi(env) == 0 : !(large && std_fwd))) return;
     const int C = std_channels, ni = wn / C, ra = wtable12_ad_row(ni), re = wtable12_ev_row(ni);
-    const double up = std::ldexp(1.0, 14 - (emax > 0.0 ? std::ilogb(emax) : 0)); /* emax up in [2^14, 2^15) */
-    out->hscale = (float)(1.0 / up);
     out->ad.assign((size_t)n_int * C * ra, make_float2(0.0f, 0.0f));
-    out->ev.assign((size_t)n_int * C * re, 0u);
-    double worst[2] = {0.0, 0.0}; /* the float and compact forms' largest errors over a column's largest value */
+    out->ev.assign((size_t)n_int * C * re, 0x80008000u); /* pad entries: departures 0 */
+    out->escale.resize(wn);
     for (int n = 0; n < wn; n++) {
-        const int q = n / C, u = n % C;
-        double vmax = 0.0, err[2] = {0.0, 0.0};
+        double emax = 0.0;
         for (int64_t k = 0; k < n_int; k++) {
             const double *v = &t[((size_t)k * wn + n) * 4];
-            const uint32_t e0 = half_bits((v[2] - v[1]) * up), e1 = half_bits((v[3] - v[1]) * up);
-            out->ad[(((size_t)k * (ra / 2) + q / 2) * C + u) * 2 + q % 2] = make_float2((float)v[0], (float)v[1]);
-            uint32_t *e = &out->ev[(((size_t)k * (re / 4) + q / 4) * C + u) * 4 + (q % 4) / 2 * 2];
-            e[0] |= e0 << (16 * (q % 2)), e[1] |= e1 << (16 * (q % 2));
-            vmax = std::max(vmax, std::max(std::fabs(v[0]), std::fabs(v[0] + v[1])));
-            wtable12_error(v, &out->f[((size_t)k * wn + n) * 4], e0, e1, out->hscale, err);
+            emax = std::max(emax, std::max(std::fabs(v[2] - v[1]), std::fabs(v[3] - v[1])));
         }
-        for (int f = 0; f < 2; f++) worst[f] = std::max(worst[f], vmax > 0.0 ? err[f] / vmax : 0.0);
+        const float sc = (float)(emax / 32767.0);
+        out->escale[n] = sc;
+        const int q = n / C, u = n % C;
+        for (int64_t k = 0; k < n_int; k++) {
+            const double *v = &t[((size_t)k * wn + n) * 4];
+            uint32_t e[2];
+            for (int h = 0; h < 2; h++) {
+                const double z = sc > 0.0f ? std::nearbyint((v[2 + h] - v[1]) / sc) : 0.0;
+                e[h] = (uint32_t)(std::min(32767.0, std::max(-32767.0, z)) + 32768.0);
+            }
+            out->ad[(((size_t)k * (ra / 2) + q / 2) * C + u) * 2 + q % 2] = make_float2((float)v[0], (float)v[1]);
+            out->ev[(((size_t)k * (re / 4) + q / 4) * C + u) * 4 + q % 4] = e[0] | e[1] << 16;
+        }
     }
-    if (getenv("CGQ_GPU_PROFILE"))
-        fprintf(stderr,
-                "cgequi gpu: weight table %lld x %d, largest error / a column's largest value: float form %.2e, "
-                "compact %.2e\n",
-                (long long)n_int, wn, worst[0], worst[1]);
-    if (worst[1] > CGQ_WTAB12_MAX_ERROR) out->ad.clear(), out->ev.clear(); /* the forward reads the float form */
 }
 
 /* The weight table of one layer (conv.cuh, conv_weights): h's intervals, each with its 4 rows (a_k, a_k+1 - a_k and
@@ -964,23 +927,24 @@ static cgq_status build_weight_table(cgq_gpu *g, const cgq_radial_spline &h, con
     weight_table_host ht;
     weight_table_forms(t, h.n_int, wn, std_channels, std_fwd, &ht);
     const size_t bf = sizeof(float) * ht.f.size(), bad = sizeof(float2) * ht.ad.size(),
-                 bev = sizeof(uint32_t) * ht.ev.size();
-    char *d = nullptr; /* both forms in one allocation (offsets multiples of 16 and 8) */
-    e = cudaMalloc(&d, bf + bad + bev);
+                 bev = sizeof(uint32_t) * ht.ev.size(), bs = sizeof(float) * ht.escale.size();
+    char *d = nullptr; /* both forms in one allocation (offsets multiples of 16, 8, 4) */
+    e = cudaMalloc(&d, bf + bad + bev + bs);
     if (e == cudaErrorMemoryAllocation) {
         cudaGetLastError();
         return CGQ_STATUS_OK; /* the MLP kernels run the layer */
     }
     CGQ_CHECK_GPU(e);
     g->allocations.push_back(d);
-    g->model_bytes += bf + bad + bev;
+    g->model_bytes += bf + bad + bev + bs;
     CGQ_CHECK_GPU(cudaMemcpy(d, ht.f.data(), bf, cudaMemcpyHostToDevice));
     out->n_int = h.n_int, out->width = wn, out->step = h.step, out->knots = reinterpret_cast<float *>(d);
     if (bad) {
         CGQ_CHECK_GPU(cudaMemcpy(d + bf, ht.ad.data(), bad, cudaMemcpyHostToDevice));
         CGQ_CHECK_GPU(cudaMemcpy(d + bf + bad, ht.ev.data(), bev, cudaMemcpyHostToDevice));
+        CGQ_CHECK_GPU(cudaMemcpy(d + bf + bad + bev, ht.escale.data(), bs, cudaMemcpyHostToDevice));
         out->ad = reinterpret_cast<float2 *>(d + bf), out->ev = reinterpret_cast<uint32_t *>(d + bf + bad);
-        out->hscale = ht.hscale;
+        out->escale = reinterpret_cast<float *>(d + bf + bad + bev);
     }
     return CGQ_STATUS_OK;
 }
@@ -1010,33 +974,6 @@ static bool layer0_factored_form(const cgq_gpu *g) {
     if ((env && atoi(env) == 0) || m->nequip || m->n_layers < 1) return false;
     const cgq_tp *tp = &m->layers[0].conv_tp;
     return !m->layers[0].density && tp->in1.n == 1 && tp->in1.b[0].l == 0;
-}
-
-/* The std forward's shared memory split (a preference per kernel): at most CGQ_FWD_STD_BLOCKS resident blocks'
- * worth, the rest of the SM's 256 KB left to L1, which holds the senders' rows and the weight table's lines. With 80
- * registers (the compact table since session 38) 5 blocks fit, and with the driver's split for them (~60 KB of L1
- * left) the forward went 1.48 -> 1.62 ms (H100). CGQ_GPU_FWD_BLOCKS=n: n blocks instead, 0: the driver's choice. A
- * preference the GPU refuses is left to the driver (HIP: L1 and LDS are separate). */
-#define CGQ_FWD_STD_BLOCKS 4
-static void set_fwd_std_carveout(const conv_plan &p, bool c12) {
-#if !defined(__HIPCC__)
-    const char *env = getenv("CGQ_GPU_FWD_BLOCKS");
-    const int blocks = env && *env ? atoi(env) : CGQ_FWD_STD_BLOCKS;
-    int dev = 0, per_sm = 0, reserved = 0;
-    const void *k = (const void *)conv_fwd_kernel<float>(p, true, c12);
-    if (!k || blocks <= 0 || cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) != cudaSuccess || per_sm <= 0) {
-        cudaGetLastError();
-        return;
-    }
-    const size_t want = (size_t)blocks * (conv_fwd_smem(p, sizeof(float)) + (size_t)reserved);
-    const int percent = (int)std::min<size_t>(100, (100 * want + per_sm - 1) / (size_t)per_sm);
-    if (cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, percent) != cudaSuccess)
-        cudaGetLastError();
-#else
-    (void)p, (void)c12;
-#endif
 }
 
 /* fp32: every layer's radial MLP as a table of its hidden output (radial_spline.cuh), when each layer's table
@@ -1075,7 +1012,6 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
             const int std_channels = !g->host_model->nequip && p.ok && p.std_form ? p.C : 0;
             st = build_weight_table(g, h, fc.W[fc.n_layers - 1], fc.h[fc.n_layers], alpha[t], std_channels,
                                     t > 0 || !layer0_factored_form(g), &g->wtab[t]);
-            if (st == CGQ_STATUS_OK && std_channels > 0) set_fwd_std_carveout(p, g->wtab[t].ad != nullptr);
             if (g->wtab[t].knots && g->host_model->nequip)
                 for (int q = 0; q < g->nq_groups[t]; q++) choose_bwd_slots(g, &g->nq_plans[t][q], true);
             else if (g->wtab[t].knots)

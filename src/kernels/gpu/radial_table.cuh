@@ -14,17 +14,15 @@ struct radial_table {
      * table (conv.cuh) stores per interval and column the same cubic's coefficients in t (wtable_value), formed in
      * double, as [n_int][width][4]: a column's 4 values in one 16-byte read. */
     const float *knots = nullptr;
-    /* A weight table's compact form (wtable12_pair), read by the std forward: per interval and column (a_k, d) in
-     * float and the slopes' departures from the chord, e = m - d (about 1e-4 of the values), in half precision times
-     * the table's power of two 1 / hscale: 12 bytes instead of 16. The departures' Hermite terms are at most 0.15 e,
-     * so their half precision costs about as much as the float form's rounding (session 38: largest error 1.5-2.2e-7
-     * of a column's largest value against 1.1e-7 in the float form). ad is [n_int][chunk][C] of 16-byte chunks of
-     * (a_k, d) (wtable12_ad_row / 2 per interval and channel: channel u's entries of instructions q, columns q C + u,
-     * 2 per chunk); ev likewise (wtable12_ev_row / 4 chunks of 4 words), each pair of instructions (2j, 2j + 1) as
-     * two words: (e_k of both), (e_k+1 of both). */
+    /* A weight table's compact form (wtable12_value), read by the std forward: per interval and column (a_k, d) in
+     * float and, in 16 bits each, the slopes' departures from the chord, m - d = escale[column] (v - 32768): 12 bytes
+     * instead of 16, with the float table's accuracy (its 16 bits span the column's largest departure, about 1e-4 of
+     * its values). ad and ev are [n_int][chunk][C] of 16-byte chunks (wtable12_ad_row / 2 and wtable12_ev_row / 4 per
+     * interval and channel): channel u's entries of instructions q (columns q C + u), 2 per chunk in ad, 4 in ev;
+     * escale is per column. */
     const float2 *ad = nullptr;
     const uint32_t *ev = nullptr;
-    float hscale = 0; /* ev's values times hscale are the departures */
+    const float *escale = nullptr;
     const uint32_t *w_tc = nullptr;     /* the last layer on the tensor cores: radial_tc_layout (null: SGEMM) */
     const uint32_t *w_tc_bwd = nullptr; /* its reverse on the tensor cores: radial_tc_layout_bwd (null: SGEMM) */
 };
@@ -91,38 +89,24 @@ __device__ __forceinline__ float wtable_slope(const float4 &v, float t15, float 
     return fmaf(t2, fmaf(t15, v.w, v.z), v.y);
 }
 
-/* The compact form's edge terms from t (hermite_interval's t; past r_max 2, where the value is the last): t and the
- * Hermite weights of the departures, h10 = t (1 - t)^2 and h11 = -t^2 (1 - t), each as a pair of halves (its bits in a
- * float), for wtable12_pair: a = a_k + t d + h10 e_k + h11 e_k+1 (as h01 + h10 + h11 = t) */
-__device__ __forceinline__ float half2_bits(float v) {
-    const __half2 h = __float2half2_rn(v);
-    uint32_t bits;
-    memcpy(&bits, &h, sizeof bits);
-    return __uint_as_float(bits);
-}
-__device__ __forceinline__ void wtable12_basis(float t_in, float h[3]) {
+/* The compact form's weights of t (hermite_weights_at's t, past r_max 2): a = a_k + t d + h10 e_k + h11 e_k+1 (as
+ * h01 + h10 + h11 = t), h10 = t (1 - t)^2, h11 = -t^2 (1 - t) */
+__device__ __forceinline__ void hermite_chord_weights_at(float t_in, float b[3]) {
     const float t = t_in > 1.0f ? 1.0f : t_in, u = 1.0f - t;
-    h[0] = t, h[1] = half2_bits(t * u * u), h[2] = half2_bits(-t * t * u);
+    b[0] = t, b[1] = t * u * u, b[2] = -t * t * u;
 }
 /* The compact form's entries per interval and channel for ni instructions (their columns), padded to whole 16-byte
- * chunks: ad in float2, ev in 32-bit words (a pair of instructions per two words) */
+ * chunks: ad in float2, ev in 32-bit words */
 __host__ __device__ constexpr int wtable12_ad_row(int ni) { return (ni + 1) / 2 * 2; }
 __host__ __device__ constexpr int wtable12_ev_row(int ni) { return (ni + 3) / 4 * 4; }
-/* Two columns' values from their compact entries (v0, v1: a_k, d; e0, e1: both columns' departures e_k and e_k+1 as
- * halves; hs: the table's hscale) and the edge's wtable12_basis h: both columns' h10 e_k + h11 e_k+1 in two
- * half-precision instructions, then one conversion and two FMA each (8 instructions a weight before, from 16-bit
- * integers) */
-__device__ __forceinline__ void wtable12_pair(float2 v0, float2 v1, uint32_t e0, uint32_t e1, float hs,
-                                              const float h[3], float &w0, float &w1) {
-    __half2 a, b, h10, h11;
-    const uint32_t b10 = __float_as_uint(h[1]), b11 = __float_as_uint(h[2]);
-    memcpy(&a, &e0, sizeof a);
-    memcpy(&b, &e1, sizeof b);
-    memcpy(&h10, &b10, sizeof h10);
-    memcpy(&h11, &b11, sizeof h11);
-    const __half2 q = __hfma2(b, h11, __hmul2(a, h10));
-    w0 = fmaf(hs, __low2float(q), fmaf(h[0], v0.y, v0.x));
-    w1 = fmaf(hs, __high2float(q), fmaf(h[0], v1.y, v1.x));
+/* A 16-bit half of a compact column's departures as a float, exactly: the float whose bits are 0x4B00 then the half
+ * is 2^23 + v (no conversion instruction: those run at a quarter of the FMA rate) */
+__device__ __forceinline__ float wtable12_half(uint32_t e, bool hi) {
+    return __int_as_float((int)__byte_perm(e, 0x4B000000u, hi ? 0x7632 : 0x7610)) - 8421376.0f; /* 2^23 + 32768 */
+}
+/* a column's value from its compact entries (v: a_k, d; e: the departures; s: the column's scale) */
+__device__ __forceinline__ float wtable12_value(float2 v, uint32_t e, float s, float t, float h10, float h11) {
+    return fmaf(t, v.y, v.x) + s * (h10 * wtable12_half(e, false) + h11 * wtable12_half(e, true));
 }
 
 #endif

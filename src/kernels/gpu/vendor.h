@@ -3,7 +3,6 @@
 #define CGQ_GPU_VENDOR_H
 
 #if defined(__HIPCC__)
-#include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
 #define cudaError_t hipError_t
 #define cudaErrorMemoryAllocation hipErrorMemoryAllocation
@@ -60,7 +59,6 @@ __device__ __forceinline__ void cgq_copy_async(T *dst_shared, const T *src) {
 }
 __device__ __forceinline__ void cgq_copy_wait() {}
 #else
-#include <cuda_fp16.h>
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 /* a thread's copies from global to its own shared memory, all in flight at once (cp.async), then one wait */
