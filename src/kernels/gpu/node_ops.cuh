@@ -521,7 +521,8 @@ __global__ void __launch_bounds__(LTC_THREADS, 4) k_lin_gemm_tc(lin_gemm_parts<f
  * outputs of LTC_MIN_N columns or more (the default), 2 for every width (CGQ_GPU_NODE_TC=1: the ctests
  * test_gpu_kernels_node_tc and test_gpu_node_tc run the small fixtures on them). Session 20 found the tile of then
  * slower for the 16- and 32-channel models; since session 37's leaner tile the 32-channel mace01 runs its step
- * faster on it (1.25 -> 1.11 ms, H100, session 38), the 16-channel water MACE not (1.19 -> 1.23). */
+ * faster on it (1.17 -> 1.12 ms, means of three alternated rounds, H100, session 38), the 16-channel water MACE
+ * not (1.17-1.20 -> 1.23 ms). */
 #define LTC_MIN_N 32
 static int lin_gemm_tc_mode() {
 #if defined(__HIPCC__)
