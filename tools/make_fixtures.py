@@ -112,6 +112,13 @@ MODELS = [
          species=[1, 8], r_max=4.0, num_bessel=8, p=5, max_ell=2, correlation=2,
          hidden="40x0e+40x1o", num_interactions=2, first="RealAgnosticResidualInteractionBlock",
          inter="RealAgnosticResidualInteractionBlock", radial_MLP=[16]),
+    dict(name="mace_res_l3_mul128", seed=109,
+         desc="MACE, RealAgnosticResidualInteractionBlock first and after, 2 interactions, max_ell 3, "
+              "correlation 2, hidden 128x0e+128x1o (MACE-MP-0-medium's layer widths: the GPU kernels' 128-channel "
+              "forms), species H O, radial_MLP [16], 8 Bessel, p=5, r_max 4.0",
+         species=[1, 8], r_max=4.0, num_bessel=8, p=5, max_ell=3, correlation=2,
+         hidden="128x0e+128x1o", num_interactions=2, first="RealAgnosticResidualInteractionBlock",
+         inter="RealAgnosticResidualInteractionBlock", radial_MLP=[16]),
 ]
 
 

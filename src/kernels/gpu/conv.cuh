@@ -404,8 +404,8 @@ __device__ __forceinline__ void conv_fwd_std12(std::integer_sequence<int, Q...>,
         const uint4 v = __ldg(ke + (size_t)j * C);
         te[4 * j] = v.x, te[4 * j + 1] = v.y, te[4 * j + 2] = v.z, te[4 * j + 3] = v.w;
     }
-    const float t = hb[0], h10 = hb[1], h11 = hb[2];
-    (conv_fwd_std_ins<NL1, NY, Q>(wtable12_value(ta[Q], te[Q], es[Q], t, h10, h11), xv, Pe, racc), ...);
+    const float t = hb[0], h10 = hb[1], h11 = hb[2], kt = wtable12_bias(h10, h11);
+    (conv_fwd_std_ins<NL1, NY, Q>(wtable12_value(ta[Q], te[Q], es[Q], t, h10, h11, kt), xv, Pe, racc), ...);
 }
 /* racc's instruction Q into the slot's sums my (the output block's entries at acc_off) */
 template <int NL1, int NY, int Q, int NA>
@@ -424,13 +424,14 @@ __device__ __forceinline__ void conv_fwd_std_puts(std::integer_sequence<int, Q..
 /* k_conv_fwd for a std_form plan with weight tables (fp32): the slot's edges one after another, each sender's features
  * read once per edge, every instruction's messages summed in registers over the whole row (the instruction list is
  * the compile-time conv_std_at(NL1, lmax): no switch, P and the table read 16 bytes at a time). C12: from the table's
- * compact form (radial_table.ad). */
-template <int NL1, int NY, bool C12 = false>
+ * compact form (radial_table.ad); CC: the plan's channels p.C, where the launch knows them at compile time (else 0). */
+template <int NL1, int NY, bool C12 = false, int CC = 0>
 __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const float *Y,
                                const float *hu, conv_weights<float> cw, const float *cut, float *M) {
     constexpr int LY = sh_lmax<NY>(), NI = conv_std_count(NL1, LY), NA = conv_std_at(NL1, LY, NI).a_off;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots, stride = p.acc_dim * p.C, EB = p.fwd_eb;
+    const int nc = CC ? CC : p.C; /* the compact table's chunk stride (CC: p.C known at compile time) */
     float *acc = reinterpret_cast<float *>(smem_raw);
     float *Pb = reinterpret_cast<float *>(smem_raw + conv_fwd_acc_bytes(p, sizeof(float))); /* [EB][sp_dim] */
     int32_t *sid = reinterpret_cast<int32_t *>(Pb + (size_t)EB * p.sp_dim), *kb = sid + EB;
@@ -459,10 +460,10 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
                 for (int a = 0; a < 2 * l + 1; a++) xv[l * l + a] = ce * xs[xo[l] + a];
             if constexpr (C12) {
                 constexpr int CA = wtable12_ad_row(NI) / 2, CE = wtable12_ev_row(NI) / 4; /* 16-byte chunks */
-                const size_t k = (size_t)kb[el] * p.C;
+                const size_t k = (size_t)kb[el] * nc;
                 conv_fwd_std12<NL1, NY>(std::make_integer_sequence<int, NI>{},
                                         reinterpret_cast<const float4 *>(cw.tab.ad) + k * CA + u,
-                                        reinterpret_cast<const uint4 *>(cw.tab.ev) + k * CE + u, p.C, hb + 3 * el, es,
+                                        reinterpret_cast<const uint4 *>(cw.tab.ev) + k * CE + u, nc, hb + 3 * el, es,
                                         xv, Pb + (size_t)el * p.sp_dim, racc);
             } else {
                 conv_fwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, wtable_at(cw.tab, kb[el], u), p.C,
@@ -1138,18 +1139,20 @@ using conv_fwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t 
                              conv_weights<T>, const T *, T *);
 
 /* the std forward for in1 blocks l < n_in1 and SH width nY, from the compact table when c12 (NULL: none
- * instantiated) */
-static conv_fwd_fn<float> conv_fwd_std_kernel(int n_in1, int nY, bool c12) {
-#define CONV_FWD_STD(NL1)                                                                  \
-    if (n_in1 == NL1) {                                                                    \
-        if (nY == 4) return c12 ? k_conv_fwd_std<NL1, 4, true> : k_conv_fwd_std<NL1, 4>;    \
-        if (nY == 9) return c12 ? k_conv_fwd_std<NL1, 9, true> : k_conv_fwd_std<NL1, 9>;    \
-        if (nY == 16) return c12 ? k_conv_fwd_std<NL1, 16, true> : k_conv_fwd_std<NL1, 16>; \
-    }
+ * instantiated); the compact one with C = 128 channels (MACE-MP-0's) at compile time: its chunks' strides become
+ * immediate offsets, 16 fewer SASS instructions per edge (of 274) */
+static conv_fwd_fn<float> conv_fwd_std_kernel(int n_in1, int nY, bool c12, int C) {
+#define CONV_FWD_STD_NY(NL1, NY)                                                                \
+    if (n_in1 == NL1 && nY == NY)                                                               \
+        return !c12 ? k_conv_fwd_std<NL1, NY> : C == 128 ? k_conv_fwd_std<NL1, NY, true, 128> \
+                                                         : k_conv_fwd_std<NL1, NY, true>;
+#define CONV_FWD_STD(NL1) CONV_FWD_STD_NY(NL1, 4) CONV_FWD_STD_NY(NL1, 9) CONV_FWD_STD_NY(NL1, 16)
     CONV_FWD_STD(1)
-    CONV_FWD_STD(2) CONV_FWD_STD(3)
+    CONV_FWD_STD(2)
+    CONV_FWD_STD(3)
 #undef CONV_FWD_STD
-        return nullptr;
+#undef CONV_FWD_STD_NY
+    return nullptr;
 }
 
 /* the forward kernel for the plan's message sums (tabled: from a weight table; c12: it has the compact form) */
@@ -1158,7 +1161,7 @@ static conv_fwd_fn<T> conv_fwd_kernel(const conv_plan &p, bool tabled = false, b
     constexpr bool F = sizeof(T) == sizeof(float); /* the tables are fp32's */
     if constexpr (F)
         if (tabled && p.std_form && conv_std_instantiated(p.n_in1, p.nY))
-            return conv_fwd_std_kernel(p.n_in1, p.nY, c12);
+            return conv_fwd_std_kernel(p.n_in1, p.nY, c12, p.C);
     if (tabled && F) return p.double_sums ? k_conv_fwd<T, double, F> : k_conv_fwd<T, T, F>;
     return p.double_sums ? k_conv_fwd<T, double> : k_conv_fwd<T, T>;
 }
