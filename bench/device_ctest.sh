@@ -62,7 +62,7 @@ if [ "${BENCH:-0}" = 1 ]; then # then the MACE-MP-0-medium-architecture step: ch
       echo "mace01 $v: $(env $v $B potentials/mace01-solvent.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
       echo "water-mace-small $v: $(env $v $B potentials/water-mace-small.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
     done
-    if [ -n "$B0" ]; then
+    if [ -n "$B0" ] && [ "${SHIPPED:-1}" = 1 ]; then # SHIPPED=0: not the shipped models' A/B
       for mdl in water-mace-small mace01-solvent water-nequip-small; do
         echo "$mdl: $($B potentials/$mdl.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET' | head -1)"
         for round in 1 2; do
