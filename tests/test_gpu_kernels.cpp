@@ -422,9 +422,12 @@ TEST_P(GpuKernels, SpeciesConvolutionMatchesCpu) {
         }
         ASSERT_EQ(st, CGQ_STATUS_OK) << cgq_last_error();
         // CGQ_GPU_SPECIES_CONV=2 asks for the GEMM folds (every MACE layer 0 that runs factored has their form), =1
-        // for the in-kernel ones; unset, the fixtures (narrower than 64 channels) run the in-kernel folds
+        // for the in-kernel ones; unset, layers of 64 channels or more (mace_res_l3_mul128) run the GEMM folds where
+        // the node GEMMs run on the tensor cores, narrower ones the in-kernel folds
         const char *mode = std::getenv("CGQ_GPU_SPECIES_CONV");
-        EXPECT_EQ(cgq_gpu_species_conv_gemm(g), mode && std::string(mode) == "2" ? 1 : 0);
+        const bool gemm = mode && *mode ? std::string(mode) == "2"
+                                        : tp->in1.b[0].mul >= 64 && cgq_gpu_node_tensor_cores(g);
+        EXPECT_EQ(cgq_gpu_species_conv_gemm(g), gemm ? 1 : 0);
         std::printf("  %s folds\n", cgq_gpu_species_conv_gemm(g) ? "GEMM" : "in-kernel");
         const ConvReference ref(rc, tp, nY, row, sender, r, cut, x, Y, gM);
         expect_close(GetParam(), 0, fp32, seed, "M (species)", M, ref.M);

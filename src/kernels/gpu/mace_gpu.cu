@@ -2939,6 +2939,8 @@ extern "C" int cgq_gpu_species_conv_gemm(const cgq_gpu *g) {
     return g->sconv.ok && g->sconv.gemm;
 }
 
+extern "C" int cgq_gpu_node_tensor_cores(const cgq_gpu *) { return lin_gemm_tc_mode() > 0; }
+
 extern "C" int cgq_gpu_conv_std(const cgq_gpu *g, int layer) {
     if (layer < 0 || layer >= g->host_model->n_layers || !g->fp32 || !g->wtab[layer].knots) return 0;
     const conv_plan &p = g->plans[layer];
