@@ -1307,12 +1307,8 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
 }
 
 /* ---- kernels: one thread per item, grid-stride, per-thread scratch from a pool --------------------- */
-__global__ void k_edge_geometry(mace_ctx c) {
-    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < c.E; e += (int64_t)gridDim.x * blockDim.x)
-        mace_step_edge_geometry(&c, e);
-}
-/* A row of NY values in T to and from double, in 16-byte accesses where T is float and the row is 16-byte aligned
- * (a16): with an access per value, k_edge_geometry_t waited on its stores ("lg throttle" 19 per issue, session 36's
+/* A row of NY values in T from double, in 16-byte stores where T is float and the row is 16-byte aligned
+ * (a16): with a store per value, k_edge_geometry_t waited on its stores ("lg throttle" 19 per issue, session 36's
  * ncu): MACE-MP-0's geometry phase at 5,184 atoms 0.12 -> 0.06 ms, its step -0.12 ms (H200, session 39) */
 template <class T, int NY>
 __device__ __forceinline__ void store_row(T *row, const double (&y)[NY], bool a16) {
@@ -1327,20 +1323,9 @@ __device__ __forceinline__ void store_row(T *row, const double (&y)[NY], bool a1
 #pragma unroll
     for (int j = 0; j < NY; j++) row[j] = (T)y[j];
 }
-template <class T, int NY>
-__device__ __forceinline__ void load_row(const T *row, double (&y)[NY], bool a16) {
-    if constexpr (sizeof(T) == sizeof(float) && NY % 4 == 0)
-        if (a16) {
-            const float4 *r4 = reinterpret_cast<const float4 *>(row);
-#pragma unroll
-            for (int j = 0; j < NY / 4; j++) {
-                const float4 v = r4[j];
-                y[4 * j] = v.x, y[4 * j + 1] = v.y, y[4 * j + 2] = v.z, y[4 * j + 3] = v.w;
-            }
-            return;
-        }
-#pragma unroll
-    for (int j = 0; j < NY; j++) y[j] = (double)row[j];
+__global__ void k_edge_geometry(mace_ctx c) {
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < c.E; e += (int64_t)gridDim.x * blockDim.x)
+        mace_step_edge_geometry(&c, e);
 }
 /* v2: the same in the working precision (Y, edge features and cutoff computed in double, then rounded); NY: the SH
  * width (sh_lmax); ef null: no edge features (the radial tables take r) */
