@@ -1309,7 +1309,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
 /* ---- kernels: one thread per item, grid-stride, per-thread scratch from a pool --------------------- */
 /* A row of NY values in T from double, in 16-byte stores where T is float and the row is 16-byte aligned
  * (a16): with a store per value, k_edge_geometry_t waited on its stores ("lg throttle" 19 per issue, session 36's
- * ncu): MACE-MP-0's geometry phase at 5,184 atoms 0.12 -> 0.06 ms, its step -0.12 ms (H200, session 39) */
+ * ncu): MACE-MP-0's geometry phase at 5,184 atoms 0.12 -> 0.06 ms, its step -0.07 to -0.12 ms (H200, session 39) */
 template <class T, int NY>
 __device__ __forceinline__ void store_row(T *row, const double (&y)[NY], bool a16) {
     if constexpr (sizeof(T) == sizeof(float) && NY % 4 == 0)
