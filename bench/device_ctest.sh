@@ -6,7 +6,8 @@
 # device tool). BENCH=1: then the MACE-MP-0-medium-architecture step's times (carry .whl to make the model); with
 # BASE=1 also those of the base commit in .device/base (`git archive BASE | tar -x -C .device/base`), alternated, and
 # the shipped models'. VARIANTS: space-separated switches (VAR=value) of the new tree, timed one after another on
-# MP-0, mace01 and the water MACE. PAIRS_FILTER: memcheck on those test_gpu tests too (whole steps on the device).
+# MP-0, mace01 and the water MACE. PAIRS_FILTER: memcheck on those test_gpu tests too (whole steps on the device);
+# RACE_PAIRS_FILTER: racecheck on those.
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
@@ -26,7 +27,11 @@ R=${RACE_FILTER:-'*Fused*mace01*:*Fused*water_mace*:*RadialTable*mace01*:*Radial
   : >/tmp/memcheck_pairs.log
   [ -n "${PAIRS_FILTER:-}" ] && compute-sanitizer --tool memcheck build-gpu/tests/test_gpu --gtest_filter="$PAIRS_FILTER" \
     >/tmp/memcheck_pairs.log 2>&1
-  { grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" /tmp/memcheck.log /tmp/racecheck.log /tmp/memcheck_pairs.log
+  : >/tmp/racecheck_pairs.log
+  [ -n "${RACE_PAIRS_FILTER:-}" ] && compute-sanitizer --tool racecheck build-gpu/tests/test_gpu \
+    --gtest_filter="$RACE_PAIRS_FILTER" >/tmp/racecheck_pairs.log 2>&1
+  { grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" /tmp/memcheck.log /tmp/racecheck.log /tmp/memcheck_pairs.log \
+      /tmp/racecheck_pairs.log
   } >"$OUT/sanitizers.txt" ) &
 
 start=$(date +%s)

@@ -126,4 +126,61 @@ inline Eval evaluate_pairs(cgq_evaluator *ev, const Points &p, bool fold, const 
     return r;
 }
 
+// cgq_evaluate_pairs's input errors, on an evaluator made with params: each names the atoms (ids) and the fix (the GPU
+// finds them on the device: a non-finite position, atoms on top of each other, a copy without a graph node).
+inline void expect_clear_pair_errors(const cgq_evaluator_params &params) {
+    const std::string path = std::string(CGQ_POTENTIALS_DIR) + "/water-mace-small.h5";
+    Model model(path);
+    ASSERT_NE(model.m, nullptr) << cgq_last_error();
+    Evaluator ev(model.m, params);
+    ASSERT_NE(ev.e, nullptr) << cgq_last_error();
+    Case c;
+    for (const Case &k : read_cases(path))
+        if (k.pbc[0]) c = k; // a periodic structure (copies of atoms among the points)
+    ASSERT_FALSE(c.Z.empty());
+    Points p = make_points(model.m, c, 1.0);
+    cgq_node_result r{};
+    std::vector<double> x = p.positions(c.pos, c.cell);
+    EXPECT_EQ(cgq_evaluate_pairs(ev.e, x.data(), nullptr, &r), CGQ_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(cgq_last_error()).find("cgq_evaluator_set_pairs first"), std::string::npos) << cgq_last_error();
+    std::vector<int32_t> pn;
+    cgq_pair_list l = p.list(true, pn);
+    ASSERT_EQ(cgq_evaluator_set_pairs(ev.e, &l), CGQ_STATUS_OK);
+    // a non-finite position names the atom id
+    std::vector<double> bad = x;
+    bad[3 * 5 + 1] = NAN;
+    EXPECT_EQ(cgq_evaluate_pairs(ev.e, bad.data(), nullptr, &r), CGQ_STATUS_BAD_INPUT);
+    EXPECT_NE(std::string(cgq_last_error()).find("atom 6 has a non-finite position"), std::string::npos) << cgq_last_error();
+    // two atoms on top of each other
+    bad = x;
+    const int32_t j = p.candidate[p.row_ptr[3]];
+    for (int d = 0; d < 3; d++) bad[3 * j + d] = bad[3 * 3 + d];
+    EXPECT_EQ(cgq_evaluate_pairs(ev.e, bad.data(), nullptr, &r), CGQ_STATUS_BAD_INPUT);
+    EXPECT_NE(std::string(cgq_last_error()).find("closer than 1e-8"), std::string::npos) << cgq_last_error();
+    // a copy within the cutoff without a graph node
+    int32_t img = -1, rcv = -1;
+    for (int64_t i = 0; i < p.n && img < 0; i++)
+        for (int64_t k = p.row_ptr[i]; k < p.row_ptr[i + 1] && img < 0; k++)
+            if (p.candidate[k] >= p.n) img = p.candidate[k], rcv = (int32_t)i;
+    ASSERT_GE(img, 0);
+    pn[img] = -1;
+    ASSERT_EQ(cgq_evaluator_set_pairs(ev.e, &l), CGQ_STATUS_OK);
+    std::vector<double> close = x; // the receiver moved to 2 A from that copy
+    double dv[3], r2 = 0;
+    for (int d = 0; d < 3; d++) dv[d] = x[3 * img + d] - x[3 * rcv + d], r2 += dv[d] * dv[d];
+    for (int d = 0; d < 3; d++) close[3 * rcv + d] = x[3 * img + d] - 2.0 * dv[d] / std::sqrt(r2);
+    EXPECT_EQ(cgq_evaluate_pairs(ev.e, close.data(), nullptr, &r), CGQ_STATUS_BAD_INPUT);
+    EXPECT_NE(std::string(cgq_last_error()).find("has no graph node"), std::string::npos) << cgq_last_error();
+    // malformed lists
+    pn[img] = p.owner[img];
+    std::vector<int32_t> cand = p.candidate;
+    cand[0] = 0; // receiver 0 as its own candidate
+    l.candidate = cand.data();
+    EXPECT_EQ(cgq_evaluator_set_pairs(ev.e, &l), CGQ_STATUS_INVALID_ARGUMENT);
+    l.candidate = p.candidate.data();
+    pn[1] = 0; // a local point mapped to another node
+    EXPECT_EQ(cgq_evaluator_set_pairs(ev.e, &l), CGQ_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(cgq_last_error()).find("must map to itself"), std::string::npos) << cgq_last_error();
+}
+
 }  // namespace cgqtest

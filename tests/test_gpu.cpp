@@ -206,5 +206,15 @@ TEST_P(Gpu, PairsOnDeviceFp32MatchCpuAndAreDeterministic) {
     check_pairs_on_device(GetParam(), CGQ_PRECISION_FP32);
 }
 
+// The pairs step's input errors found on the device (pairs_count) name the atoms as the CPU's checks do
+TEST(GpuPairs, ClearErrorMessages) {
+    if (!cgq_gpu_count()) GTEST_SKIP() << "no GPU";
+    for (cgq_precision prec : {CGQ_PRECISION_FP64, CGQ_PRECISION_FP32}) {
+        cgq_evaluator_params p = cgq_evaluator_default_params();
+        p.device = CGQ_DEVICE_CUDA, p.precision = prec;
+        expect_clear_pair_errors(p);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Gpu, ::testing::ValuesIn(fixture_files()), fixture_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Gpu);

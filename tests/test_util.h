@@ -146,6 +146,7 @@ struct Evaluator {
         cgq_evaluator_params p = cgq_evaluator_default_params();
         cgq_evaluator_create(m, &p, &e);
     }
+    Evaluator(const cgq_model *m, const cgq_evaluator_params &p) { cgq_evaluator_create(m, &p, &e); }
     ~Evaluator() { cgq_evaluator_free(e); }
 };
 

@@ -148,13 +148,13 @@ static cgq_status evaluate_pairs(cgq_evaluator *ev, const double *x, const cgq_e
     if (l->n_nodes != l->n_local && (!xc || !xc->forward || !xc->reverse))
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "a pair list with ghost nodes needs an exchange (forward and reverse)");
     if (l->n_points && !x) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluate_pairs: positions are NULL");
+#ifdef CGQ_HAVE_GPU /* the GPU checks the positions itself (pairs_count), with the same message */
+    if (ev->gpu && cgq_gpu_runs_pairs(ev->gpu)) return cgq_gpu_evaluate_pairs(ev->gpu, x, xc, r);
+#endif
     for (int64_t k = 0; k < 3 * l->n_points; k++)
         if (!isfinite(x[k]))
             return cgq_fail(CGQ_STATUS_BAD_INPUT, "atom %lld has a non-finite position (%g); the simulation has blown up "
                             "or the input is corrupt", point_id(p, k / 3), x[k]);
-#ifdef CGQ_HAVE_GPU
-    if (ev->gpu && cgq_gpu_runs_pairs(ev->gpu)) return cgq_gpu_evaluate_pairs(ev->gpu, x, xc, r);
-#endif
     CGQ_TRY(host_graph(ev, x));
     cgq_graph g = {l->n_nodes, l->n_local, p->g_row[l->n_local], l->species, p->g_row, p->g_sender, p->g_vec};
     /* the exchange is collective: passed on even where this domain has no ghosts, as the other domains call it */

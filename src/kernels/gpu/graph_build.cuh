@@ -1,8 +1,8 @@
 /* graph_build.cuh: the graph of one step built on the GPU from positions and the candidate pairs
  * (cgq_evaluate_pairs), and the forces and virials summed per node from the edge gradients.
  * Edges keep candidate order; every sum has a fixed order (integer scans; one thread per node row; a
- * fixed-shape tree for the virial), so the results are bitwise reproducible. Integer atomics only
- * record the first bad candidate for the error message. */
+ * fixed order for the virial), so the results are bitwise reproducible. Integer atomics only
+ * record the first bad candidate or point for the error message. */
 #ifndef CGQ_GRAPH_BUILD_CUH
 #define CGQ_GRAPH_BUILD_CUH
 
@@ -11,6 +11,24 @@
 #define CGQ_SCAN_THREADS 256
 #define CGQ_SCAN_ITEMS 4 /* per thread: a block scans 1024 flags */
 #define CGQ_SCAN_TILE (CGQ_SCAN_THREADS * CGQ_SCAN_ITEMS)
+
+/* What the host needs of a step's graph before it plans the step, in one small copy (pairs_count): the edge count
+ * and the first offender of each input error (0x7f7f7f7f: none). The rows themselves are downloaded only where the
+ * edges do not fit one chunk (plan_chunks): the full row copy and its second round trip were ~30 us of every step
+ * with the GPU idle (bench/timeline.py, session 40). */
+struct pair_summary {
+    int32_t bad[2];    /* k_pair_keep: first kept candidate whose sender has no node; first of zero length */
+    int32_t nonfinite; /* k_nonfinite_points: first point with a non-finite coordinate */
+    int32_t pad;
+    int64_t n_edges; /* k_pair_rows: row_ptr[n_local] */
+};
+
+/* the first point (lowest index) with a non-finite coordinate: the host's check of every position cost ~20 us of
+ * the host per step, before the upload */
+__global__ void k_nonfinite_points(int64_t n_points, const double *x, int32_t *first) {
+    for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < n_points; p += (int64_t)gridDim.x * blockDim.x)
+        if (!isfinite(x[3 * p]) || !isfinite(x[3 * p + 1]) || !isfinite(x[3 * p + 2])) atomicMin(first, (int32_t)p);
+}
 
 /* keep[c] = candidate c is an edge this step (|x_recv - x_sender| < cutoff); bad[0] = first kept candidate
  * whose sender has no graph node, bad[1] = first kept candidate of zero length (overlapping atoms) */
@@ -88,12 +106,13 @@ __global__ void __launch_bounds__(CGQ_SCAN_THREADS) k_scan_apply(int64_t n, cons
     }
 }
 
-/* row_ptr[i] = edges before receiver i's candidates; srow[s] = edges of senders before s */
+/* row_ptr[i] = edges before receiver i's candidates; srow[s] = edges of senders before s; *n_edges = row_ptr[n_local] */
 __global__ void k_pair_rows(int64_t n_local, const int64_t *cand_row, const int64_t *escan, int64_t *row_ptr, int64_t n_nodes,
-                            const int64_t *cand_srow, const int64_t *sscan, int64_t *srow) {
+                            const int64_t *cand_srow, const int64_t *sscan, int64_t *srow, int64_t *n_edges) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i <= n_local || i <= n_nodes;
          i += (int64_t)gridDim.x * blockDim.x) {
         if (i <= n_local) row_ptr[i] = escan[cand_row[i]];
+        if (i == n_local) *n_edges = row_ptr[i];
         if (i <= n_nodes) srow[i] = sscan[cand_srow[i]];
     }
 }
@@ -180,20 +199,26 @@ __global__ void k_node_forces(int64_t n_nodes, int64_t n_local, const int64_t *r
     }
 }
 
-/* virial[k] = sum over rows of vpart[.][k]: one block, each thread a strided partial sum, then a tree */
+/* virial[k] = sum over rows of vpart[.][k]: one block; each thread sums its strided rows (all 9 components in one
+ * pass), then fixed butterflies over each warp and the warps' sums in order. (Nine passes, each with a tree of
+ * barriers, took 20 us on the step's critical path, session 40.) */
 __global__ void __launch_bounds__(CGQ_SCAN_THREADS) k_virial_sum(int64_t n, const double *vpart, double *virial) {
-    __shared__ double sh[CGQ_SCAN_THREADS];
-    for (int k = 0; k < 9; k++) {
-        double s = 0.0;
-        for (int64_t i = threadIdx.x; i < n; i += CGQ_SCAN_THREADS) s += vpart[9 * i + k];
-        sh[threadIdx.x] = s;
-        __syncthreads();
-        for (int w = CGQ_SCAN_THREADS / 2; w > 0; w >>= 1) {
-            if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
-            __syncthreads();
-        }
-        if (threadIdx.x == 0) virial[k] = sh[0];
-        __syncthreads();
+    constexpr int warps = CGQ_SCAN_THREADS / CGQ_WARP;
+    __shared__ double sh[9][warps];
+    double s[9] = {0};
+    for (int64_t i = threadIdx.x; i < n; i += CGQ_SCAN_THREADS)
+#pragma unroll
+        for (int k = 0; k < 9; k++) s[k] += vpart[9 * i + k];
+#pragma unroll
+    for (int k = 0; k < 9; k++) s[k] = warp_total(s[k]);
+    if (threadIdx.x % CGQ_WARP == 0)
+#pragma unroll
+        for (int k = 0; k < 9; k++) sh[k][threadIdx.x / CGQ_WARP] = s[k];
+    __syncthreads();
+    if (threadIdx.x < 9) {
+        double t = 0.0;
+        for (int w = 0; w < warps; w++) t += sh[threadIdx.x][w];
+        virial[threadIdx.x] = t;
     }
 }
 

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
@@ -80,11 +82,14 @@ struct pair_state {
     /* buf: candidate rows and their sender-node grouping (order: candidate ids grouped by sender node) */
     int64_t *cand_row = nullptr, *cand_srow = nullptr;
     int32_t *cand_recv = nullptr, *cand = nullptr, *order = nullptr, *point_node = nullptr, *species = nullptr;
-    /* step: positions, flags and scans, the graph's row pointers, error flags, outputs */
+    /* step: positions, flags and scans, the graph's row pointers, its summary, outputs (force, virial and
+     * node_virial adjacent: one download) */
     double *x = nullptr, *force = nullptr, *node_virial = nullptr, *vpart = nullptr, *virial = nullptr;
-    int32_t *keep = nullptr, *skeep = nullptr, *bad = nullptr;
+    int32_t *keep = nullptr, *skeep = nullptr;
+    pair_summary *summary = nullptr;
     int64_t *escan = nullptr, *sscan = nullptr, *tiles = nullptr, *row_ptr = nullptr, *srow = nullptr;
-    std::vector<int64_t> h_row, point_id; /* this step's rows (host copy, for the edge chunks); ids for messages */
+    int64_t n_edges = 0;                  /* this step's (pairs_count) */
+    std::vector<int64_t> h_row, point_id; /* the rows on the host where the edges need chunks; ids for messages */
     std::vector<int32_t> snode;           /* set_pairs: each candidate's sender node (kept: no per-call allocation) */
 };
 
@@ -1584,10 +1589,11 @@ extern "C" cgq_status cgq_gpu_set_pairs(cgq_gpu *g, const cgq_pair_list *pl) {
     auto lay_step = [&](char *q) {
         size_t o = 0;
         ps.x = carve<double>(q, o, 3 * NP), ps.keep = carve<int32_t>(q, o, C), ps.skeep = carve<int32_t>(q, o, ns);
-        ps.bad = carve<int32_t>(q, o, 2), ps.escan = carve<int64_t>(q, o, C + 1), ps.sscan = carve<int64_t>(q, o, ns + 1);
+        ps.summary = carve<pair_summary>(q, o, 1);
+        ps.escan = carve<int64_t>(q, o, C + 1), ps.sscan = carve<int64_t>(q, o, ns + 1);
         ps.tiles = carve<int64_t>(q, o, tiles), ps.row_ptr = carve<int64_t>(q, o, N + 1), ps.srow = carve<int64_t>(q, o, NA + 1);
-        ps.force = carve<double>(q, o, 3 * NA), ps.node_virial = carve<double>(q, o, 9 * NA), ps.vpart = carve<double>(q, o, 9 * N);
-        ps.virial = carve<double>(q, o, 9);
+        ps.force = carve<double>(q, o, 3 * NA), ps.virial = carve<double>(q, o, 9);
+        ps.node_virial = carve<double>(q, o, 9 * NA), ps.vpart = carve<double>(q, o, 9 * N);
         return o;
     };
     CGQ_TRY(grow(&ps.step, &ps.step_cap, lay_step(nullptr)));
@@ -1599,36 +1605,69 @@ extern "C" cgq_status cgq_gpu_set_pairs(cgq_gpu *g, const cgq_pair_list *pl) {
     return CGQ_STATUS_OK;
 }
 
-/* Step 1 of a pairs evaluation: positions up, the kept candidates counted and scanned, the graph's row
- * pointers down (the host plans the edge chunks with them). */
+/* Pinned staging of a pairs step (in graph_stage, which set_pairs sized for the candidates): the graph's summary
+ * first, then the positions going up or the forces and virials coming down. */
+#define PAIR_STAGE_DATA 64
+static_assert(sizeof(pair_summary) <= PAIR_STAGE_DATA, "the summary before the data");
+
+/* Step 1 of a pairs evaluation: positions up (checked on the device), the kept candidates counted and scanned, the
+ * row pointers made, and the graph's summary down (pair_summary: the edge count and the input errors), which the host
+ * waits for; the rows stay on the device unless the edges need chunks (pairs_rows). */
 static cgq_status pairs_count(cgq_gpu *g, const double *pos) {
     pair_state &ps = g->pairs;
-    const int64_t N = ps.n_local, NA = ps.n_nodes, C = ps.n_cand, ns = ps.n_sorted;
+    const int64_t N = ps.n_local, NA = ps.n_nodes, C = ps.n_cand, ns = ps.n_sorted, NP = ps.n_points;
     const double rc = g->host_model->r_max;
-    if (ps.n_points) CGQ_CHECK_GPU(cudaMemcpy(ps.x, pos, sizeof(double) * 3 * ps.n_points, cudaMemcpyHostToDevice));
-    CGQ_CHECK_GPU(cudaMemsetAsync(ps.bad, 0x7f, 2 * sizeof(int32_t)));
-    if (C) k_pair_keep<<<blocks_for(C), CGQ_GPU_THREADS>>>(C, ps.cand_recv, ps.cand, ps.point_node, ps.x, rc * rc, ps.keep, ps.bad);
+    CGQ_TRY(grow_stage(g, PAIR_STAGE_DATA + sizeof(double) * 3 * NP));
+    char *stage = static_cast<char *>(g->graph_stage);
+    if (NP) { /* through pinned memory: the launches below are queued while it travels */
+        memcpy(stage + PAIR_STAGE_DATA, pos, sizeof(double) * 3 * NP);
+        CGQ_CHECK_GPU(cudaMemcpyAsync(ps.x, stage + PAIR_STAGE_DATA, sizeof(double) * 3 * NP, cudaMemcpyHostToDevice));
+    }
+    CGQ_CHECK_GPU(cudaMemsetAsync(ps.summary, 0x7f, offsetof(pair_summary, n_edges)));
+    if (NP) k_nonfinite_points<<<blocks_for(NP), CGQ_GPU_THREADS>>>(NP, ps.x, &ps.summary->nonfinite);
+    if (C) k_pair_keep<<<blocks_for(C), CGQ_GPU_THREADS>>>(C, ps.cand_recv, ps.cand, ps.point_node, ps.x, rc * rc, ps.keep,
+                                                          ps.summary->bad);
     scan_flags(ps.keep, C, ps.escan, ps.tiles);
     if (ns) k_gather_flags<<<blocks_for(ns), CGQ_GPU_THREADS>>>(ns, ps.order, ps.keep, ps.skeep);
     scan_flags(ps.skeep, ns, ps.sscan, ps.tiles);
     k_pair_rows<<<blocks_for(std::max(N, NA) + 1), CGQ_GPU_THREADS>>>(N, ps.cand_row, ps.escan, ps.row_ptr, NA, ps.cand_srow,
-                                                                     ps.sscan, ps.srow);
+                                                                     ps.sscan, ps.srow, &ps.summary->n_edges);
     CGQ_LAUNCH_CHECK();
-    ps.h_row.resize(N + 1);
-    int32_t bad[2];
-    CGQ_CHECK_GPU(cudaMemcpy(ps.h_row.data(), ps.row_ptr, sizeof(int64_t) * (N + 1), cudaMemcpyDeviceToHost));
-    CGQ_CHECK_GPU(cudaMemcpy(bad, ps.bad, sizeof bad, cudaMemcpyDeviceToHost));
+    pair_summary sum;
+    CGQ_CHECK_GPU(cudaMemcpyAsync(stage, ps.summary, sizeof sum, cudaMemcpyDeviceToHost));
+    CGQ_CHECK_GPU(cudaStreamSynchronize(0));
+    memcpy(&sum, stage, sizeof sum);
+    auto id = [&](int64_t point) { return (long long)(ps.point_id.empty() ? point : ps.point_id[point]); };
+    if (sum.nonfinite != 0x7f7f7f7f) {
+        const double *x = pos + 3 * (int64_t)sum.nonfinite;
+        const double v = !std::isfinite(x[0]) ? x[0] : !std::isfinite(x[1]) ? x[1] : x[2];
+        return cgq_fail(CGQ_STATUS_BAD_INPUT, "atom %lld has a non-finite position (%g); the simulation has blown up "
+                        "or the input is corrupt", id(sum.nonfinite), v);
+    }
     for (int k = 0; k < 2; k++) {
-        if (bad[k] == 0x7f7f7f7f) continue;
+        if (sum.bad[k] == 0x7f7f7f7f) continue;
         int32_t i = 0, j = 0;
-        CGQ_CHECK_GPU(cudaMemcpy(&i, ps.cand_recv + bad[k], sizeof i, cudaMemcpyDeviceToHost));
-        CGQ_CHECK_GPU(cudaMemcpy(&j, ps.cand + bad[k], sizeof j, cudaMemcpyDeviceToHost));
-        const long long a = ps.point_id.empty() ? i : ps.point_id[i], b = ps.point_id.empty() ? j : ps.point_id[j];
+        CGQ_CHECK_GPU(cudaMemcpy(&i, ps.cand_recv + sum.bad[k], sizeof i, cudaMemcpyDeviceToHost));
+        CGQ_CHECK_GPU(cudaMemcpy(&j, ps.cand + sum.bad[k], sizeof j, cudaMemcpyDeviceToHost));
         if (k == 0)
             return cgq_fail(CGQ_STATUS_BAD_INPUT, "atom %lld within the cutoff of atom %lld has no graph node (a ghost "
-                            "copy whose owner is not a local atom)", b, a);
-        return cgq_fail(CGQ_STATUS_BAD_INPUT, "atoms %lld and %lld are closer than 1e-8 A: remove duplicate atoms", a, b);
+                            "copy whose owner is not a local atom)", id(j), id(i));
+        return cgq_fail(CGQ_STATUS_BAD_INPUT, "atoms %lld and %lld are closer than 1e-8 A: remove duplicate atoms", id(i),
+                        id(j));
     }
+    ps.n_edges = sum.n_edges;
+    ps.h_row.clear(); /* this step's are not on the host (pairs_rows) */
+    return CGQ_STATUS_OK;
+}
+
+/* The step's row pointers on the host (plan_chunks, where the edges need chunks) */
+static cgq_status pairs_rows(cgq_gpu *g, const int64_t **h_row) {
+    pair_state &ps = g->pairs;
+    if (ps.h_row.empty()) {
+        ps.h_row.resize(ps.n_local + 1);
+        CGQ_CHECK_GPU(cudaMemcpy(ps.h_row.data(), ps.row_ptr, sizeof(int64_t) * (ps.n_local + 1), cudaMemcpyDeviceToHost));
+    }
+    *h_row = ps.h_row.data();
     return CGQ_STATUS_OK;
 }
 
@@ -1652,7 +1691,9 @@ static cgq_status pairs_fill(cgq_gpu *g, mace_ctx *c) {
     return CGQ_STATUS_OK;
 }
 
-/* Step 3 (after the reverse pass): forces and virials per node from the edge gradients, and their download. */
+/* Step 3 (after the reverse pass): forces and virials per node from the edge gradients, and their download: forces,
+ * virial and (if asked) node virials lie adjacent on the device and come down in one copy through the pinned stage
+ * (three copies from pageable memory left the GPU idle ~30 us per step, session 40) */
 static cgq_status pairs_forces(cgq_gpu *g, const mace_ctx &c, cgq_node_result *r) {
     pair_state &ps = g->pairs;
     const int64_t N = ps.n_local, NA = ps.n_nodes;
@@ -1663,10 +1704,15 @@ static cgq_status pairs_forces(cgq_gpu *g, const mace_ctx &c, cgq_node_result *r
                                                                        ps.vpart);
     k_virial_sum<<<1, CGQ_SCAN_THREADS>>>(N, ps.vpart, ps.virial);
     CGQ_LAUNCH_CHECK();
-    if (r->forces && NA) CGQ_CHECK_GPU(cudaMemcpy(r->forces, ps.force, sizeof(double) * 3 * NA, cudaMemcpyDeviceToHost));
-    if (r->node_virials && NA)
-        CGQ_CHECK_GPU(cudaMemcpy(r->node_virials, ps.node_virial, sizeof(double) * 9 * NA, cudaMemcpyDeviceToHost));
-    CGQ_CHECK_GPU(cudaMemcpy(r->virial, ps.virial, sizeof(double) * 9, cudaMemcpyDeviceToHost));
+    const int64_t o_vir = ps.virial - ps.force, o_nv = ps.node_virial - ps.force;
+    const int64_t n = r->node_virials && NA ? o_nv + 9 * NA : o_vir + 9; /* doubles from ps.force */
+    CGQ_TRY(grow_stage(g, PAIR_STAGE_DATA + sizeof(double) * n));
+    double *h = reinterpret_cast<double *>(static_cast<char *>(g->graph_stage) + PAIR_STAGE_DATA);
+    CGQ_CHECK_GPU(cudaMemcpyAsync(h, ps.force, sizeof(double) * n, cudaMemcpyDeviceToHost));
+    CGQ_CHECK_GPU(cudaStreamSynchronize(0));
+    if (r->forces && NA) memcpy(r->forces, h, sizeof(double) * 3 * NA);
+    memcpy(r->virial, h + o_vir, sizeof(double) * 9);
+    if (r->node_virials && NA) memcpy(r->node_virials, h + o_nv, sizeof(double) * 9 * NA);
     return CGQ_STATUS_OK;
 }
 
@@ -1679,9 +1725,10 @@ static cgq_status deliver_gradients(cgq_gpu *g, const cgq_graph *gr, const mace_
     return CGQ_STATUS_OK;
 }
 
-/* The n local nodes' energies node_out (on the device) queued for the host, in pinned memory: the reverse is launched
- * without waiting for them (a synchronous copy here left the GPU idle while the host summed and launched again). */
-static cgq_status energy_download(cgq_gpu *g, const double *node_out, int64_t n) {
+/* The n local nodes' energies node_out (on the device) queued for the host on stream st, in pinned memory: the reverse
+ * is launched without waiting for them (a synchronous copy here left the GPU idle while the host summed and launched
+ * again; on the default stream the copy still held the reverse's first kernel ~10 us, session 40). */
+static cgq_status energy_download(cgq_gpu *g, const double *node_out, int64_t n, cudaStream_t st = 0) {
     if ((size_t)n + 1 > g->energy_cap) {
         cudaFreeHost(g->energy_stage);
         g->energy_stage = nullptr, g->energy_cap = 0;
@@ -1689,7 +1736,7 @@ static cgq_status energy_download(cgq_gpu *g, const double *node_out, int64_t n)
         CGQ_CHECK_GPU(cudaHostAlloc((void **)&g->energy_stage, sizeof(double) * want, cudaHostAllocDefault));
         g->energy_cap = want;
     }
-    if (n) CGQ_CHECK_GPU(cudaMemcpyAsync(g->energy_stage, node_out, sizeof(double) * n, cudaMemcpyDeviceToHost, 0));
+    if (n) CGQ_CHECK_GPU(cudaMemcpyAsync(g->energy_stage, node_out, sizeof(double) * n, cudaMemcpyDeviceToHost, st));
     return CGQ_STATUS_OK;
 }
 
@@ -1697,6 +1744,7 @@ static cgq_status energy_download(cgq_gpu *g, const double *node_out, int64_t n)
  * and the per-node energies if asked */
 static cgq_status energy_finish(cgq_gpu *g, int64_t n, double *energy, double *node_energy) {
     CGQ_CHECK_GPU(cudaStreamSynchronize(0));
+    if (g->side) CGQ_CHECK_GPU(cudaStreamSynchronize(g->side)); /* where the copy went (evaluate_v2) */
     double total = 0.0;
     for (int64_t i = 0; i < n; i++) total += g->energy_stage[i];
     *energy = total;
@@ -1924,19 +1972,33 @@ static cgq_status species_conv_work(cgq_gpu *g, int64_t piece, sc_work *w) {
 }
 
 /* Receiver chunks of a v2 evaluation whose per-edge buffers (per_edge elements of es bytes) fit a third of the free
- * GPU memory (with this call's reusable chunk rows), at most 4 GiB, never fewer edges than the largest row
- * (CGQ_GPU_MAX_CHUNK_EDGES caps them for tests). */
+ * GPU memory (free_b, with this call's reusable chunk rows), at most 4 GiB, never fewer edges than the largest row
+ * (CGQ_GPU_MAX_CHUNK_EDGES caps them for tests). h_row: the rows on the host, or null for a pairs step's (on the
+ * device: downloaded only if the edges need more than one chunk). */
 static cgq_status plan_chunks(cgq_gpu *g, const int64_t *h_row, int64_t N, int64_t E, size_t es, int64_t per_edge,
-                              std::vector<edge_chunk> *chunks, int64_t *chunk_edges) {
-    int64_t max_deg = 1;
-    for (int64_t i = 0; i < N; i++) max_deg = std::max(max_deg, h_row[i + 1] - h_row[i]);
-    size_t free_b = 0, total_b = 0;
-    CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
+                              size_t free_b, std::vector<edge_chunk> *chunks, int64_t *chunk_edges) {
     free_b += g->vb.caps[0] + g->vb.caps[1];
     const size_t budget = std::min<size_t>(free_b / 3, (size_t)4 << 30);
-    *chunk_edges =
-        std::max<int64_t>(max_deg, std::min<int64_t>({E, (int64_t)(budget / (es * per_edge)), g->max_chunk_edges}));
+    const int64_t fit = std::min<int64_t>((int64_t)(budget / (es * per_edge)), g->max_chunk_edges);
+    if (E <= fit) { /* one chunk (what edge_chunks gives then) */
+        *chunk_edges = std::max<int64_t>(E, 1);
+        chunks->clear();
+        if (N) chunks->push_back({0, N, 0, E});
+        return CGQ_STATUS_OK;
+    }
+    if (!h_row) CGQ_TRY(pairs_rows(g, &h_row));
+    int64_t max_deg = 1;
+    for (int64_t i = 0; i < N; i++) max_deg = std::max(max_deg, h_row[i + 1] - h_row[i]);
+    *chunk_edges = std::max<int64_t>(max_deg, fit);
     *chunks = edge_chunks(h_row, N, *chunk_edges);
+    return CGQ_STATUS_OK;
+}
+
+/* Free GPU memory, asked once per evaluation (mlp_keep and plan_chunks; each cudaMemGetInfo took ~4.5 us of the host
+ * while the GPU waited for the step's first launches, session 40) */
+static cgq_status free_gpu_bytes(size_t *free_b) {
+    size_t total_b = 0;
+    CGQ_CHECK_GPU(cudaMemGetInfo(free_b, &total_b));
     return CGQ_STATUS_OK;
 }
 
@@ -1975,10 +2037,8 @@ struct mlp_store {
 /* st->keep: whether every edge's MLP outputs are kept (want_grad, and a third of the free memory holds them); decided
  * before the chunks are planned, which then need no rows of their own for them. */
 template <class T>
-static cgq_status mlp_keep(cgq_gpu *g, int L, int64_t E, bool want_grad, mlp_store<T> *st) {
+static cgq_status mlp_keep(cgq_gpu *g, int L, int64_t E, bool want_grad, size_t free_b, mlp_store<T> *st) {
     const v2_buffers &b = g->vb;
-    size_t free_b = 0, total_b = 0;
-    CGQ_CHECK_GPU(cudaMemGetInfo(&free_b, &total_b));
     free_b += b.caps[0] + b.caps[1] + b.caps[9]; /* this call's reusable chunk rows and kept outputs */
     st->keep = want_grad && !g->recompute_mlp && sizeof(T) * st->kept_size(L, E) <= free_b / 3;
     return CGQ_STATUS_OK;
@@ -2157,8 +2217,9 @@ static void v2_layout(const cgq_model *m, const readout_plan *ro, mace_ctx *c, b
 static cgq_status step_graph(cgq_gpu *g, const cgq_graph *gr, const double *pos, const int64_t **h_row, int64_t *N,
                              int64_t *NA, int64_t *E) {
     if (!gr) CGQ_TRY(pairs_count(g, pos));
-    *h_row = gr ? gr->row_ptr : g->pairs.h_row.data();
-    *N = gr ? gr->n_local : g->pairs.n_local, *NA = gr ? gr->n_nodes : g->pairs.n_nodes, *E = (*h_row)[*N];
+    *h_row = gr ? gr->row_ptr : nullptr; /* a pairs step's stay on the device (plan_chunks) */
+    *N = gr ? gr->n_local : g->pairs.n_local, *NA = gr ? gr->n_nodes : g->pairs.n_nodes;
+    *E = gr ? gr->row_ptr[*N] : g->pairs.n_edges;
     return CGQ_STATUS_OK;
 }
 
@@ -2262,14 +2323,16 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         maxw = std::max<int64_t>(maxw, mlp_hidden_width(ly->radial_mlp));
         dhu = std::max<int64_t>(dhu, ly->linear_up.out.dim);
     }
-    CGQ_TRY(mlp_keep<T>(g, L, E, want_grad, &ms));
+    size_t free_b = 0;
+    CGQ_TRY(free_gpu_bytes(&free_b));
+    CGQ_TRY(mlp_keep<T>(g, L, E, want_grad, free_b, &ms));
     const int64_t dens_per_edge = dcs ? 2 + dcs + nb : 2; /* d, activations, gd, gef of the density MLP */
     const int64_t trows = table ? radial_table_rows<T>(g->radial, L) : 0; /* per chunk, kept outputs or not */
     const int64_t mlp_rows = (ms.keep ? 0 : table ? wn : wn + cs) + trows;
     const int64_t per_edge = mlp_rows + dens_per_edge + (want_grad ? wn + 2 * maxw + nb + dhu : 0);
     std::vector<edge_chunk> chunks;
     int64_t chunk_edges = 0;
-    CGQ_TRY(plan_chunks(g, h_row, N, E, sizeof(T), per_edge, &chunks, &chunk_edges));
+    CGQ_TRY(plan_chunks(g, h_row, N, E, sizeof(T), per_edge, free_b, &chunks, &chunk_edges));
     v2_buffers &b = g->vb;
     CGQ_TRY(grow_t<T>(&b.dens, &b.caps[11], (size_t)chunk_edges * (2 + dcs + nb)));
     T *dens_d = reinterpret_cast<T *>(b.dens), *dens_gd = dens_d + chunk_edges;
@@ -2314,6 +2377,10 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     if (NA) k_embed<T><<<blocks_for(NA * hm->node_embedding.out.dim), TH>>>(c, a.h[0]);
     if (N) k_energy_start<<<blocks_for(N * CGQ_WARP), TH, 0, ss>>>(c, a.e_acc); /* the pair repulsion reads r */
     CGQ_LAUNCH_CHECK();
+    if (want_grad) { /* the reverse's sums start from zero: set here, beside the forward, not between the passes */
+        if (E) CGQ_CHECK_GPU(cudaMemsetAsync(c.edge_grad, 0, sizeof(double) * 3 * E, ss));
+        if (N) CGQ_CHECK_GPU(cudaMemsetAsync(a.gh, 0, sizeof(T) * N * hm->layers[L - 1].product_linear.out.dim, ss));
+    }
     const T *Y = a.Y, *ef = a.ef, *cut = a.cut;
     const unsigned ro_blocks = (unsigned)std::min<int64_t>((N + RO_GROUPS - 1) / RO_GROUPS, 65535);
     const T *cut_w = hm->apply_cutoff ? nullptr : cut; /* weights times the cutoff */
@@ -2421,14 +2488,14 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     if (N) k_energy_finish<<<blocks_for(N), TH>>>(c, a.e_acc);
     CGQ_LAUNCH_CHECK();
     CGQ_TRY(side.join());
-    CGQ_TRY(energy_download(g, c.node_out, N));
+    cudaStream_t es = 0; /* the copy beside the reverse */
+    CGQ_TRY(side.fork(&es));
+    CGQ_TRY(energy_download(g, c.node_out, N, es));
     prof.mark("energy");
     if (!want_grad) return energy_finish(g, N, energy, node_energy);
 
     const int maxb = mace_max_product_dim(hm);
-    T *gh = a.gh, *gh_prev = a.gh_prev, *gM = a.gM, *ghu = a.ghu, *gBn = a.gBn;
-    if (E) CGQ_CHECK_GPU(cudaMemset(c.edge_grad, 0, sizeof(double) * 3 * E));
-    if (N) CGQ_CHECK_GPU(cudaMemset(gh, 0, sizeof(T) * N * hm->layers[L - 1].product_linear.out.dim));
+    T *gh = a.gh, *gh_prev = a.gh_prev, *gM = a.gM, *ghu = a.ghu, *gBn = a.gBn; /* gh and edge_grad zeroed above */
     for (int t = L - 1; t >= 0; t--) {
         const cgq_mace_layer *ly = &hm->layers[t];
         cgq_mace_layer *dly = &dm->layers[t];

@@ -469,12 +469,14 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
         din_max = std::max<int64_t>(din_max, nq_layer_in_dim(nq, t));
     }
     const int64_t trows = table ? radial_table_rows<T>(g->radial, L) : 0; /* per chunk, kept outputs or not */
-    CGQ_TRY(mlp_keep<T>(g, L, E, want_grad, &ms));
+    size_t free_b = 0;
+    CGQ_TRY(free_gpu_bytes(&free_b));
+    CGQ_TRY(mlp_keep<T>(g, L, E, want_grad, free_b, &ms));
     const int64_t mlp_rows = (ms.keep ? 0 : table ? wn : wn + cs) + trows;
     const int64_t per_edge = mlp_rows + (want_grad ? wn + 2 * maxw + nb + din_max : 0);
     std::vector<edge_chunk> chunks;
     int64_t chunk_edges = 0;
-    CGQ_TRY(plan_chunks(g, h_row, N, E, sizeof(T), per_edge, &chunks, &chunk_edges));
+    CGQ_TRY(plan_chunks(g, h_row, N, E, sizeof(T), per_edge, free_b, &chunks, &chunk_edges));
     v2_buffers &b = g->vb;
     CGQ_TRY(grow_d(&b.edge_in, &b.caps[10], (size_t)E * (f32 ? nY + nb + 1 : 1)));
     CGQ_TRY(plan_mlp_store<T>(g, L, E, chunk_edges, want_grad, table, trows, &ms));
