@@ -2377,10 +2377,9 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     if (NA) k_embed<T><<<blocks_for(NA * hm->node_embedding.out.dim), TH>>>(c, a.h[0]);
     if (N) k_energy_start<<<blocks_for(N * CGQ_WARP), TH, 0, ss>>>(c, a.e_acc); /* the pair repulsion reads r */
     CGQ_LAUNCH_CHECK();
-    if (want_grad) { /* the reverse's sums start from zero: set here, beside the forward, not between the passes */
-        if (E) CGQ_CHECK_GPU(cudaMemsetAsync(c.edge_grad, 0, sizeof(double) * 3 * E, ss));
-        if (N) CGQ_CHECK_GPU(cudaMemsetAsync(a.gh, 0, sizeof(T) * N * hm->layers[L - 1].product_linear.out.dim, ss));
-    }
+    /* the edge gradients' sums start from zero: set here, beside the forward, not between the passes (gh is zeroed
+     * there: the reverse's arrays reuse the forward's, v2_layout) */
+    if (want_grad && E) CGQ_CHECK_GPU(cudaMemsetAsync(c.edge_grad, 0, sizeof(double) * 3 * E, ss));
     const T *Y = a.Y, *ef = a.ef, *cut = a.cut;
     const unsigned ro_blocks = (unsigned)std::min<int64_t>((N + RO_GROUPS - 1) / RO_GROUPS, 65535);
     const T *cut_w = hm->apply_cutoff ? nullptr : cut; /* weights times the cutoff */
@@ -2495,7 +2494,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     if (!want_grad) return energy_finish(g, N, energy, node_energy);
 
     const int maxb = mace_max_product_dim(hm);
-    T *gh = a.gh, *gh_prev = a.gh_prev, *gM = a.gM, *ghu = a.ghu, *gBn = a.gBn; /* gh and edge_grad zeroed above */
+    T *gh = a.gh, *gh_prev = a.gh_prev, *gM = a.gM, *ghu = a.ghu, *gBn = a.gBn; /* edge_grad zeroed above */
+    if (N) CGQ_CHECK_GPU(cudaMemsetAsync(gh, 0, sizeof(T) * N * hm->layers[L - 1].product_linear.out.dim));
     for (int t = L - 1; t >= 0; t--) {
         const cgq_mace_layer *ly = &hm->layers[t];
         cgq_mace_layer *dly = &dm->layers[t];
