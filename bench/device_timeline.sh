@@ -3,24 +3,18 @@
 # injection library bench/timeline.cpp, runs the MACE-MP-0-medium-architecture step (5,184 water atoms, fp32, graph
 # on the device) and the shipped water models with every kernel, copy and runtime call recorded, and prints
 # bench/timeline.py's summary of each (idle gaps and what the host did in them; the kernels' time per step without
-# the profiler's synchronisations). TREE (default .): the source tree to build; BIN: a bench_eval already built (no
-# build). TAG names the outputs; ONLY (space-separated: mp0 water_mace mace01) limits the models. Carry .whl and .device. Prints each model's step and idle lines; the whole summaries
-# are in $OUT/timeline_$TAG.txt (the CSVs stay in /tmp: many large files do not come back).
+# the profiler's synchronisations). BIN: a bench_eval already built (another tree's: no build here); TAG names the
+# outputs; ONLY (space-separated: mp0 water_mace mace01) limits the models. Carry .whl and .device. Prints each
+# model's step and idle lines; the whole summaries are in $OUT/timeline_$TAG.txt (the CSVs stay in /tmp: many large
+# files do not come back).
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 out=$(cd "$OUT" && pwd)
 source bench/device_build.sh
 make_models
-TREE=${TREE:-.} TAG=${TAG:-new} B=${BIN:-}
-if [ -n "$B" ]; then :
-elif [ "$TREE" = . ]; then build_gpu --no-tests bench_eval; B=build-gpu/bench_eval
-else
-  ( cd "$TREE" && cmake -S . -B build-tl -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-      -DCGQ_BUILD_TESTS=OFF >"$out/cmake.log" 2>&1 && cmake --build build-tl -j16 --target bench_eval >"$out/build.log" 2>&1 ) \
-    || { tail -20 "$out/build.log"; exit 1; }
-  B=$TREE/build-tl/bench_eval
-fi
+TAG=${TAG:-new} B=${BIN:-}
+[ -n "$B" ] || { build_gpu --no-tests bench_eval; B=build-gpu/bench_eval; }
 CUDA=$(dirname "$(dirname "$(command -v nvcc)")")
 INC=$CUDA/include; [ -f $INC/cupti.h ] || INC=$CUDA/extras/CUPTI/include
 LIB=$(dirname "$(find -L $CUDA -name 'libcupti.so' 2>/dev/null | head -1)")

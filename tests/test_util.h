@@ -142,10 +142,7 @@ struct Model {
 };
 struct Evaluator {
     cgq_evaluator *e = nullptr;
-    explicit Evaluator(const cgq_model *m) {
-        cgq_evaluator_params p = cgq_evaluator_default_params();
-        cgq_evaluator_create(m, &p, &e);
-    }
+    explicit Evaluator(const cgq_model *m) : Evaluator(m, cgq_evaluator_default_params()) {}
     Evaluator(const cgq_model *m, const cgq_evaluator_params &p) { cgq_evaluator_create(m, &p, &e); }
     ~Evaluator() { cgq_evaluator_free(e); }
 };
