@@ -199,14 +199,17 @@ __global__ void k_node_forces(int64_t n_nodes, int64_t n_local, const int64_t *r
     }
 }
 
-/* virial[k] = sum over rows of vpart[.][k]: one block; each thread sums its strided rows (all 9 components in one
- * pass), then fixed butterflies over each warp and the warps' sums in order. (Nine passes, each with a tree of
- * barriers, took 20 us on the step's critical path, session 40.) */
-__global__ void __launch_bounds__(CGQ_SCAN_THREADS) k_virial_sum(int64_t n, const double *vpart, double *virial) {
-    constexpr int warps = CGQ_SCAN_THREADS / CGQ_WARP;
+/* virial[k] = sum over rows of vpart[.][k]: one block of VIRIAL_THREADS; each thread sums its strided rows (all 9
+ * components in one pass, two rows' loads in flight), then fixed butterflies over each warp and the warps' sums in
+ * order. (Nine passes of 256 threads, each with a tree of barriers, took 20 us on the step's critical path; one pass
+ * of 256, 10 us: session 40.) */
+#define VIRIAL_THREADS 1024
+__global__ void __launch_bounds__(VIRIAL_THREADS) k_virial_sum(int64_t n, const double *vpart, double *virial) {
+    constexpr int warps = VIRIAL_THREADS / CGQ_WARP;
     __shared__ double sh[9][warps];
     double s[9] = {0};
-    for (int64_t i = threadIdx.x; i < n; i += CGQ_SCAN_THREADS)
+#pragma unroll 2
+    for (int64_t i = threadIdx.x; i < n; i += VIRIAL_THREADS)
 #pragma unroll
         for (int k = 0; k < 9; k++) s[k] += vpart[9 * i + k];
 #pragma unroll

@@ -146,6 +146,9 @@ struct cgq_gpu {
     cudaStream_t side = nullptr; /* independent launches beside the default stream (side_stream); null: none */
     cudaEvent_t side_fork = nullptr, side_join = nullptr;
     pair_state pairs;
+    /* free_gpu_bytes: the free memory last asked for, what this evaluator held then, and that step's edges */
+    size_t free_seen = 0, free_held = 0;
+    int64_t free_edges = -1;
     cgq_nequip *dev_nequip = nullptr; /* NequIP models: the device copy of the model's NequIP part */
     cgq_nequip nq_shadow;             /* host copy of *dev_nequip: device pointers, host-readable sizes */
     int nq_v2 = 0;                    /* NequIP on the parallel kernels (nequip_gpu.cuh) */
@@ -1702,7 +1705,7 @@ static cgq_status pairs_forces(cgq_gpu *g, const mace_ctx &c, cgq_node_result *r
                                                                        c.edge_grad, ps.force,
                                                                        r->node_virials ? ps.node_virial : nullptr,
                                                                        ps.vpart);
-    k_virial_sum<<<1, CGQ_SCAN_THREADS>>>(N, ps.vpart, ps.virial);
+    k_virial_sum<<<1, VIRIAL_THREADS>>>(N, ps.vpart, ps.virial);
     CGQ_LAUNCH_CHECK();
     const int64_t o_vir = ps.virial - ps.force, o_nv = ps.node_virial - ps.force;
     const int64_t n = r->node_virials && NA ? o_nv + 9 * NA : o_vir + 9; /* doubles from ps.force */
@@ -1994,11 +1997,19 @@ static cgq_status plan_chunks(cgq_gpu *g, const int64_t *h_row, int64_t N, int64
     return CGQ_STATUS_OK;
 }
 
-/* Free GPU memory, asked once per evaluation (mlp_keep and plan_chunks; each cudaMemGetInfo took ~4.5 us of the host
- * while the GPU waited for the step's first launches, session 40) */
-static cgq_status free_gpu_bytes(size_t *free_b) {
+/* Free GPU memory for an evaluation of E edges (mlp_keep and plan_chunks). cudaMemGetInfo took 4.5-13 us of the host
+ * per call while the GPU waited for the step's first launches (bench/timeline.py, session 40), so it is asked only
+ * where the edges outgrow those of the last step that asked; otherwise that answer, less what this evaluator has
+ * allocated since (cgq_gpu_bytes), stands for it. */
+static cgq_status free_gpu_bytes(cgq_gpu *g, int64_t E, size_t *free_b) {
+    const size_t held = cgq_gpu_bytes(g);
+    if (E <= g->free_edges && held >= g->free_held) {
+        *free_b = g->free_seen - std::min(g->free_seen, held - g->free_held);
+        return CGQ_STATUS_OK;
+    }
     size_t total_b = 0;
     CGQ_CHECK_GPU(cudaMemGetInfo(free_b, &total_b));
+    g->free_seen = *free_b, g->free_held = held, g->free_edges = E;
     return CGQ_STATUS_OK;
 }
 
@@ -2324,7 +2335,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         dhu = std::max<int64_t>(dhu, ly->linear_up.out.dim);
     }
     size_t free_b = 0;
-    CGQ_TRY(free_gpu_bytes(&free_b));
+    CGQ_TRY(free_gpu_bytes(g, E, &free_b));
     CGQ_TRY(mlp_keep<T>(g, L, E, want_grad, free_b, &ms));
     const int64_t dens_per_edge = dcs ? 2 + dcs + nb : 2; /* d, activations, gd, gef of the density MLP */
     const int64_t trows = table ? radial_table_rows<T>(g->radial, L) : 0; /* per chunk, kept outputs or not */

@@ -470,7 +470,7 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
     }
     const int64_t trows = table ? radial_table_rows<T>(g->radial, L) : 0; /* per chunk, kept outputs or not */
     size_t free_b = 0;
-    CGQ_TRY(free_gpu_bytes(&free_b));
+    CGQ_TRY(free_gpu_bytes(g, E, &free_b));
     CGQ_TRY(mlp_keep<T>(g, L, E, want_grad, free_b, &ms));
     const int64_t mlp_rows = (ms.keep ? 0 : table ? wn : wn + cs) + trows;
     const int64_t per_edge = mlp_rows + (want_grad ? wn + 2 * maxw + nb + din_max : 0);
