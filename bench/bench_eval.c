@@ -4,7 +4,8 @@
  * (--check: against the CPU once, energy and forces; --fp32: precision fp32, else fp64; --pairs: as in MD, the
  * candidate pairs (cutoff + 1 A skin, periodic images as points) set once and each step only positions passed
  * (cgq_evaluate_pairs), else cgq_evaluate_system, which builds the neighbor list every call; with --pairs it also
- * times what an MD code's candidate rebuild costs: the candidate list of the points, and cgq_evaluator_set_pairs) */
+ * times what an MD code's candidate rebuild costs: the candidate list on the host and cgq_evaluator_set_pairs, or
+ * cgq_evaluator_build_pairs) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,30 +98,50 @@ static int build_pairs(const cgq_model *m, const cgq_system *s, double skin, ben
     return 1;
 }
 
-/* The two parts of a candidate rebuild in MD (as pair_cgequi does it: the points without periodicity, the
- * atoms as receivers), each the median of reps runs, in ms. */
+static int run_pairs(cgq_evaluator *ev, const bench_pairs *bp, double *f, double *energy);
+
+/* A candidate rebuild in MD as pair_cgequi did it before session 41 (the points without periodicity, the atoms as
+ * receivers: the candidate list on the host, then cgq_evaluator_set_pairs) and as it does it now
+ * (cgq_evaluator_build_pairs: on the GPU where the step runs there), each the median of reps runs, in ms; then one
+ * step on each list, which must agree bitwise (the same candidates in the same order). The bench's own list is set
+ * again after. */
 static int time_rebuild(cgq_evaluator *ev, const cgq_model *m, const bench_pairs *bp, int reps) {
     cgq_neighbor_list nl = {0};
     nl.senders_only = 1; /* as pair_cgequi */
     const int32_t nopbc[3] = {0, 0, 0};
-    const double nocell[9] = {0};
-    double t_nl[16], t_set[16];
+    const double nocell[9] = {0}, radius = cgq_model_cutoff(m) + 1.0;
+    const cgq_pair_list *l = &bp->list;
+    const cgq_point_set pts = {l->n_points, l->n_local, l->n_nodes, l->species, l->point_node, NULL, bp->x};
+    double t_nl[16], t_set[16], t_build[16];
     reps = reps < 1 ? 1 : reps > 16 ? 16 : reps;
+    cgq_pair_list host = *l;
     for (int r = 0; r < reps; r++) {
         const double t0 = now();
-        if (cgq_neighbor_list_build_receivers(&nl, bp->list.n_points, bp->list.n_local, bp->x, nocell, nopbc,
-                                              cgq_model_cutoff(m) + 1.0))
+        if (cgq_neighbor_list_build_receivers(&nl, l->n_points, l->n_local, bp->x, nocell, nopbc, radius))
             return fprintf(stderr, "%s\n", cgq_last_error()), 0;
         const double t1 = now();
-        if (cgq_evaluator_set_pairs(ev, &bp->list)) return fprintf(stderr, "%s\n", cgq_last_error()), 0;
-        t_nl[r] = t1 - t0, t_set[r] = now() - t1;
+        host.row_ptr = nl.row_ptr, host.candidate = nl.sender;
+        if (cgq_evaluator_set_pairs(ev, &host)) return fprintf(stderr, "%s\n", cgq_last_error()), 0;
+        const double t2 = now();
+        if (cgq_evaluator_build_pairs(ev, &pts, radius)) return fprintf(stderr, "%s\n", cgq_last_error()), 0;
+        t_nl[r] = t1 - t0, t_set[r] = t2 - t1, t_build[r] = now() - t2;
     }
-    qsort(t_nl, reps, sizeof(double), cmp), qsort(t_set, reps, sizeof(double), cmp);
-    printf(
-        "rebuild as in MD (%lld points, %lld receivers): candidate list %.3f ms, set pairs %.3f ms (medians of %d)\n",
-        (long long)bp->list.n_points, (long long)bp->list.n_local, 1e3 * t_nl[reps / 2], 1e3 * t_set[reps / 2], reps);
+    const int64_t n = l->n_nodes;
+    double *fd = malloc(sizeof(double) * (3 * n + 3)), *fh = malloc(sizeof(double) * (3 * n + 3)), ed = 0, eh = 0;
+    int ok = run_pairs(ev, bp, fd, &ed) && cgq_evaluator_set_pairs(ev, &host) == CGQ_STATUS_OK &&
+             run_pairs(ev, bp, fh, &eh) && cgq_evaluator_set_pairs(ev, l) == CGQ_STATUS_OK;
+    if (ok) {
+        qsort(t_nl, reps, sizeof(double), cmp), qsort(t_set, reps, sizeof(double), cmp);
+        qsort(t_build, reps, sizeof(double), cmp);
+        const int same = !memcmp(&ed, &eh, sizeof ed) && !memcmp(fd, fh, sizeof(double) * 3 * n);
+        printf("rebuild as in MD (%lld points, %lld receivers, %lld candidates): host candidate list %.3f ms + set pairs "
+               "%.3f ms; build_pairs %.3f ms (medians of %d); a step on each list: %s\n", (long long)l->n_points,
+               (long long)l->n_local, (long long)nl.row_ptr[l->n_local], 1e3 * t_nl[reps / 2], 1e3 * t_set[reps / 2],
+               1e3 * t_build[reps / 2], reps, same ? "bitwise identical" : "DIFFERENT");
+    }
+    free(fd), free(fh);
     cgq_neighbor_list_free(&nl);
-    return 1;
+    return ok;
 }
 
 static int run_pairs(cgq_evaluator *ev, const bench_pairs *bp, double *f, double *energy) {

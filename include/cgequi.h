@@ -118,6 +118,24 @@ typedef struct cgq_pair_list {
 /* Copies the list (the evaluator keeps it until the next call). */
 CGQ_API cgq_status cgq_evaluator_set_pairs(cgq_evaluator *ev, const cgq_pair_list *pairs);
 
+/* The points of a domain, for cgq_evaluator_build_pairs: a cgq_pair_list without its candidates, and positions. */
+typedef struct cgq_point_set {
+    int64_t n_points;          /* position rows: the n_local receivers first, then ghost or periodic-image copies */
+    int64_t n_local;           /* receivers */
+    int64_t n_nodes;           /* n_local (copies folded onto local atoms) or n_points (ghost nodes) */
+    const int32_t *species;    /* [n_nodes] model species index */
+    const int32_t *point_node; /* [n_points] graph node of each position row; -1: none (an error if used) */
+    const int64_t *point_id;   /* [n_points] ids for messages (e.g. LAMMPS atom tags); NULL: row numbers */
+    const double *positions;   /* [n_points*3] */
+} cgq_point_set;
+
+/* cgq_evaluator_set_pairs with the candidates found by the evaluator: every local point (receiver) and every other
+ * point closer than radius (the cutoff plus a skin), each receiver's candidates in increasing point order. GPU
+ * evaluators that build the step's graph on the device (cgq_evaluate_pairs) build this list there too, and it never
+ * crosses to the host; the others build it on the host. Both give the same list. Errors: non-finite positions and
+ * points closer than 1e-8 A (CGQ_STATUS_BAD_INPUT, named by point_id). */
+CGQ_API cgq_status cgq_evaluator_build_pairs(cgq_evaluator *ev, const cgq_point_set *points, double radius);
+
 /* Outputs per graph node; array pointers may be NULL when not wanted. Forces are the sums of the
  * contributions to each node (a ghost node's forces belong to its owner). virial and node_virials are
  * -sum v (x) dE/dv over edges, unsymmetrised (row a, column b: -v_a g_b), each edge split half to its

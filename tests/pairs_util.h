@@ -42,6 +42,12 @@ struct Points {
     }
 };
 
+// The points of p as cgq_evaluator_build_pairs takes them (point_node and x kept alive by the caller)
+inline cgq_point_set point_set(const Points &p, bool fold, std::vector<int32_t> &point_node, const std::vector<double> &x) {
+    const cgq_pair_list l = p.list(fold, point_node);
+    return cgq_point_set{l.n_points, l.n_local, l.n_nodes, l.species, l.point_node, l.point_id, x.data()};
+}
+
 inline Points make_points(const cgq_model *m, const Case &c, double skin) {
     Points p;
     p.n = (int64_t)c.Z.size();
@@ -181,6 +187,34 @@ inline void expect_clear_pair_errors(const cgq_evaluator_params &params) {
     pn[1] = 0; // a local point mapped to another node
     EXPECT_EQ(cgq_evaluator_set_pairs(ev.e, &l), CGQ_STATUS_INVALID_ARGUMENT);
     EXPECT_NE(std::string(cgq_last_error()).find("must map to itself"), std::string::npos) << cgq_last_error();
+    // cgq_evaluator_build_pairs (on the GPU where the evaluator runs pairs there): the same checks of the points
+    const double radius = cgq_model_cutoff(model.m) + 1.0;
+    cgq_point_set pts = point_set(p, true, pn, x);
+    EXPECT_EQ(cgq_evaluator_build_pairs(ev.e, &pts, 0.0), CGQ_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(cgq_last_error()).find("radius = 0 must be a positive distance"), std::string::npos)
+        << cgq_last_error();
+    EXPECT_EQ(cgq_evaluate_pairs(ev.e, x.data(), nullptr, &r), CGQ_STATUS_INVALID_ARGUMENT); // no list after a failure
+    bad = x;
+    bad[3 * 5 + 1] = NAN;
+    pts.positions = bad.data();
+    EXPECT_EQ(cgq_evaluator_build_pairs(ev.e, &pts, radius), CGQ_STATUS_BAD_INPUT);
+    EXPECT_NE(std::string(cgq_last_error()).find("atom 6 has a non-finite position"), std::string::npos) << cgq_last_error();
+    bad = x;
+    for (int d = 0; d < 3; d++) bad[3 * j + d] = bad[3 * 3 + d];
+    EXPECT_EQ(cgq_evaluator_build_pairs(ev.e, &pts, radius), CGQ_STATUS_BAD_INPUT);
+    for (const char *part : {"overlap", "closer than 1e-08 A", "remove duplicate atoms", "4 at ("})
+        EXPECT_NE(std::string(cgq_last_error()).find(part), std::string::npos) << part << ": " << cgq_last_error();
+    pts.positions = x.data();
+    pts.n_local = pts.n_nodes = 0; // an empty domain: no receivers, no energy
+    std::vector<int32_t> none(p.n_points(), -1);
+    pts.point_node = none.data();
+    ASSERT_EQ(cgq_evaluator_build_pairs(ev.e, &pts, radius), CGQ_STATUS_OK) << cgq_last_error();
+    r.energy = 1.0;
+    EXPECT_EQ(cgq_evaluate_pairs(ev.e, x.data(), nullptr, &r), CGQ_STATUS_OK) << cgq_last_error();
+    EXPECT_EQ(r.energy, 0.0);
+    pts = point_set(p, true, pn, x);
+    pts.species = nullptr;
+    EXPECT_EQ(cgq_evaluator_build_pairs(ev.e, &pts, radius), CGQ_STATUS_INVALID_ARGUMENT);
 }
 
 }  // namespace cgqtest

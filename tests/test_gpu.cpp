@@ -2,6 +2,8 @@
 // on the stored structures and on freshly perturbed ones, and bitwise determinism over repeats.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <random>
 
 #include "fp32_floor.h"
@@ -204,6 +206,99 @@ TEST_P(Gpu, PairsOnDeviceMatchCpuAndAreDeterministic) {
 
 TEST_P(Gpu, PairsOnDeviceFp32MatchCpuAndAreDeterministic) {
     check_pairs_on_device(GetParam(), CGQ_PRECISION_FP32);
+}
+
+// The candidate list built on the device (cgq_evaluator_build_pairs) is the host's (CGQ_GPU_BUILD_PAIRS=0): the same
+// candidates in the same order, so every output is bitwise the same
+namespace {
+Eval built_pairs_eval(cgq_evaluator *gpu, const Points &p, bool fold, const std::vector<double> &x, double radius,
+                      bool on_device) {
+    if (on_device) unsetenv("CGQ_GPU_BUILD_PAIRS");
+    else setenv("CGQ_GPU_BUILD_PAIRS", "0", 1);
+    std::vector<int32_t> pn;
+    const cgq_point_set pts = point_set(p, fold, pn, x);
+    const cgq_status st = cgq_evaluator_build_pairs(gpu, &pts, radius);
+    unsetenv("CGQ_GPU_BUILD_PAIRS");
+    if (st != CGQ_STATUS_OK) return Eval{st, 0.0, {0}, {}, {}, {}};
+    return evaluate_pairs(gpu, p, fold, x);
+}
+
+void expect_bitwise(const Eval &a, const Eval &b, const std::string &what) {
+    ASSERT_EQ(a.status, CGQ_STATUS_OK) << what << ": " << cgq_last_error();
+    ASSERT_EQ(b.status, CGQ_STATUS_OK) << what << ": " << cgq_last_error();
+    EXPECT_EQ(std::memcmp(&a.energy, &b.energy, sizeof a.energy), 0) << what << ": " << a.energy << " " << b.energy;
+    EXPECT_EQ(std::memcmp(a.virial, b.virial, sizeof a.virial), 0) << what;
+    EXPECT_TRUE(a.forces == b.forces) << what;
+    EXPECT_TRUE(a.atomic_energies == b.atomic_energies) << what;
+    EXPECT_TRUE(a.atomic_virials == b.atomic_virials) << what;
+}
+}  // namespace
+
+TEST_P(Gpu, PairsBuiltOnDeviceAreTheHostsBitwise) {
+    Model model(GetParam());
+    ASSERT_NE(model.m, nullptr) << cgq_last_error();
+    if (!cgq_gpu_count()) GTEST_SKIP() << "no GPU";
+    for (cgq_precision prec : {CGQ_PRECISION_FP64, CGQ_PRECISION_FP32}) {
+        cgq_status st;
+        cgq_evaluator *gpu = make(model.m, CGQ_DEVICE_CUDA, prec, &st);
+        if (st == CGQ_STATUS_UNSUPPORTED) continue;
+        ASSERT_NE(gpu, nullptr) << cgq_last_error();
+        for (const Case &c : read_cases(GetParam())) {
+            const Points p = make_points(model.m, c, 1.0);
+            const std::vector<double> x = p.positions(c.pos, c.cell);
+            for (bool fold : {true, false}) {
+                const double radius = cgq_model_cutoff(model.m) + 1.0;
+                const Eval host = built_pairs_eval(gpu, p, fold, x, radius, false);
+                const Eval dev = built_pairs_eval(gpu, p, fold, x, radius, true);
+                expect_bitwise(dev, host, c.name + (fold ? " folded" : " ghosted") +
+                                              (prec == CGQ_PRECISION_FP32 ? " fp32" : " fp64"));
+            }
+        }
+        cgq_evaluator_free(gpu);
+    }
+}
+
+// A domain of ~5,800 points (a jittered lattice, 1.5 A apart, in random order) of which 4,000 are local, the others
+// copies folded onto random local atoms: many cells, rows of ~80-150 candidates; device and host lists bitwise alike,
+// and the device's rebuild repeatable
+TEST(GpuPairs, BuiltOnDeviceLargeDomain) {
+    if (!cgq_gpu_count()) GTEST_SKIP() << "no GPU";
+    Model model(std::string(CGQ_POTENTIALS_DIR) + "/water-mace-small.h5");
+    ASSERT_NE(model.m, nullptr) << cgq_last_error();
+    cgq_evaluator *gpu = make(model.m, CGQ_DEVICE_CUDA, CGQ_PRECISION_FP32);
+    ASSERT_NE(gpu, nullptr) << cgq_last_error();
+    const unsigned seed = test_seed();
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> jitter(-0.3, 0.3);
+    const int side = 18;
+    Points p;
+    p.n = 4000;
+    std::vector<double> x;
+    for (int a = 0; a < side; a++)
+        for (int b = 0; b < side; b++)
+            for (int c = 0; c < side; c++)
+                for (double v : {1.5 * a, 1.5 * b, 1.5 * c}) x.push_back(v + jitter(rng));
+    const int64_t np = (int64_t)x.size() / 3;
+    std::vector<int64_t> perm(np);
+    for (int64_t k = 0; k < np; k++) perm[k] = k;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    std::vector<double> xs(3 * np);
+    for (int64_t k = 0; k < np; k++)
+        for (int d = 0; d < 3; d++) xs[3 * k + d] = x[3 * perm[k] + d];
+    const int32_t sp[2] = {cgq_model_species_index(model.m, 1), cgq_model_species_index(model.m, 8)};
+    for (int64_t k = 0; k < np; k++) {
+        p.owner.push_back(k < p.n ? (int32_t)k : (int32_t)(rng() % p.n));
+        p.ids.push_back(k + 1);
+    }
+    for (int64_t k = 0; k < np; k++) p.species.push_back(sp[k < p.n ? rng() % 2 : 0]);
+    for (int64_t k = p.n; k < np; k++) p.species[k] = p.species[p.owner[k]];
+    const double radius = cgq_model_cutoff(model.m) + 1.0;
+    const Eval host = built_pairs_eval(gpu, p, true, xs, radius, false);
+    const Eval dev = built_pairs_eval(gpu, p, true, xs, radius, true);
+    expect_bitwise(dev, host, "large domain seed " + std::to_string(seed));
+    const Eval again = built_pairs_eval(gpu, p, true, xs, radius, true);
+    expect_bitwise(again, dev, "large domain, rebuilt, seed " + std::to_string(seed));
+    cgq_evaluator_free(gpu);
 }
 
 // The pairs step's input errors found on the device (pairs_count) name the atoms as the CPU's checks do

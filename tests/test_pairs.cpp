@@ -1,6 +1,6 @@
-// test_pairs.cpp: positions-only evaluation (cgq_evaluator_set_pairs + cgq_evaluate_pairs, as the LAMMPS pair
-// style drives it) gives what cgq_evaluate_system gives, folded and with ghost nodes, after the atoms have moved
-// within half the skin; and its input errors are clear.
+// test_pairs.cpp: positions-only evaluation (cgq_evaluator_set_pairs or cgq_evaluator_build_pairs, then
+// cgq_evaluate_pairs, as the LAMMPS pair style drives it) gives what cgq_evaluate_system gives, folded and with
+// ghost nodes, after the atoms have moved within half the skin; and its input errors are clear.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -53,6 +53,30 @@ TEST_P(Pairs, MatchSystemEvaluationFoldedAndGhosted) {
         }
     }
 }
+// cgq_evaluator_build_pairs finds the candidates itself from the same points: the same evaluation (the candidates'
+// order differs from make_points's, so the sums' order does too)
+TEST_P(Pairs, BuiltCandidatesMatchGivenOnes) {
+    Model model(GetParam());
+    ASSERT_NE(model.m, nullptr) << cgq_last_error();
+    Evaluator ev(model.m);
+    const double skin = 1.0;
+    for (const Case &c : read_cases(GetParam())) {
+        const Points p = make_points(model.m, c, skin);
+        const std::vector<double> x = p.positions(c.pos, c.cell);
+        for (bool fold : {true, false}) {
+            std::vector<int32_t> pn;
+            const cgq_pair_list l = p.list(fold, pn);
+            ASSERT_EQ(cgq_evaluator_set_pairs(ev.e, &l), CGQ_STATUS_OK) << cgq_last_error();
+            const Eval a = evaluate_pairs(ev.e, p, fold, x);
+            const cgq_point_set pts = point_set(p, fold, pn, x);
+            ASSERT_EQ(cgq_evaluator_build_pairs(ev.e, &pts, cgq_model_cutoff(model.m) + skin), CGQ_STATUS_OK)
+                << cgq_last_error();
+            const Eval b = evaluate_pairs(ev.e, p, fold, x);
+            expect_same(b, a, p.n, c.name + (fold ? " folded" : " ghosted") + " built", 1e-12);
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Pairs, ::testing::ValuesIn(fixture_files()), fixture_test_name);
 
 // More than 1,024 receivers (the host graph's rows are then filled by several threads) and 7 threads: a kept

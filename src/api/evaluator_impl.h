@@ -18,6 +18,7 @@ typedef struct cgq_pairs {
     int32_t *g_sender;
     double *g_vec, *g_grad;
     int64_t g_caps[4]; /* capacities of g_row, g_sender, g_vec, g_grad (elements) */
+    cgq_neighbor_list nl; /* cgq_evaluator_build_pairs on the host */
 } cgq_pairs;
 
 struct cgq_evaluator {

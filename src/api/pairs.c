@@ -13,6 +13,7 @@
 #endif
 
 void cgq_pairs_free(cgq_pairs *p) {
+    cgq_neighbor_list_free(&p->nl);
     free(p->species), free(p->candidate), free(p->point_node), free(p->row_ptr), free(p->point_id);
     free(p->g_row), free(p->g_sender), free(p->g_vec), free(p->g_grad);
     memset(p, 0, sizeof *p);
@@ -20,30 +21,38 @@ void cgq_pairs_free(cgq_pairs *p) {
 
 static long long point_id(const cgq_pairs *p, int64_t k) { return p->point_id ? (long long)p->point_id[k] : (long long)k; }
 
-static cgq_status validate_pairs(const cgq_model *m, const cgq_pair_list *l) {
-    if (l->n_points < 0 || l->n_local < 0 || l->n_local > l->n_points)
+/* The points' part of a pair list (cgq_evaluator_set_pairs and cgq_evaluator_build_pairs) */
+static cgq_status validate_points(const cgq_model *m, int64_t n_points, int64_t n_local, int64_t n_nodes,
+                                  const int32_t *species, const int32_t *point_node) {
+    if (n_points < 0 || n_local < 0 || n_local > n_points)
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: need 0 <= n_local <= n_points");
-    if (l->n_points > INT32_MAX) return cgq_fail(CGQ_STATUS_UNSUPPORTED, "pair list: more than 2^31-1 points");
-    if (l->n_nodes != l->n_local && l->n_nodes != l->n_points)
+    if (n_points > INT32_MAX) return cgq_fail(CGQ_STATUS_UNSUPPORTED, "pair list: more than 2^31-1 points");
+    if (n_nodes != n_local && n_nodes != n_points)
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: n_nodes must be n_local (copies folded onto local atoms) "
                         "or n_points (ghost nodes)");
-    if ((l->n_nodes && !l->species) || !l->row_ptr || (l->n_points && !l->point_node))
-        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: species, row_ptr and point_node must not be NULL");
+    if ((n_nodes && !species) || (n_points && !point_node))
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: species and point_node must not be NULL");
+    for (int64_t i = 0; i < n_nodes; i++)
+        if (species[i] < 0 || species[i] >= m->n_species)
+            return cgq_fail(CGQ_STATUS_BAD_INPUT, "pair list: node %lld has species index %d; the model has %d species",
+                            (long long)i, species[i], m->n_species);
+    for (int64_t k = 0; k < n_points; k++) {
+        const int32_t node = point_node[k];
+        if (node < -1 || node >= n_nodes || (k < n_local && node != k) || (n_nodes == n_points && node != k))
+            return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: point %lld maps to node %d (local points and, with "
+                            "ghost nodes, every point must map to itself)", (long long)k, node);
+    }
+    return CGQ_STATUS_OK;
+}
+
+static cgq_status validate_pairs(const cgq_model *m, const cgq_pair_list *l) {
+    CGQ_TRY(validate_points(m, l->n_points, l->n_local, l->n_nodes, l->species, l->point_node));
+    if (!l->row_ptr) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: row_ptr must not be NULL");
     if (l->row_ptr[0] != 0) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: row_ptr must start at 0");
     for (int64_t i = 0; i < l->n_local; i++)
         if (l->row_ptr[i + 1] < l->row_ptr[i]) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: row_ptr decreases");
     const int64_t C = l->row_ptr[l->n_local];
     if (C && !l->candidate) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: candidate must not be NULL");
-    for (int64_t i = 0; i < l->n_nodes; i++)
-        if (l->species[i] < 0 || l->species[i] >= m->n_species)
-            return cgq_fail(CGQ_STATUS_BAD_INPUT, "pair list: node %lld has species index %d; the model has %d species",
-                            (long long)i, l->species[i], m->n_species);
-    for (int64_t k = 0; k < l->n_points; k++) {
-        const int32_t node = l->point_node[k];
-        if (node < -1 || node >= l->n_nodes || (k < l->n_local && node != k) || (l->n_nodes == l->n_points && node != k))
-            return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: point %lld maps to node %d (local points and, with "
-                            "ghost nodes, every point must map to itself)", (long long)k, node);
-    }
     for (int64_t i = 0; i < l->n_local; i++)
         for (int64_t c = l->row_ptr[i]; c < l->row_ptr[i + 1]; c++)
             if (l->candidate[c] < 0 || l->candidate[c] >= l->n_points || l->candidate[c] == i)
@@ -79,6 +88,57 @@ cgq_status cgq_evaluator_set_pairs(cgq_evaluator *ev, const cgq_pair_list *l) {
     if (ev->gpu && cgq_gpu_runs_pairs(ev->gpu)) CGQ_TRY(cgq_gpu_set_pairs(ev->gpu, &p->list));
 #endif
     p->set = 1;
+    return CGQ_STATUS_OK;
+}
+
+/* CGQ_GPU_BUILD_PAIRS=0: a GPU evaluator's list built on the host as well (for comparisons) */
+static int build_on_device(const cgq_evaluator *ev) {
+#ifdef CGQ_HAVE_GPU
+    const char *env = getenv("CGQ_GPU_BUILD_PAIRS");
+    return ev->gpu && cgq_gpu_runs_pairs(ev->gpu) && !(env && !strcmp(env, "0"));
+#else
+    (void)ev;
+    return 0;
+#endif
+}
+
+cgq_status cgq_evaluator_build_pairs(cgq_evaluator *ev, const cgq_point_set *pt, double radius) {
+    if (!ev || !pt) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluator_build_pairs: evaluator and points must not be NULL");
+    cgq_pairs *p = &ev->pairs;
+    p->set = 0;
+    if (!(isfinite(radius) && radius > 0))
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluator_build_pairs: radius = %g must be a positive distance "
+                        "in A (the cutoff plus a skin)", radius);
+    CGQ_TRY(validate_points(ev->model, pt->n_points, pt->n_local, pt->n_nodes, pt->species, pt->point_node));
+    if (pt->n_points && !pt->positions) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluator_build_pairs: positions are NULL");
+    for (int64_t k = 0; k < 3 * pt->n_points; k++)
+        if (!isfinite(pt->positions[k]))
+            return cgq_fail(CGQ_STATUS_BAD_INPUT, "atom %lld has a non-finite position (%g); the simulation has blown up "
+                            "or the input is corrupt", pt->point_id ? (long long)pt->point_id[k / 3] : (long long)(k / 3),
+                            pt->positions[k]);
+    if (!build_on_device(ev)) {
+        cgq_neighbor_list *nl = &p->nl;
+        nl->ids = pt->point_id;
+        nl->senders_only = 1;
+        CGQ_TRY(cgq_neighbor_list_build_receivers(nl, pt->n_points, pt->n_local, pt->positions, NULL, NULL, radius));
+        const cgq_pair_list l = {pt->n_points, pt->n_local, pt->n_nodes, pt->species, nl->row_ptr, nl->sender,
+                                 pt->point_node, pt->point_id};
+        return cgq_evaluator_set_pairs(ev, &l);
+    }
+#ifdef CGQ_HAVE_GPU
+    /* the host keeps the points (messages, the exchange); the candidates stay on the device */
+    free(p->species), free(p->candidate), free(p->point_node), free(p->row_ptr), free(p->point_id);
+    p->candidate = NULL, p->row_ptr = NULL;
+    p->species = copy_of(pt->species, sizeof(int32_t) * (size_t)pt->n_nodes);
+    p->point_node = copy_of(pt->point_node, sizeof(int32_t) * (size_t)pt->n_points);
+    p->point_id = pt->point_id ? copy_of(pt->point_id, sizeof(int64_t) * (size_t)pt->n_points) : NULL;
+    if (!p->species || !p->point_node || (pt->point_id && !p->point_id))
+        return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory copying %lld points", (long long)pt->n_points);
+    const cgq_pair_list l = {pt->n_points, pt->n_local, pt->n_nodes, p->species, NULL, NULL, p->point_node, p->point_id};
+    p->list = l;
+    CGQ_TRY(cgq_gpu_build_pairs(ev->gpu, pt, radius));
+    p->set = 1;
+#endif
     return CGQ_STATUS_OK;
 }
 

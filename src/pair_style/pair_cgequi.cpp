@@ -53,7 +53,6 @@ PairCGEqui::PairCGEqui(LAMMPS *lmp) : Pair(lmp) {
      * from it at pair_style time); wider rows are exchanged in chunks of this many doubles. */
     comm_forward = comm_reverse = COMM_CHUNK;
     params = cgq_evaluator_default_params();
-    nl = static_cast<::cgq_neighbor_list *>(calloc(1, sizeof(::cgq_neighbor_list)));
     times.on = getenv("CGQ_PAIR_TIMING") != nullptr;
     times.rank = comm->me;
 }
@@ -64,18 +63,14 @@ PairCGEqui::~PairCGEqui() {
         const long later = t.rebuilds > 1 ? t.rebuilds - 1 : 1;
         fprintf(stderr,
                 "pair cgequi timing, rank %d, %ld steps, %ld candidate rebuilds (ms per step): positions and checks "
-                "%.3f, rebuild: neighbor list %.3f, set pairs %.3f; evaluate %.3f; forces to LAMMPS and ghost rows to "
-                "their owners %.3f\n"
-                "pair cgequi timing, rank %d, ms per rebuild (neighbor list, node map, evaluator's set pairs): the "
-                "first %.3f, %.3f, %.3f; the later ones %.3f, %.3f, %.3f\n",
-                t.rank, t.steps, t.rebuilds, 1e3 * t.update / t.steps, 1e3 * t.neighbors / t.steps,
-                1e3 * t.set_pairs / t.steps, 1e3 * t.evaluate / t.steps, 1e3 * t.fold / t.steps, t.rank,
-                1e3 * t.first[0], 1e3 * t.first[1], 1e3 * t.first[2], 1e3 * (t.neighbors - t.first[0]) / later,
-                1e3 * (t.node_map - t.first[1]) / later, 1e3 * (t.set_pairs - t.node_map - t.first[2]) / later);
+                "%.3f, rebuilds %.3f; evaluate %.3f; forces to LAMMPS and ghost rows to their owners %.3f\n"
+                "pair cgequi timing, rank %d, ms per rebuild (node map, the evaluator's candidate pairs): the first "
+                "%.3f, %.3f; the later ones %.3f, %.3f\n",
+                t.rank, t.steps, t.rebuilds, 1e3 * t.update / t.steps, 1e3 * (t.node_map + t.pairs) / t.steps,
+                1e3 * t.evaluate / t.steps, 1e3 * t.fold / t.steps, t.rank, 1e3 * t.first[0], 1e3 * t.first[1],
+                1e3 * (t.node_map - t.first[0]) / later, 1e3 * (t.pairs - t.first[1]) / later);
     }
     free_model();
-    if (nl) cgq_neighbor_list_free(nl);
-    free(nl);
     if (allocated) {
         memory->destroy(setflag);
         memory->destroy(cutsq);
@@ -238,15 +233,7 @@ void PairCGEqui::build_candidates(bool fold) {
         for (int d = 0; d < 3; d++) cand_pos[3 * k + d] = x[node_atom[k]][d];
     point_id.resize(np + 1); /* the tags: atoms are named by them in messages, and a changed tag forces a rebuild */
     for (int64_t k = 0; k < np; k++) point_id[k] = (int64_t)atom->tag[node_atom[k]];
-    const int32_t nopbc[3] = {0, 0, 0};
-    const double nocell[9] = {0};
-    nl->ids = point_id.data();
-    nl->senders_only = 1; /* the evaluator takes the rows and senders only */
     const double t0 = MPI_Wtime();
-    if (cgq_neighbor_list_build_receivers(nl, np, cand_local, cand_pos.data(), nocell, nopbc, cutoff + cand_skin) !=
-        CGQ_STATUS_OK)
-        fail_one("building the neighbor graph");
-    const double t1 = MPI_Wtime();
     point_node.resize(np + 1);
     if (fold) { /* one rank: every ghost is an image of a local atom, the graph node of its owner */
         int64_t max_tag = 0;
@@ -271,12 +258,14 @@ void PairCGEqui::build_candidates(bool fold) {
     const int64_t n_nodes = fold ? cand_local : np;
     species.resize(n_nodes + 1);
     for (int64_t k = 0; k < n_nodes; k++) species[k] = type_species[type[node_atom[k]]];
-    cgq_pair_list pl{np, cand_local, n_nodes, species.data(), nl->row_ptr, nl->sender, point_node.data(), point_id.data()};
+    /* the candidates: on the GPU where the evaluator runs the step there (cgq_evaluator_build_pairs) */
+    const cgq_point_set pts{np, cand_local, n_nodes, species.data(), point_node.data(), point_id.data(), cand_pos.data()};
+    const double t1 = MPI_Wtime();
+    if (cgq_evaluator_build_pairs(evaluator, &pts, cutoff + cand_skin) != CGQ_STATUS_OK)
+        fail_one("building the candidate pairs");
     const double t2 = MPI_Wtime();
-    if (cgq_evaluator_set_pairs(evaluator, &pl) != CGQ_STATUS_OK) fail_one("setting the candidate pairs");
-    const double t3 = MPI_Wtime();
-    if (!times.rebuilds) times.first[0] = t1 - t0, times.first[1] = t2 - t1, times.first[2] = t3 - t2;
-    times.rebuilds++, times.neighbors += t1 - t0, times.node_map += t2 - t1, times.set_pairs += t3 - t1;
+    if (!times.rebuilds) times.first[0] = t1 - t0, times.first[1] = t2 - t1;
+    times.rebuilds++, times.node_map += t1 - t0, times.pairs += t2 - t1;
     cand_ncalls = neighbor->ncalls, cand_nlocal = nlocal, cand_nall = nall, cand_fold = fold;
 }
 
@@ -313,7 +302,7 @@ void PairCGEqui::update_points(bool fold) {
 void PairCGEqui::compute(int eflag, int vflag) {
     ev_init(eflag, vflag);
     const bool fold = comm->nprocs == 1;
-    const double t0 = MPI_Wtime(), rebuilt0 = times.neighbors + times.set_pairs;
+    const double t0 = MPI_Wtime(), rebuilt0 = times.node_map + times.pairs;
     update_points(fold);
     const double t1 = MPI_Wtime();
     const int64_t n_local = cand_local, n_nodes = fold ? cand_local : (int64_t)node_atom.size();
@@ -367,7 +356,7 @@ void PairCGEqui::compute(int eflag, int vflag) {
         virial[5] += 0.5 * (vir[5] + vir[7]);
     }
     times.steps++;
-    times.update += t1 - t0 - (times.neighbors + times.set_pairs - rebuilt0); /* the rebuild is counted apart */
+    times.update += t1 - t0 - (times.node_map + times.pairs - rebuilt0); /* the rebuild is counted apart */
     times.evaluate += t2 - t1;
     times.fold += MPI_Wtime() - t2;
 }

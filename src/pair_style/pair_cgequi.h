@@ -15,7 +15,6 @@ PairStyle(cgequi,PairCGEqui);
 
 extern "C" {
 #include "cgequi.h"
-#include "graph/neighbor.h"
 }
 
 namespace LAMMPS_NS {
@@ -52,8 +51,7 @@ class PairCGEqui : public Pair {
     std::vector<int64_t> point_id;            /* atom tags: the evaluator's messages, and the rebuild check */
     std::vector<int32_t> node_of_id;          /* folding: the local point (graph node) of each atom tag */
     std::vector<double> points, node_force, node_energy, node_virial;
-    /* candidate pairs within cutoff + skin of the local points, and the positions they were built from */
-    ::cgq_neighbor_list *nl = nullptr;
+    /* the positions the candidate pairs (within cutoff + skin of the local points) were built from */
     std::vector<double> cand_pos;
     double cand_skin = 0.0;
     int64_t cand_local = 0;
@@ -66,9 +64,8 @@ class PairCGEqui : public Pair {
         bool on = false;
         int rank = 0;
         long steps = 0, rebuilds = 0;
-        double update = 0, neighbors = 0, set_pairs = 0, evaluate = 0, fold = 0;
-        double first[3] = {0, 0, 0}; /* the first rebuild (in the run's setup): neighbor list, node map, set pairs */
-        double node_map = 0;         /* of set_pairs: the pair style's node map and species before the evaluator's */
+        double update = 0, node_map = 0, pairs = 0, evaluate = 0, fold = 0; /* node_map + pairs: the rebuilds */
+        double first[2] = {0, 0}; /* the first rebuild (in the run's setup): node map, the evaluator's candidate pairs */
     } times;
 
     /* communication state for pack/unpack */

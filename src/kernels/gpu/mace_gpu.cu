@@ -37,6 +37,7 @@ extern "C" {
 #include "kernels/gpu/conv.cuh"
 #include "kernels/gpu/gemm.cuh"
 #include "kernels/gpu/graph_build.cuh"
+#include "kernels/gpu/pairs_build.cuh"
 #include "kernels/gpu/node_ops.cuh"
 #include "kernels/gpu/radial_spline.cuh"
 #include "kernels/gpu/radial_conv.cuh"
@@ -77,8 +78,8 @@ struct v2_buffers {
 struct pair_state {
     bool set = false;
     int64_t n_points = 0, n_local = 0, n_nodes = 0, n_cand = 0, n_sorted = 0;
-    void *buf = nullptr, *step = nullptr;
-    size_t cap = 0, step_cap = 0;
+    void *buf = nullptr, *step = nullptr, *build = nullptr; /* build: build_pairs's cells and counts */
+    size_t cap = 0, step_cap = 0, build_cap = 0;
     /* buf: candidate rows and their sender-node grouping (order: candidate ids grouped by sender node) */
     int64_t *cand_row = nullptr, *cand_srow = nullptr;
     int32_t *cand_recv = nullptr, *cand = nullptr, *order = nullptr, *point_node = nullptr, *species = nullptr;
@@ -787,7 +788,7 @@ static cgq_status create_blas(cgq_gpu *g, int gpu_id) {
 extern "C" size_t cgq_gpu_bytes(const cgq_gpu *g) {
     if (!g) return 0;
     size_t n = g->model_bytes + g->arena_cap + g->arena_f_cap + g->scratch_cap + g->graph_cap + g->pairs.cap +
-               g->pairs.step_cap + g->edge_grad_cap;
+               g->pairs.step_cap + g->pairs.build_cap + g->edge_grad_cap;
     for (size_t c : g->vb.caps) n += c;
     return n;
 }
@@ -815,6 +816,7 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     if (g->side) cudaStreamDestroy(g->side);
     cudaFree(g->pairs.buf);
     cudaFree(g->pairs.step);
+    cudaFree(g->pairs.build);
     cudaFree(g->edge_grad);
     v2_buffers &b = g->vb;
     for (double *p : {b.w, b.act, b.gw, b.gtmp, b.gef, b.gY, b.gcut, b.gx1e, b.node_tmp, b.kept, b.edge_in, b.dens,
@@ -1548,46 +1550,30 @@ extern "C" int cgq_gpu_runs_pairs(const cgq_gpu *g) {
     return g && (g->v2 || g->nq_v2);
 }
 
-extern "C" cgq_status cgq_gpu_set_pairs(cgq_gpu *g, const cgq_pair_list *pl) {
+/* Pinned staging of a pairs step (in graph_stage, which set_pairs sized for the candidates): the graph's summary
+ * first, then the positions going up or the forces and virials coming down. */
+#define PAIR_STAGE_DATA 64
+static_assert(sizeof(pair_summary) <= PAIR_STAGE_DATA, "the summary before the data");
+
+/* The candidate list's fixed arrays at q (nullptr: only the size); the first *sent bytes are the host's part, which
+ * set_pairs sends in one copy, and each candidate's receiver follows (filled on the device: pairs_ready) */
+static size_t lay_pairs_fixed(pair_state &ps, char *q, int64_t NP, int64_t N, int64_t NA, int64_t C, size_t *sent) {
+    size_t o = 0;
+    ps.cand_row = carve<int64_t>(q, o, N + 1), ps.cand_srow = carve<int64_t>(q, o, NA + 2);
+    ps.cand = carve<int32_t>(q, o, C), ps.order = carve<int32_t>(q, o, C);
+    ps.point_node = carve<int32_t>(q, o, NP), ps.species = carve<int32_t>(q, o, NA);
+    *sent = o;
+    ps.cand_recv = carve<int32_t>(q, o, C);
+    return o;
+}
+
+/* set_pairs and build_pairs, once the candidates (cand_row, cand) and their grouping by sender node (cand_srow, order;
+ * ns of them have a node) are on the device: each candidate's receiver, the per-step buffers and the sizes */
+static cgq_status pairs_ready(cgq_gpu *g, int64_t NP, int64_t N, int64_t NA, int64_t C, int64_t ns,
+                              const int64_t *point_id) {
     pair_state &ps = g->pairs;
-    ps.set = false;
-    const int64_t NP = pl->n_points, N = pl->n_local, NA = pl->n_nodes, C = N ? pl->row_ptr[N] : 0;
-    if (C > INT32_MAX || NP > INT32_MAX)
-        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "%lld candidate pairs of %lld atoms on one GPU: more than 2^31-1; use "
-                        "more MPI ranks (GPUs)", (long long)C, (long long)NP);
-    /* the fixed part, laid out alike in the pinned staging and on the device and sent in one copy; the receiver of
-     * each candidate (last) is filled on the device from the rows */
-    auto lay_fixed = [&](char *q) {
-        size_t o = 0;
-        ps.cand_row = carve<int64_t>(q, o, N + 1), ps.cand_srow = carve<int64_t>(q, o, NA + 2);
-        ps.cand = carve<int32_t>(q, o, C), ps.order = carve<int32_t>(q, o, C);
-        ps.point_node = carve<int32_t>(q, o, NP), ps.species = carve<int32_t>(q, o, NA);
-        const size_t sent = o;
-        ps.cand_recv = carve<int32_t>(q, o, C);
-        return std::make_pair(sent, o);
-    };
-    const auto bytes = lay_fixed(nullptr);
-    CGQ_TRY(grow_stage(g, bytes.first));
-    lay_fixed(static_cast<char *>(g->graph_stage));
-    memcpy(ps.cand_row, pl->row_ptr, sizeof(int64_t) * (N + 1));
-    if (C) memcpy(ps.cand, pl->candidate, sizeof(int32_t) * C);
-    if (NP) memcpy(ps.point_node, pl->point_node, sizeof(int32_t) * NP);
-    if (NA) memcpy(ps.species, pl->species, sizeof(int32_t) * NA);
-    CGQ_TRY(set_species_classes(g, pl->species, NA));
-    /* the candidates grouped by sender node (stable); copies without a node (-1) go last, to a bucket of their own */
-    ps.snode.resize(C + 1);
-    for (int64_t c = 0; c < C; c++) {
-        const int32_t node = pl->point_node[pl->candidate[c]];
-        ps.snode[c] = node >= 0 ? node : (int32_t)NA;
-    }
-    CGQ_TRY(cgq_sender_index(ps.snode.data(), C, NA + 1, ps.cand_srow, ps.order));
-    const int64_t ns = ps.cand_srow[NA];
-    CGQ_TRY(grow(&ps.buf, &ps.cap, bytes.second));
-    CGQ_CHECK_GPU(cudaMemcpy(ps.buf, g->graph_stage, bytes.first, cudaMemcpyHostToDevice));
-    lay_fixed(static_cast<char *>(ps.buf));
     if (N) k_edge_receivers<<<blocks_for(N * CGQ_WARP), CGQ_GPU_THREADS>>>(N, ps.cand_row, ps.cand_recv);
     CGQ_LAUNCH_CHECK();
-    /* the per-step buffers */
     const int64_t tiles = std::max(C, ns) / CGQ_SCAN_TILE + 2;
     auto lay_step = [&](char *q) {
         size_t o = 0;
@@ -1602,16 +1588,162 @@ extern "C" cgq_status cgq_gpu_set_pairs(cgq_gpu *g, const cgq_pair_list *pl) {
     CGQ_TRY(grow(&ps.step, &ps.step_cap, lay_step(nullptr)));
     lay_step(static_cast<char *>(ps.step));
     ps.n_points = NP, ps.n_local = N, ps.n_nodes = NA, ps.n_cand = C, ps.n_sorted = ns;
-    if (pl->point_id) ps.point_id.assign(pl->point_id, pl->point_id + NP);
+    if (point_id) ps.point_id.assign(point_id, point_id + NP);
     else ps.point_id.clear();
     ps.set = true;
     return CGQ_STATUS_OK;
 }
 
-/* Pinned staging of a pairs step (in graph_stage, which set_pairs sized for the candidates): the graph's summary
- * first, then the positions going up or the forces and virials coming down. */
-#define PAIR_STAGE_DATA 64
-static_assert(sizeof(pair_summary) <= PAIR_STAGE_DATA, "the summary before the data");
+static cgq_status too_many_pairs(int64_t C, int64_t NP) {
+    return cgq_fail(CGQ_STATUS_UNSUPPORTED, "%lld candidate pairs of %lld atoms on one GPU: more than 2^31-1; use more "
+                    "MPI ranks (GPUs)", (long long)C, (long long)NP);
+}
+
+extern "C" cgq_status cgq_gpu_set_pairs(cgq_gpu *g, const cgq_pair_list *pl) {
+    pair_state &ps = g->pairs;
+    ps.set = false;
+    const int64_t NP = pl->n_points, N = pl->n_local, NA = pl->n_nodes, C = N ? pl->row_ptr[N] : 0;
+    if (C > INT32_MAX || NP > INT32_MAX) return too_many_pairs(C, NP);
+    size_t sent = 0;
+    const size_t bytes = lay_pairs_fixed(ps, nullptr, NP, N, NA, C, &sent);
+    CGQ_TRY(grow_stage(g, sent));
+    lay_pairs_fixed(ps, static_cast<char *>(g->graph_stage), NP, N, NA, C, &sent);
+    memcpy(ps.cand_row, pl->row_ptr, sizeof(int64_t) * (N + 1));
+    if (C) memcpy(ps.cand, pl->candidate, sizeof(int32_t) * C);
+    if (NP) memcpy(ps.point_node, pl->point_node, sizeof(int32_t) * NP);
+    if (NA) memcpy(ps.species, pl->species, sizeof(int32_t) * NA);
+    CGQ_TRY(set_species_classes(g, pl->species, NA));
+    /* the candidates grouped by sender node (stable); copies without a node (-1) go last, to a bucket of their own */
+    ps.snode.resize(C + 1);
+    for (int64_t c = 0; c < C; c++) {
+        const int32_t node = pl->point_node[pl->candidate[c]];
+        ps.snode[c] = node >= 0 ? node : (int32_t)NA;
+    }
+    CGQ_TRY(cgq_sender_index(ps.snode.data(), C, NA + 1, ps.cand_srow, ps.order));
+    const int64_t ns = ps.cand_srow[NA];
+    CGQ_TRY(grow(&ps.buf, &ps.cap, bytes));
+    CGQ_CHECK_GPU(cudaMemcpy(ps.buf, g->graph_stage, sent, cudaMemcpyHostToDevice));
+    lay_pairs_fixed(ps, static_cast<char *>(ps.buf), NP, N, NA, C, &sent);
+    return pairs_ready(g, NP, N, NA, C, ns, pl->point_id);
+}
+
+/* cgq_evaluator_build_pairs on the device (pairs_build.cuh): the positions go up once, the points into cells, each
+ * receiver's candidates counted (with the first overlapping pair), scanned into rows, written and sorted; then the
+ * candidates grouped by sender node and sorted within each node. The host waits twice, for the candidates' count
+ * (to size the list) and for how many have a sender node. */
+extern "C" cgq_status cgq_gpu_build_pairs(cgq_gpu *g, const cgq_point_set *pt, double radius) {
+    pair_state &ps = g->pairs;
+    ps.set = false;
+    const int64_t NP = pt->n_points, N = pt->n_local, NA = pt->n_nodes;
+    if (NP > INT32_MAX) return too_many_pairs(0, NP);
+    const double *x = pt->positions;
+    /* cells of side h >= radius (a margin for rounding), so that every candidate of a point lies in the 27 cells
+     * around it; at most ~2 cells per point (h doubles for sparse or far-flung points) */
+    double lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
+    for (int d = 0; d < 3 && NP; d++) {
+        lo[d] = hi[d] = x[d];
+        for (int64_t p = 1; p < NP; p++) lo[d] = std::min(lo[d], x[3 * p + d]), hi[d] = std::max(hi[d], x[3 * p + d]);
+    }
+    double h = radius * (1 + 1e-6), n[3];
+    const double max_cells = 2.0 * (double)NP + 64;
+    for (;;) {
+        for (int d = 0; d < 3; d++) n[d] = std::floor((hi[d] - lo[d]) / h) + 1;
+        if (n[0] * n[1] * n[2] <= max_cells) break;
+        h *= 2;
+    }
+    cell_grid cg;
+    for (int d = 0; d < 3; d++) cg.lo[d] = lo[d], cg.n[d] = (int)n[d];
+    cg.inv_h = 1 / h;
+    const int64_t ncell = (int64_t)cg.n[0] * cg.n[1] * cg.n[2];
+    /* the build's own arrays (sized by points, cells and nodes; the candidates' go in the list's buffer) */
+    const int64_t tiles = std::max({ncell, N, NA + 1}) / CGQ_SCAN_TILE + 2;
+    double *dx = nullptr;
+    int64_t *cell_start = nullptr, *row_start = nullptr, *tile = nullptr;
+    unsigned long long *overlap = nullptr;
+    int32_t *cell_of = nullptr, *cell_points = nullptr, *cell_count = nullptr, *cell_fill = nullptr, *row_count = nullptr;
+    int32_t *row_fill = nullptr, *node_count = nullptr, *node_fill = nullptr;
+    size_t zero_from = 0, zero_to = 0;
+    auto lay = [&](char *q) {
+        size_t o = 0;
+        dx = carve<double>(q, o, 3 * NP), cell_start = carve<int64_t>(q, o, ncell + 1), tile = carve<int64_t>(q, o, tiles);
+        row_start = carve<int64_t>(q, o, N + 1), overlap = carve<unsigned long long>(q, o, 1); /* one download */
+        cell_of = carve<int32_t>(q, o, NP), cell_points = carve<int32_t>(q, o, NP), row_count = carve<int32_t>(q, o, N);
+        zero_from = o; /* the counters: zeroed together */
+        cell_count = carve<int32_t>(q, o, ncell), cell_fill = carve<int32_t>(q, o, ncell), row_fill = carve<int32_t>(q, o, N);
+        node_count = carve<int32_t>(q, o, NA + 1), node_fill = carve<int32_t>(q, o, NA + 1);
+        zero_to = o;
+        return o;
+    };
+    CGQ_TRY(grow(&ps.build, &ps.build_cap, lay(nullptr)));
+    char *b = static_cast<char *>(ps.build);
+    lay(b);
+    CGQ_TRY(grow_stage(g, std::max<size_t>(PAIR_STAGE_DATA, sizeof(double) * 3 * NP)));
+    char *stage = static_cast<char *>(g->graph_stage);
+    if (NP) {
+        memcpy(stage, x, sizeof(double) * 3 * NP);
+        CGQ_CHECK_GPU(cudaMemcpyAsync(dx, stage, sizeof(double) * 3 * NP, cudaMemcpyHostToDevice));
+    }
+    CGQ_CHECK_GPU(cudaMemsetAsync(b + zero_from, 0, zero_to - zero_from));
+    CGQ_CHECK_GPU(cudaMemsetAsync(overlap, 0xff, sizeof *overlap));
+    if (NP) k_cell_count<<<blocks_for(NP), CGQ_GPU_THREADS>>>(NP, dx, cg, cell_of, cell_count);
+    scan_flags(cell_count, ncell, cell_start, tile);
+    if (NP) k_cell_place<<<blocks_for(NP), CGQ_GPU_THREADS>>>(NP, cell_of, cell_start, cell_fill, cell_points);
+    const double r2 = radius * radius;
+    if (N)
+        k_cand_rows<<<blocks_wide(N * CGQ_WARP), CGQ_GPU_THREADS>>>(N, dx, cg, cell_of, cell_start, cell_points, r2,
+                                                                   row_count, overlap, nullptr, nullptr, nullptr);
+    scan_flags(row_count, N, row_start, tile);
+    CGQ_LAUNCH_CHECK();
+    struct {
+        int64_t n_cand;
+        unsigned long long overlap;
+    } head;
+    static_assert(sizeof head <= PAIR_STAGE_DATA, "staged");
+    CGQ_CHECK_GPU(cudaMemcpyAsync(stage, row_start + N, sizeof head, cudaMemcpyDeviceToHost));
+    CGQ_CHECK_GPU(cudaStreamSynchronize(0));
+    memcpy(&head, stage, sizeof head);
+    auto id = [&](int64_t p) { return (long long)(pt->point_id ? pt->point_id[p] : p); };
+    if (head.overlap != ~0ull) {
+        const int64_t i = (int64_t)(head.overlap >> 32), j = (int64_t)(head.overlap & 0xffffffffu);
+        const double *xi = x + 3 * i, *xj = x + 3 * j;
+        const double d = std::sqrt((xi[0] - xj[0]) * (xi[0] - xj[0]) + (xi[1] - xj[1]) * (xi[1] - xj[1]) +
+                                   (xi[2] - xj[2]) * (xi[2] - xj[2]));
+        return cgq_fail(CGQ_STATUS_BAD_INPUT, "atoms %lld at (%g, %g, %g) and %lld at (%g, %g, %g) overlap: they are "
+                        "%.3g A apart, closer than 1e-08 A; remove duplicate atoms from the input structure", id(i),
+                        xi[0], xi[1], xi[2], id(j), xj[0], xj[1], xj[2], d);
+    }
+    const int64_t C = head.n_cand;
+    if (C > INT32_MAX) return too_many_pairs(C, NP);
+    /* the list: rows, then each row's candidates written (any order) and sorted by point */
+    size_t sent = 0;
+    CGQ_TRY(grow(&ps.buf, &ps.cap, lay_pairs_fixed(ps, nullptr, NP, N, NA, C, &sent)));
+    lay_pairs_fixed(ps, static_cast<char *>(ps.buf), NP, N, NA, C, &sent);
+    if (NP) CGQ_CHECK_GPU(cudaMemcpy(ps.point_node, pt->point_node, sizeof(int32_t) * NP, cudaMemcpyHostToDevice));
+    if (NA) CGQ_CHECK_GPU(cudaMemcpy(ps.species, pt->species, sizeof(int32_t) * NA, cudaMemcpyHostToDevice));
+    CGQ_CHECK_GPU(cudaMemcpyAsync(ps.cand_row, row_start, sizeof(int64_t) * (N + 1), cudaMemcpyDeviceToDevice));
+    int32_t *unsorted = ps.cand_recv; /* free until pairs_ready fills it */
+    if (N) {
+        k_cand_rows<<<blocks_wide(N * CGQ_WARP), CGQ_GPU_THREADS>>>(N, dx, cg, cell_of, cell_start, cell_points, r2,
+                                                                   nullptr, nullptr, row_start, row_fill, unsorted);
+        k_sort_segments<<<blocks_wide(N * CGQ_WARP), CGQ_GPU_THREADS>>>(N, row_start, unsorted, ps.cand);
+    }
+    /* grouped by sender node (copies without a node last), each group in candidate order */
+    if (C) k_group_by_sender<<<blocks_for(C), CGQ_GPU_THREADS>>>(C, ps.cand, ps.point_node, (int32_t)NA, node_count,
+                                                                nullptr, nullptr, nullptr);
+    scan_flags(node_count, NA + 1, ps.cand_srow, tile);
+    if (C) {
+        k_group_by_sender<<<blocks_for(C), CGQ_GPU_THREADS>>>(C, ps.cand, ps.point_node, (int32_t)NA, nullptr,
+                                                             ps.cand_srow, node_fill, unsorted);
+        k_sort_segments<<<blocks_wide((NA + 1) * CGQ_WARP), CGQ_GPU_THREADS>>>(NA + 1, ps.cand_srow, unsorted, ps.order);
+    }
+    CGQ_LAUNCH_CHECK();
+    int64_t ns = 0;
+    CGQ_CHECK_GPU(cudaMemcpyAsync(stage, ps.cand_srow + NA, sizeof ns, cudaMemcpyDeviceToHost));
+    CGQ_CHECK_GPU(cudaStreamSynchronize(0));
+    memcpy(&ns, stage, sizeof ns);
+    CGQ_TRY(set_species_classes(g, pt->species, NA));
+    return pairs_ready(g, NP, N, NA, C, ns, pt->point_id);
+}
 
 /* Step 1 of a pairs evaluation: positions up (checked on the device), the kept candidates counted and scanned, the
  * row pointers made, and the graph's summary down (pair_summary: the edge count and the input errors), which the host
