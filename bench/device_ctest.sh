@@ -49,7 +49,7 @@ if [ "${BENCH:-0}" = 1 ]; then # then the MACE-MP-0-medium-architecture step: ch
   [ "${BASE:-0}" = 1 ] && [ -x $B0 ] || B0=""
   ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)|GPU memory [0-9.]+ GiB' | tr '\n' ' '; }
   {
-    echo "MP-0: $($B $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
+    echo "MP-0: $($B $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET|rebuild')"
     for round in 1 2 3; do
       [ -n "$B0" ] && echo "MP-0 round $round base: $($B0 $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
       echo "MP-0 round $round: $($B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
@@ -60,7 +60,8 @@ if [ "${BENCH:-0}" = 1 ]; then # then the MACE-MP-0-medium-architecture step: ch
       echo "$(prof $B)"
     done
     [ -n "$B0" ] && echo "MP-0 98,304 atoms base: $($B0 $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
-    echo "MP-0 98,304 atoms: $($B $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
+    echo "MP-0 98,304 atoms: $($B $MP $W 8 8 8 cuda 3 --fp32 --pairs | tee /tmp/mp0_98k.txt | ms)"
+    grep rebuild /tmp/mp0_98k.txt
     for v in ${VARIANTS:-}; do # switches of the new tree, A/B in one binary: VARIANTS='CGQ_X=0 CGQ_X=1'
       echo "MP-0 $v: $(env $v $B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
       echo "  $(env $v CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
@@ -69,7 +70,7 @@ if [ "${BENCH:-0}" = 1 ]; then # then the MACE-MP-0-medium-architecture step: ch
     done
     if [ -n "$B0" ] && [ "${SHIPPED:-1}" = 1 ]; then # SHIPPED=0: not the shipped models' A/B
       for mdl in water-mace-small mace01-solvent water-nequip-small; do
-        echo "$mdl: $($B potentials/$mdl.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET' | head -1)"
+        echo "$mdl: $($B potentials/$mdl.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET|rebuild' | head -2)"
         for round in 1 2; do
           echo "$mdl base: $($B0 potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
           echo "$mdl new: $($B potentials/$mdl.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
