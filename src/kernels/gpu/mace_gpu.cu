@@ -1666,7 +1666,8 @@ extern "C" cgq_status cgq_gpu_build_pairs(cgq_gpu *g, const cgq_point_set *pt, d
     auto lay = [&](char *q) {
         size_t o = 0;
         dx = carve<double>(q, o, 3 * NP), cell_start = carve<int64_t>(q, o, ncell + 1), tile = carve<int64_t>(q, o, tiles);
-        row_start = carve<int64_t>(q, o, N + 1), overlap = carve<unsigned long long>(q, o, 1); /* one download */
+        row_start = carve<int64_t>(q, o, N + 2); /* the rows, then the first overlap: adjacent, one download */
+        overlap = reinterpret_cast<unsigned long long *>(row_start + N + 1);
         cell_of = carve<int32_t>(q, o, NP), cell_points = carve<int32_t>(q, o, NP), row_count = carve<int32_t>(q, o, N);
         zero_from = o; /* the counters: zeroed together */
         cell_count = carve<int32_t>(q, o, ncell), cell_fill = carve<int32_t>(q, o, ncell), row_fill = carve<int32_t>(q, o, N);
@@ -1703,8 +1704,10 @@ extern "C" cgq_status cgq_gpu_build_pairs(cgq_gpu *g, const cgq_point_set *pt, d
     CGQ_CHECK_GPU(cudaStreamSynchronize(0));
     memcpy(&head, stage, sizeof head);
     auto id = [&](int64_t p) { return (long long)(pt->point_id ? pt->point_id[p] : p); };
+    static_assert(sizeof(unsigned long long) == sizeof(int64_t), "the overlap key after the rows");
     if (head.overlap != ~0ull) {
         const int64_t i = (int64_t)(head.overlap >> 32), j = (int64_t)(head.overlap & 0xffffffffu);
+        if (i >= NP || j >= NP) return cgq_fail(CGQ_STATUS_DEVICE_ERROR, "the GPU named overlapping points %lld and %lld of %lld (a device fault)", (long long)i, (long long)j, (long long)NP);
         const double *xi = x + 3 * i, *xj = x + 3 * j;
         const double d = std::sqrt((xi[0] - xj[0]) * (xi[0] - xj[0]) + (xi[1] - xj[1]) * (xi[1] - xj[1]) +
                                    (xi[2] - xj[2]) * (xi[2] - xj[2]));
