@@ -53,3 +53,29 @@ lammps_water_boxes() {
       tail -4 "$OUT/timing.$mdl" )
   done
 }
+
+# build_lammps: LAMMPS from .device/lammps (carried: Debian's LAMMPS 20220106 source, its cmake/ and src/ with fmt/ and
+# STUBS/ but no packages) with this tree's pair style built in, into /tmp/lmpbuild (log /tmp/lammps_build.log); build-gpu
+# must be configured (cgequi-link.txt), and its libcgequi.a built before the link. Prints the error lines on failure.
+build_lammps() {
+  nice tools/build-lammps-with-cgequi.sh .device/lammps build-gpu /tmp/lmpbuild -DBUILD_MPI=yes -DBUILD_OMP=yes \
+    >/tmp/lammps_build.log 2>&1 || { echo "LAMMPS build failed"; grep -E "error" -A3 /tmp/lammps_build.log | head -20; return 1; }
+}
+
+# lammps_variants: the shipped MACE water model on examples/lammps/water_5184.data (fp32, 500 steps, one rank,
+# CGQ_PAIR_TIMING=1) once per switch (VAR=value) of LAMMPS_VARIANTS, two rounds alternated; prints each run's
+# timesteps/s, its last thermo line and the pair style's timing lines.
+lammps_variants() {
+  local round v model
+  model=$(realpath potentials/water-mace-small.h5)
+  sed "s#^variable model index .*#variable model index $model#" examples/lammps/in.water_nvt >/tmp/in.lmp
+  for round in 1 2; do
+    for v in ${LAMMPS_VARIANTS:-CGQ_GPU_BUILD_PAIRS=0 CGQ_GPU_BUILD_PAIRS=1}; do
+      ( cd examples/lammps && env $v CGQ_PAIR_TIMING=1 OMP_NUM_THREADS=16 timeout 120 /tmp/lmpbuild/lmp -in /tmp/in.lmp \
+          -var steps 500 -var data water_5184.data -log /tmp/log.lmp -screen none 2>/tmp/timing.lmp || echo "FAILED $v" )
+      echo "LAMMPS water MACE 5,184 fp32 $v round $round: $(grep -oE '[0-9.]+ timesteps/s' /tmp/log.lmp);" \
+        "$(grep -E '^ +500 ' /tmp/log.lmp | head -1)"
+      grep -hE "ms per step|later ones" /tmp/timing.lmp | sed 's/^pair cgequi timing, rank 0, /  /'
+    done
+  done
+}

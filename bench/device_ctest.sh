@@ -36,11 +36,7 @@ R=${RACE_FILTER:-'*Fused*mace01*:*Fused*water_mace*:*RadialTable*mace01*:*Radial
       /tmp/racecheck_pairs.log
   } >"$OUT/sanitizers.txt" ) &
 
-if [ "${LAMMPS:-0}" = 1 ]; then
-  ( nice tools/build-lammps-with-cgequi.sh .device/lammps build-gpu /tmp/lmpbuild -DBUILD_MPI=yes -DBUILD_OMP=yes \
-      >/tmp/lammps_build.log 2>&1 || { echo "LAMMPS build failed"; grep -E "error" -A3 /tmp/lammps_build.log | head -20; } ) \
-    >"$OUT/lammps.txt" &
-fi
+[ "${LAMMPS:-0}" = 1 ] && build_lammps >"$OUT/lammps.txt" &
 start=$(date +%s)
 # 2 OpenMP threads per test (the CPU references): 16 per test at -j8 asks for 128 threads on 16 cores (374 s in session 15;
 # the 9 whole-binary variants alone took 89 s at 2 threads and -j9)
@@ -86,19 +82,6 @@ if [ "${BENCH:-0}" = 1 ]; then # then the MACE-MP-0-medium-architecture step: ch
     fi
   } >"$OUT/bench.txt" 2>&1
 fi
-if [ "${LAMMPS:-0}" = 1 ]; then
-  wait
-  model=$(realpath potentials/water-mace-small.h5)
-  sed "s#^variable model index .*#variable model index $model#" examples/lammps/in.water_nvt >/tmp/in.lmp
-  for round in 1 2; do
-    for v in ${LAMMPS_VARIANTS:-CGQ_GPU_BUILD_PAIRS=0 CGQ_GPU_BUILD_PAIRS=1}; do
-      ( cd examples/lammps && env $v CGQ_PAIR_TIMING=1 OMP_NUM_THREADS=16 timeout 120 /tmp/lmpbuild/lmp -in /tmp/in.lmp \
-          -var steps 500 -var data water_5184.data -log /tmp/log.lmp -screen none 2>/tmp/timing.lmp || echo "FAILED $v" )
-      echo "LAMMPS water MACE 5,184 fp32 $v round $round: $(grep -oE '[0-9.]+ timesteps/s' /tmp/log.lmp);" \
-        "$(grep -E '^ +500 ' /tmp/log.lmp | head -1)"
-      grep -hE "ms per step|later ones" /tmp/timing.lmp | sed 's/^pair cgequi timing, rank 0, /  /'
-    done
-  done >>"$OUT/lammps.txt" 2>&1
-fi
+[ "${LAMMPS:-0}" = 1 ] && { wait; lammps_variants >>"$OUT/lammps.txt" 2>&1; }
 echo "==== summary"
 cat "$OUT/ctest_summary.txt" "$OUT/sanitizers.txt" "$OUT/bench.txt" "$OUT/lammps.txt" 2>/dev/null
