@@ -21,6 +21,16 @@ void cgq_pairs_free(cgq_pairs *p) {
 
 static long long point_id(const cgq_pairs *p, int64_t k) { return p->point_id ? (long long)p->point_id[k] : (long long)k; }
 
+/* The first non-finite coordinate of n points, named by ids (NULL: row numbers); the GPU's pairs step reports it with
+ * the same message (pairs_count) */
+static cgq_status check_finite(const double *x, int64_t n, const int64_t *ids) {
+    for (int64_t k = 0; k < 3 * n; k++)
+        if (!isfinite(x[k]))
+            return cgq_fail(CGQ_STATUS_BAD_INPUT, "atom %lld has a non-finite position (%g); the simulation has blown up "
+                            "or the input is corrupt", ids ? (long long)ids[k / 3] : (long long)(k / 3), x[k]);
+    return CGQ_STATUS_OK;
+}
+
 /* The points' part of a pair list (cgq_evaluator_set_pairs and cgq_evaluator_build_pairs) */
 static cgq_status validate_points(const cgq_model *m, int64_t n_points, int64_t n_local, int64_t n_nodes,
                                   const int32_t *species, const int32_t *point_node) {
@@ -111,16 +121,14 @@ cgq_status cgq_evaluator_build_pairs(cgq_evaluator *ev, const cgq_point_set *pt,
                         "in A (the cutoff plus a skin)", radius);
     CGQ_TRY(validate_points(ev->model, pt->n_points, pt->n_local, pt->n_nodes, pt->species, pt->point_node));
     if (pt->n_points && !pt->positions) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluator_build_pairs: positions are NULL");
-    for (int64_t k = 0; k < 3 * pt->n_points; k++)
-        if (!isfinite(pt->positions[k]))
-            return cgq_fail(CGQ_STATUS_BAD_INPUT, "atom %lld has a non-finite position (%g); the simulation has blown up "
-                            "or the input is corrupt", pt->point_id ? (long long)pt->point_id[k / 3] : (long long)(k / 3),
-                            pt->positions[k]);
+    CGQ_TRY(check_finite(pt->positions, pt->n_points, pt->point_id));
     if (!build_on_device(ev)) {
         cgq_neighbor_list *nl = &p->nl;
-        nl->ids = pt->point_id;
-        nl->senders_only = 1;
-        CGQ_TRY(cgq_neighbor_list_build_receivers(nl, pt->n_points, pt->n_local, pt->positions, NULL, NULL, radius));
+        nl->ids = pt->point_id, nl->senders_only = 1;
+        const cgq_status st = cgq_neighbor_list_build_receivers(nl, pt->n_points, pt->n_local, pt->positions, NULL,
+                                                                NULL, radius);
+        nl->ids = NULL; /* the caller's */
+        CGQ_TRY(st);
         const cgq_pair_list l = {pt->n_points, pt->n_local, pt->n_nodes, pt->species, nl->row_ptr, nl->sender,
                                  pt->point_node, pt->point_id};
         return cgq_evaluator_set_pairs(ev, &l);
@@ -211,10 +219,7 @@ static cgq_status evaluate_pairs(cgq_evaluator *ev, const double *x, const cgq_e
 #ifdef CGQ_HAVE_GPU /* the GPU checks the positions itself (pairs_count), with the same message */
     if (ev->gpu && cgq_gpu_runs_pairs(ev->gpu)) return cgq_gpu_evaluate_pairs(ev->gpu, x, xc, r);
 #endif
-    for (int64_t k = 0; k < 3 * l->n_points; k++)
-        if (!isfinite(x[k]))
-            return cgq_fail(CGQ_STATUS_BAD_INPUT, "atom %lld has a non-finite position (%g); the simulation has blown up "
-                            "or the input is corrupt", point_id(p, k / 3), x[k]);
+    CGQ_TRY(check_finite(x, l->n_points, l->point_id));
     CGQ_TRY(host_graph(ev, x));
     cgq_graph g = {l->n_nodes, l->n_local, p->g_row[l->n_local], l->species, p->g_row, p->g_sender, p->g_vec};
     /* the exchange is collective: passed on even where this domain has no ghosts, as the other domains call it */
