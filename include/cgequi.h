@@ -132,8 +132,8 @@ typedef struct cgq_point_set {
 /* cgq_evaluator_set_pairs with the candidates found by the evaluator: every local point (receiver) and every other
  * point closer than radius (the cutoff plus a skin), each receiver's candidates in increasing point order. GPU
  * evaluators that build the step's graph on the device (cgq_evaluate_pairs) build this list there too, and it never
- * crosses to the host; the others build it on the host. Both give the same list. Errors: non-finite positions and
- * points closer than 1e-8 A (CGQ_STATUS_BAD_INPUT, named by point_id). */
+ * crosses to the host; the others build it on the host. Both give the same list. Errors (CGQ_STATUS_BAD_INPUT, the
+ * atoms named by point_id): non-finite positions, points more than 1e100 A apart, points closer than 1e-8 A. */
 CGQ_API cgq_status cgq_evaluator_build_pairs(cgq_evaluator *ev, const cgq_point_set *points, double radius);
 
 /* Outputs per graph node; array pointers may be NULL when not wanted. Forces are the sums of the

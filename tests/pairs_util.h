@@ -204,6 +204,11 @@ inline void expect_clear_pair_errors(const cgq_evaluator_params &params) {
     EXPECT_EQ(cgq_evaluator_build_pairs(ev.e, &pts, radius), CGQ_STATUS_BAD_INPUT);
     for (const char *part : {"overlap", "closer than 1e-08 A", "remove duplicate atoms", "4 at ("})
         EXPECT_NE(std::string(cgq_last_error()).find(part), std::string::npos) << part << ": " << cgq_last_error();
+    bad = x;
+    bad[3 * 2] = 1e300, bad[3 * 7] = -1e300; // finite, but no cell list spans them
+    EXPECT_EQ(cgq_evaluator_build_pairs(ev.e, &pts, radius), CGQ_STATUS_BAD_INPUT);
+    EXPECT_NE(std::string(cgq_last_error()).find("atoms 8 and 3 are 2e+300 A apart along x"), std::string::npos)
+        << cgq_last_error();
     pts.positions = x.data();
     pts.n_local = pts.n_nodes = 0; // an empty domain: no receivers, no energy
     std::vector<int32_t> none(p.n_points(), -1);

@@ -101,6 +101,23 @@ cgq_status cgq_evaluator_set_pairs(cgq_evaluator *ev, const cgq_pair_list *l) {
     return CGQ_STATUS_OK;
 }
 
+/* Points so far apart that their distance overflows (|x| near 1e308) cannot be put in cells: refused by name */
+static cgq_status check_span(const cgq_point_set *pt) {
+    for (int d = 0; d < 3 && pt->n_points; d++) {
+        int64_t lo = 0, hi = 0;
+        for (int64_t k = 1; k < pt->n_points; k++) {
+            if (pt->positions[3 * k + d] < pt->positions[3 * lo + d]) lo = k;
+            if (pt->positions[3 * k + d] > pt->positions[3 * hi + d]) hi = k;
+        }
+        const double span = pt->positions[3 * hi + d] - pt->positions[3 * lo + d];
+        if (!(span < 1e100))
+            return cgq_fail(CGQ_STATUS_BAD_INPUT, "atoms %lld and %lld are %g A apart along %c: the positions are "
+                            "corrupt or in the wrong units", pt->point_id ? (long long)pt->point_id[lo] : (long long)lo,
+                            pt->point_id ? (long long)pt->point_id[hi] : (long long)hi, span, "xyz"[d]);
+    }
+    return CGQ_STATUS_OK;
+}
+
 /* CGQ_GPU_BUILD_PAIRS=0: a GPU evaluator's list built on the host as well (for comparisons) */
 static int build_on_device(const cgq_evaluator *ev) {
 #ifdef CGQ_HAVE_GPU
@@ -122,6 +139,7 @@ cgq_status cgq_evaluator_build_pairs(cgq_evaluator *ev, const cgq_point_set *pt,
     CGQ_TRY(validate_points(ev->model, pt->n_points, pt->n_local, pt->n_nodes, pt->species, pt->point_node));
     if (pt->n_points && !pt->positions) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluator_build_pairs: positions are NULL");
     CGQ_TRY(check_finite(pt->positions, pt->n_points, pt->point_id));
+    CGQ_TRY(check_span(pt));
     if (!build_on_device(ev)) {
         cgq_neighbor_list *nl = &p->nl;
         nl->ids = pt->point_id, nl->senders_only = 1;
