@@ -301,6 +301,38 @@ TEST(GpuPairs, BuiltOnDeviceLargeDomain) {
     cgq_evaluator_free(gpu);
 }
 
+// Two copies of a molecule 10,000 A apart: cells of the radius's side would be ~3,000 times the points, so the GPU's
+// cells grow (cgq_gpu_build_pairs doubles their side until there are at most ~2 per point); the lists still agree
+// bitwise, and the energy is twice the molecule's
+TEST(GpuPairs, BuiltOnDeviceSparsePoints) {
+    if (!cgq_gpu_count()) GTEST_SKIP() << "no GPU";
+    const std::string path = std::string(CGQ_POTENTIALS_DIR) + "/mace01-solvent.h5";
+    Model model(path);
+    ASSERT_NE(model.m, nullptr) << cgq_last_error();
+    cgq_evaluator *gpu = make(model.m, CGQ_DEVICE_CUDA);
+    ASSERT_NE(gpu, nullptr) << cgq_last_error();
+    const Case c = read_cases(path).front();
+    ASSERT_FALSE(c.pbc[0] || c.pbc[1] || c.pbc[2]);
+    const int64_t n = (int64_t)c.Z.size();
+    Points p;
+    p.n = 2 * n;
+    std::vector<double> x = c.pos;
+    for (int64_t i = 0; i < n; i++)
+        for (int d = 0; d < 3; d++) x.push_back(c.pos[3 * i + d] + (d == 0 ? 1e4 : 0.0));
+    for (int64_t k = 0; k < 2 * n; k++) {
+        p.owner.push_back((int32_t)k), p.ids.push_back(k + 1);
+        p.species.push_back(cgq_model_species_index(model.m, c.Z[k % n]));
+    }
+    const double radius = cgq_model_cutoff(model.m) + 1.0;
+    const Eval host = built_pairs_eval(gpu, p, true, x, radius, false);
+    const Eval dev = built_pairs_eval(gpu, p, true, x, radius, true);
+    expect_bitwise(dev, host, "two molecules 1e4 A apart");
+    const Eval one = evaluate(gpu, c, c.pos);
+    ASSERT_EQ(one.status, CGQ_STATUS_OK) << cgq_last_error();
+    EXPECT_NEAR(dev.energy, 2 * one.energy, 1e-10 * std::fabs(one.energy));
+    cgq_evaluator_free(gpu);
+}
+
 // The pairs step's input errors found on the device (pairs_count) name the atoms as the CPU's checks do
 TEST(GpuPairs, ClearErrorMessages) {
     if (!cgq_gpu_count()) GTEST_SKIP() << "no GPU";
