@@ -37,20 +37,27 @@ make_models() {
   MODELS_PID=$!
 }
 
-# lammps_water_boxes: the shipped MACE and NequIP water models in LAMMPS (/tmp/lmpbuild/lmp, built by
-# tools/build-lammps-with-cgequi.sh): examples/lammps/in.water_nvt on water_5184.data, fp32, 500 steps, one rank,
-# CGQ_PAIR_TIMING=1. Logs in $OUT (log.MODEL, timing.MODEL); prints each model's performance line, its first and last
-# thermo lines and the pair style's timing summary.
+# lammps_water_run MODEL LOG TIMING [VAR=value ...]: examples/lammps/in.water_nvt with potentials/MODEL.h5 on
+# water_5184.data (fp32, 500 steps, one rank, CGQ_PAIR_TIMING=1) in /tmp/lmpbuild/lmp (build_lammps), with the given
+# switches; the LAMMPS log goes to LOG, the pair style's timing to TIMING. Prints "FAILED" if the run fails.
+lammps_water_run() {
+  local mdl=$1 log=$2 timing=$3
+  shift 3
+  sed "s#^variable model index .*#variable model index $(realpath potentials/$mdl.h5)#" examples/lammps/in.water_nvt \
+    >/tmp/in.$mdl
+  ( cd examples/lammps && env "$@" CGQ_PAIR_TIMING=1 OMP_NUM_THREADS=16 timeout 120 /tmp/lmpbuild/lmp -in /tmp/in.$mdl \
+      -var steps 500 -var data water_5184.data -log "$log" -screen none 2>"$timing" || echo "FAILED $mdl $*" )
+}
+
+# lammps_water_boxes: the shipped MACE and NequIP water models (lammps_water_run; logs in $OUT: log.MODEL,
+# timing.MODEL); prints each model's performance line, its first and last thermo lines and the pair style's timing.
 lammps_water_boxes() {
   local mdl
   for mdl in water-mace-small water-nequip-small; do
-    ( cd examples/lammps
-      sed "s#^variable model index .*#variable model index $(realpath ../../potentials/$mdl.h5)#" in.water_nvt >/tmp/in.$mdl
-      CGQ_PAIR_TIMING=1 OMP_NUM_THREADS=16 timeout 120 /tmp/lmpbuild/lmp -in /tmp/in.$mdl -var steps 500 \
-        -var data water_5184.data -log "$OUT/log.$mdl" -screen none 2>"$OUT/timing.$mdl" || echo "FAILED $mdl"
-      echo "$mdl 5,184 atoms fp32, 500 steps: $(grep -E '^Performance' "$OUT/log.$mdl")"
-      grep -E "^ +(0|500) " "$OUT/log.$mdl" | head -2
-      tail -4 "$OUT/timing.$mdl" )
+    lammps_water_run $mdl "$OUT/log.$mdl" "$OUT/timing.$mdl"
+    echo "$mdl 5,184 atoms fp32, 500 steps: $(grep -E '^Performance' "$OUT/log.$mdl")"
+    grep -E "^ +(0|500) " "$OUT/log.$mdl" | head -2
+    tail -4 "$OUT/timing.$mdl"
   done
 }
 
@@ -62,17 +69,13 @@ build_lammps() {
     >/tmp/lammps_build.log 2>&1 || { echo "LAMMPS build failed"; grep -E "error" -A3 /tmp/lammps_build.log | head -20; return 1; }
 }
 
-# lammps_variants: the shipped MACE water model on examples/lammps/water_5184.data (fp32, 500 steps, one rank,
-# CGQ_PAIR_TIMING=1) once per switch (VAR=value) of LAMMPS_VARIANTS, two rounds alternated; prints each run's
-# timesteps/s, its last thermo line and the pair style's timing lines.
+# lammps_variants: the shipped MACE water model (lammps_water_run) once per switch (VAR=value) of LAMMPS_VARIANTS,
+# two rounds alternated; prints each run's timesteps/s, its last thermo line and the pair style's timing lines.
 lammps_variants() {
-  local round v model
-  model=$(realpath potentials/water-mace-small.h5)
-  sed "s#^variable model index .*#variable model index $model#" examples/lammps/in.water_nvt >/tmp/in.lmp
+  local round v
   for round in 1 2; do
     for v in ${LAMMPS_VARIANTS:-CGQ_GPU_BUILD_PAIRS=0 CGQ_GPU_BUILD_PAIRS=1}; do
-      ( cd examples/lammps && env $v CGQ_PAIR_TIMING=1 OMP_NUM_THREADS=16 timeout 120 /tmp/lmpbuild/lmp -in /tmp/in.lmp \
-          -var steps 500 -var data water_5184.data -log /tmp/log.lmp -screen none 2>/tmp/timing.lmp || echo "FAILED $v" )
+      lammps_water_run water-mace-small /tmp/log.lmp /tmp/timing.lmp $v
       echo "LAMMPS water MACE 5,184 fp32 $v round $round: $(grep -oE '[0-9.]+ timesteps/s' /tmp/log.lmp);" \
         "$(grep -E '^ +500 ' /tmp/log.lmp | head -1)"
       grep -hE "ms per step|later ones" /tmp/timing.lmp | sed 's/^pair cgequi timing, rank 0, /  /'
