@@ -38,15 +38,18 @@ make_models() {
 }
 
 # lammps_water_run MODEL LOG TIMING [VAR=value ...]: examples/lammps/in.water_nvt with potentials/MODEL.h5 on
-# water_5184.data (fp32, 500 steps, one rank, CGQ_PAIR_TIMING=1) in /tmp/lmpbuild/lmp (build_lammps), with the given
-# switches; the LAMMPS log goes to LOG, the pair style's timing to TIMING. Prints "FAILED" if the run fails.
+# water_5184.data (fp32, 500 steps, CGQ_PAIR_TIMING=1) in /tmp/lmpbuild/lmp (build_lammps), with the given switches,
+# on LMP_RANKS MPI ranks (default 1; each rank takes its own GPU); the LAMMPS log goes to LOG, the pair style's timing
+# to TIMING. Prints "FAILED" if the run fails.
 lammps_water_run() {
-  local mdl=$1 log=$2 timing=$3
+  local mdl=$1 log=$2 timing=$3 ranks=${LMP_RANKS:-1} mpi=""
   shift 3
+  [ "$ranks" -gt 1 ] && mpi="mpirun --allow-run-as-root --bind-to none -np $ranks"
   sed "s#^variable model index .*#variable model index $(realpath potentials/$mdl.h5)#" examples/lammps/in.water_nvt \
     >/tmp/in.$mdl
-  ( cd examples/lammps && env "$@" CGQ_PAIR_TIMING=1 OMP_NUM_THREADS=16 timeout 120 /tmp/lmpbuild/lmp -in /tmp/in.$mdl \
-      -var steps 500 -var data water_5184.data -log "$log" -screen none 2>"$timing" || echo "FAILED $mdl $*" )
+  ( cd examples/lammps && env "$@" CGQ_PAIR_TIMING=1 OMP_NUM_THREADS=$((16 / ranks)) timeout 120 $mpi /tmp/lmpbuild/lmp \
+      -in /tmp/in.$mdl -var steps 500 -var data water_5184.data -log "$log" -screen none 2>"$timing" \
+      || echo "FAILED $mdl $ranks ranks $*" )
 }
 
 # lammps_water_boxes: the shipped MACE and NequIP water models (lammps_water_run; logs in $OUT: log.MODEL,
@@ -79,6 +82,72 @@ lammps_variants() {
       echo "LAMMPS water MACE 5,184 fp32 $v round $round: $(grep -oE '[0-9.]+ timesteps/s' /tmp/log.lmp);" \
         "$(grep -E '^ +500 ' /tmp/log.lmp | head -1)"
       grep -hE "ms per step|later ones" /tmp/timing.lmp | sed 's/^pair cgequi timing, rank 0, /  /'
+    done
+  done
+}
+
+# lammps_gpu_checks: tests/lammps/check_lammps.py with the pair style on the GPU (/tmp/lmpbuild/lmp, build_lammps)
+# against `cgequi eval` on the CPU in float64 (build-gpu/cgequi): energy, forces, pressure tensor, per-atom energies and
+# virials of one configuration, on 1, 2 and 4 ranks (one GPU per rank where there are enough, else all on GPU 0),
+# newton on and off, open boundaries, empty ranks, and NequIP's per-layer ghost exchange. One line per case.
+lammps_gpu_checks() {
+  local ngpu share2="" share4="--gpu-id 0" d=examples/lammps t=tests/lammps
+  ngpu=$(nvidia-smi -L | wc -l)
+  [ "$ngpu" -lt 2 ] && share2="--gpu-id 0"
+  [ "$ngpu" -ge 4 ] && share4=""
+  chk() {
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 python3 $t/check_lammps.py --lmp /tmp/lmpbuild/lmp \
+      --cgequi build-gpu/cgequi --mpirun "mpirun --oversubscribe --bind-to none" --device cuda "$@" 2>&1 | tail -3
+  }
+  local mace="--model potentials/mace01-solvent.h5" water="--data $d/water_192.data --elements O H"
+  echo "GPUs: $ngpu"
+  chk $mace $water --tol 1e-9
+  chk $mace $water --tol 1e-9 --newton off
+  chk $mace $water --tol 1e-9 --ranks 2 $share2
+  chk $mace --data $t/triclinic_small.data --elements "H O C" --tol 1e-9 --ranks 2 --newton off $share2
+  chk $mace --data $t/cluster_corner.data --elements "C H O" --tol 1e-9 --ranks 4 --processors "4 1 1" $share4
+  chk $mace --data $t/cluster_corner.data --elements "C H O" --tol 1e-9 --boundary "f f f" --ranks 2 $share2
+  chk $mace --data $t/water_sparse_ids.data --elements "O H" --tol 1e-9
+  chk --model potentials/water-nequip-small.h5 $water --tol 1e-9 --ranks 2 $share2
+  chk --model potentials/water-mace-small.h5 $water --tol 2e-5 --precision fp32 --ranks 2 $share2
+}
+
+# lammps_ranks: the shipped MACE and NequIP water models on the 5,184-atom box (lammps_water_run) on 1 rank and on
+# 2 ranks with one GPU each (where there are 2), two rounds alternated; timesteps/s and the last thermo line.
+lammps_ranks() {
+  local round r mdl
+  for round in 1 2; do
+    for mdl in water-mace-small water-nequip-small; do
+      for r in 1 2; do
+        LMP_RANKS=$r lammps_water_run $mdl /tmp/log.lmp /tmp/timing.lmp
+        echo "LAMMPS $mdl 5,184 fp32 $r rank(s) round $round: $(grep -oE '[0-9.]+ timesteps/s' /tmp/log.lmp);" \
+          "$(grep -E '^ +500 ' /tmp/log.lmp | head -1)"
+        grep -hE "ms per step" /tmp/timing.lmp | head -2 | sed 's/^pair cgequi timing, /  /'
+      done
+    done
+  done
+}
+
+# lammps_scale: the MACE-MP-0-medium-architecture model ($M, make_models) in LAMMPS on the water box replicated
+# (bench/in.water_scale: 5,184 and 93,312 atoms, fp32, 50 NVE steps) on 1 rank and on 2 ranks with one GPU each,
+# two rounds alternated; timesteps/s, the first and last thermo lines and the pair style's timing per rank.
+lammps_scale() {
+  wait $MODELS_PID
+  local round r n mpi
+  for n in "1 1 1" "3 2 3"; do
+    set -- $n
+    for round in 1 2; do
+      for r in 1 2; do
+        mpi=""
+        [ "$r" -gt 1 ] && mpi="mpirun --allow-run-as-root --bind-to none -np $r"
+        CGQ_PAIR_TIMING=1 OMP_NUM_THREADS=$((16 / r)) timeout 200 $mpi /tmp/lmpbuild/lmp -in bench/in.water_scale \
+          -var model $M/mace_mp0_medium_arch.h5 -var nx $1 -var ny $2 -var nz $3 -log /tmp/log.scale -screen none \
+          2>/tmp/timing.scale || echo "FAILED MP-0 $n $r ranks"
+        echo "LAMMPS MP-0 $(grep -oE '[0-9]+ atoms' /tmp/log.scale | tail -1) fp32 $r rank(s) round $round:" \
+          "$(grep -oE '[0-9.]+ timesteps/s' /tmp/log.scale)"
+        grep -E "^ +(0|50) " /tmp/log.scale | head -2
+        grep -hE "ms per step" /tmp/timing.scale | sed 's/^pair cgequi timing, /  /'
+      done
     done
   done
 }

@@ -12,14 +12,16 @@ set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 source bench/device_build.sh
-[ "${BENCH:-0}" = 1 ] && make_models
+{ [ "${BENCH:-0}" = 1 ] || [ "${LAMMPS:-0}" = 1 ]; } && make_models
 if [ "${BASE:-0}" = 1 ]; then
   build_base bench_eval &
 fi
 # LAMMPS=1: LAMMPS (.device/lammps, carried) built with this tree's pair style beside ctest, then the MACE water box
-# (5,184 atoms, fp32, 500 steps) run once per switch of LAMMPS_VARIANTS (VAR=value), two rounds alternated
+# (5,184 atoms, fp32, 500 steps) run once per switch of LAMMPS_VARIANTS (VAR=value), two rounds alternated; then the
+# pair style on the GPU checked against the CPU on 1-4 ranks (lammps_gpu_checks), and with 2 GPUs the water boxes on
+# 1 and 2 ranks (lammps_ranks; lammps_scale: MP-0 on 5,184 and 93,312 atoms)
 # only what `ctest -L gpu` runs (and bench_eval for BENCH): a fresh machine's whole build passed 380 s in session 27
-build_gpu test_gpu test_gpu_kernels $([ "${BENCH:-0}" = 1 ] && echo bench_eval)
+build_gpu test_gpu test_gpu_kernels $([ "${BENCH:-0}" = 1 ] && echo bench_eval) $([ "${LAMMPS:-0}" = 1 ] && echo cgequi_cli)
 K=build-gpu/tests/test_gpu_kernels F=${FILTER:-'*Fused*:*RadialTable*'}
 R=${RACE_FILTER:-'*Fused*mace01*:*Fused*water_mace*:*RadialTable*mace01*:*RadialTable*nequip_l2_parity_2layer_wide*'}
 # SAN_ENV: switches (VAR=value) for the sanitizer runs only
@@ -82,6 +84,11 @@ if [ "${BENCH:-0}" = 1 ]; then # then the MACE-MP-0-medium-architecture step: ch
     fi
   } >"$OUT/bench.txt" 2>&1
 fi
-[ "${LAMMPS:-0}" = 1 ] && { wait; lammps_variants >>"$OUT/lammps.txt" 2>&1; }
+if [ "${LAMMPS:-0}" = 1 ]; then
+  wait
+  [ -n "${LAMMPS_VARIANTS-x}" ] && lammps_variants >>"$OUT/lammps.txt" 2>&1 # LAMMPS_VARIANTS= (empty): none
+  lammps_gpu_checks >>"$OUT/lammps.txt" 2>&1
+  [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && { lammps_ranks; lammps_scale; } >>"$OUT/lammps.txt" 2>&1
+fi
 echo "==== summary"
 cat "$OUT/ctest_summary.txt" "$OUT/sanitizers.txt" "$OUT/bench.txt" "$OUT/lammps.txt" 2>/dev/null

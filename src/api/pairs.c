@@ -101,15 +101,19 @@ cgq_status cgq_evaluator_set_pairs(cgq_evaluator *ev, const cgq_pair_list *l) {
     return CGQ_STATUS_OK;
 }
 
-/* Points so far apart that their distance overflows (|x| near 1e308) cannot be put in cells: refused by name */
-static cgq_status check_span(const cgq_point_set *pt) {
-    for (int d = 0; d < 3 && pt->n_points; d++) {
+/* The points' bounding box [lo, hi] (zeros when there are none). Points so far apart that their distance overflows
+ * (|x| near 1e308) cannot be put in cells: refused by name */
+static cgq_status check_span(const cgq_point_set *pt, double lo_x[3], double hi_x[3]) {
+    for (int d = 0; d < 3; d++) {
+        lo_x[d] = hi_x[d] = 0;
+        if (!pt->n_points) continue;
         int64_t lo = 0, hi = 0;
         for (int64_t k = 1; k < pt->n_points; k++) {
             if (pt->positions[3 * k + d] < pt->positions[3 * lo + d]) lo = k;
             if (pt->positions[3 * k + d] > pt->positions[3 * hi + d]) hi = k;
         }
-        const double span = pt->positions[3 * hi + d] - pt->positions[3 * lo + d];
+        lo_x[d] = pt->positions[3 * lo + d], hi_x[d] = pt->positions[3 * hi + d];
+        const double span = hi_x[d] - lo_x[d];
         if (!(span < 1e100))
             return cgq_fail(CGQ_STATUS_BAD_INPUT, "atoms %lld and %lld are %g A apart along %c: the positions are "
                             "corrupt or in the wrong units", pt->point_id ? (long long)pt->point_id[lo] : (long long)lo,
@@ -139,7 +143,8 @@ cgq_status cgq_evaluator_build_pairs(cgq_evaluator *ev, const cgq_point_set *pt,
     CGQ_TRY(validate_points(ev->model, pt->n_points, pt->n_local, pt->n_nodes, pt->species, pt->point_node));
     if (pt->n_points && !pt->positions) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluator_build_pairs: positions are NULL");
     CGQ_TRY(check_finite(pt->positions, pt->n_points, pt->point_id));
-    CGQ_TRY(check_span(pt));
+    double lo[3], hi[3];
+    CGQ_TRY(check_span(pt, lo, hi));
     if (!build_on_device(ev)) {
         cgq_neighbor_list *nl = &p->nl;
         nl->ids = pt->point_id, nl->senders_only = 1;
@@ -162,7 +167,7 @@ cgq_status cgq_evaluator_build_pairs(cgq_evaluator *ev, const cgq_point_set *pt,
         return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory copying %lld points", (long long)pt->n_points);
     const cgq_pair_list l = {pt->n_points, pt->n_local, pt->n_nodes, p->species, NULL, NULL, p->point_node, p->point_id};
     p->list = l;
-    CGQ_TRY(cgq_gpu_build_pairs(ev->gpu, pt, radius));
+    CGQ_TRY(cgq_gpu_build_pairs(ev->gpu, pt, radius, lo, hi));
     p->set = 1;
 #endif
     return CGQ_STATUS_OK;

@@ -4,7 +4,9 @@ and compare energy, forces, pressure tensor, per-atom energies and per-atom viri
 
 usage: check_lammps.py --lmp "CMD" --cgequi build/cgequi --model M.h5 --data F.data --elements "O H"
                        [--newton on|off] [--ranks N] [--processors "4 1 1"] [--tol 1e-10] [--plugin P.so]
-                       [--against OTHER_RESULT.json] [--save RESULT.json]
+                       [--device cpu|cuda] [--precision fp64|fp32] [--gpu-id N]
+The reference (`cgequi eval`) is always the CPU's float64; --device cuda runs the pair style on the GPU (one GPU per
+rank by node-local rank, or every rank on --gpu-id N).
 Exit status 0 when every quantity agrees within the relative tolerance."""
 import argparse
 import json
@@ -22,11 +24,12 @@ SYMBOL_Z = {"H": 1, "C": 6, "N": 7, "O": 8, "F": 9, "Li": 3, "Si": 14}
 def run_lammps(args, work):
     plugin = f"plugin load {os.path.abspath(args.plugin)}\n" if args.plugin else ""
     model = os.path.abspath(args.model)
+    style = f"device {args.device} precision {args.precision}" + (f" gpu_id {args.gpu_id}" if args.gpu_id >= 0 else "")
     if "NULL" in args.elements.split():  # NULL types are left to another style: overlay a zero potential
-        pair = (f"pair_style hybrid/overlay cgequi device cpu precision fp64 zero 4.0\n"
+        pair = (f"pair_style hybrid/overlay cgequi {style} zero 4.0\n"
                 f"pair_coeff * * zero\npair_coeff * * cgequi {model} {args.elements}")
     else:
-        pair = f"pair_style cgequi device cpu precision fp64\npair_coeff * * {model} {args.elements}"
+        pair = f"pair_style cgequi {style}\npair_coeff * * {model} {args.elements}"
     procs = f"processors {args.processors}\n" if args.processors else ""
     inp = f"""{plugin}units metal
 atom_style atomic
@@ -86,7 +89,8 @@ def run_cgequi(args, th, atoms, work):
             if types[a[1] - 1] == "NULL":
                 continue
             f.write(f"{types[a[1] - 1]} {a[2] - origin[0]:.17g} {a[3] - origin[1]:.17g} {a[4] - origin[2]:.17g}\n")
-    p = subprocess.run([os.path.abspath(args.cgequi), "eval", os.path.abspath(args.model), "s.xyz"], cwd=work, capture_output=True,
+    p = subprocess.run([os.path.abspath(args.cgequi), "eval", os.path.abspath(args.model), "s.xyz", "--device", "cpu",
+                        "--precision", "fp64"], cwd=work, capture_output=True,
                        text=True)
     if p.returncode != 0:
         sys.exit(f"cgequi eval failed: {p.stderr}")
@@ -110,6 +114,9 @@ def main():
     ap.add_argument("--processors", default="")
     ap.add_argument("--plugin", default="")
     ap.add_argument("--tol", type=float, default=1e-10)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the pair style runs")
+    ap.add_argument("--precision", default="fp64", choices=["fp64", "fp32"])
+    ap.add_argument("--gpu-id", type=int, default=-1, help="every rank on this GPU (default: one GPU per rank)")
     ap.add_argument("--mpirun", default="mpirun.openmpi --oversubscribe", help="MPI launcher (must match LAMMPS's MPI)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as work:
@@ -142,7 +149,8 @@ def main():
         errs["forces_on_NULL_atoms"] = max(abs(x) for x in null_forces) / fscale
     errs["centroid_vs_stress_atom_diag"] = max(rel(a[9 + c], a[15 + c], wscale * NKTV2P) for a in atoms for c in range(3))
     ok = all(v <= args.tol for v in errs.values())
-    desc = f"{os.path.basename(args.data)} N={n} ranks={args.ranks} newton={args.newton} {args.processors}".strip()
+    desc = (f"{os.path.basename(args.data)} N={n} ranks={args.ranks} newton={args.newton} {args.device} {args.precision} "
+            f"{args.processors}").strip()
     print(f"{desc}: " + "  ".join(f"{k} {v:.1e}" for k, v in errs.items()) + ("  ok" if ok else "  FAIL"))
     sys.exit(0 if ok else 1)
 

@@ -143,12 +143,6 @@ __global__ void k_pair_sender_edges(int64_t n_cand, const int32_t *order, const 
  * (each edge once, for the global virial). One warp per node: lane j takes edges j, j + W, ... of each list, then
  * the lanes' sums meet in a fixed butterfly (deterministic; every lane ends with the same bits). A thread per node
  * walked its ~180 edges one after another, with 1.2 warps per SM at 5,184 atoms: ~0.1 ms of MACE-MP-0's step. */
-__device__ __forceinline__ double warp_total(double v) {
-#pragma unroll
-    for (int off = CGQ_WARP / 2; off > 0; off /= 2) v += CGQ_SHFL_XOR_W(v, off, CGQ_WARP);
-    return v;
-}
-
 __global__ void k_node_forces(int64_t n_nodes, int64_t n_local, const int64_t *row_ptr, const int64_t *srow,
                               const int32_t *sedge, const double *vec, const double *grad, double *force,
                               double *node_virial, double *vpart) {

@@ -1631,7 +1631,8 @@ extern "C" cgq_status cgq_gpu_set_pairs(cgq_gpu *g, const cgq_pair_list *pl) {
  * receiver's candidates counted (with the first overlapping pair), scanned into rows, written and sorted; then the
  * candidates grouped by sender node and sorted within each node. The host waits twice, for the candidates' count
  * (to size the list) and for how many have a sender node. */
-extern "C" cgq_status cgq_gpu_build_pairs(cgq_gpu *g, const cgq_point_set *pt, double radius) {
+extern "C" cgq_status cgq_gpu_build_pairs(cgq_gpu *g, const cgq_point_set *pt, double radius, const double lo[3],
+                                          const double hi[3]) {
     pair_state &ps = g->pairs;
     ps.set = false;
     const int64_t NP = pt->n_points, N = pt->n_local, NA = pt->n_nodes;
@@ -1639,11 +1640,6 @@ extern "C" cgq_status cgq_gpu_build_pairs(cgq_gpu *g, const cgq_point_set *pt, d
     const double *x = pt->positions;
     /* cells of side h >= radius (a margin for rounding), so that every candidate of a point lies in the 27 cells
      * around it; at most ~2 cells per point (h doubles for sparse or far-flung points) */
-    double lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
-    for (int d = 0; d < 3 && NP; d++) {
-        lo[d] = hi[d] = x[d];
-        for (int64_t p = 1; p < NP; p++) lo[d] = std::min(lo[d], x[3 * p + d]), hi[d] = std::max(hi[d], x[3 * p + d]);
-    }
     double h = radius * (1 + 1e-6), n[3];
     const double max_cells = 2.0 * (double)NP + 64;
     for (;;) {

@@ -27,8 +27,10 @@ cgq_status cgq_gpu_evaluate(cgq_gpu *gpu, const cgq_graph *g, const cgq_exchange
  * host): the candidate list once per re-neighboring, then positions in, forces and virials out. */
 int cgq_gpu_runs_pairs(const cgq_gpu *gpu);
 cgq_status cgq_gpu_set_pairs(cgq_gpu *gpu, const cgq_pair_list *pairs);
-/* cgq_evaluator_build_pairs on the device (the points already checked: finite, valid nodes and species) */
-cgq_status cgq_gpu_build_pairs(cgq_gpu *gpu, const cgq_point_set *points, double radius);
+/* cgq_evaluator_build_pairs on the device (the points already checked: finite, valid nodes and species; their
+ * bounding box [lo, hi] found) */
+cgq_status cgq_gpu_build_pairs(cgq_gpu *gpu, const cgq_point_set *points, double radius, const double lo[3],
+                               const double hi[3]);
 cgq_status cgq_gpu_evaluate_pairs(cgq_gpu *gpu, const double *positions, const cgq_exchange *xc, cgq_node_result *result);
 /* Kernel test entry (tests/test_gpu_kernels.cpp): layer's product basis B of A [n][C*D] and dE/dA from gB
  * [n][product_out.dim], run by the GPU kernels in the evaluator's precision on these inputs alone. */

@@ -79,8 +79,7 @@ __global__ void k_cand_rows(int64_t n_local, const double *x, cell_grid g, const
                 }
             }
         if (!out) {
-#pragma unroll
-            for (int off = CGQ_WARP / 2; off > 0; off /= 2) count += CGQ_SHFL_XOR_W(count, off, CGQ_WARP);
+            count = warp_total(count);
             if (lane == 0) row_count[i] = count;
         }
     }

@@ -39,7 +39,7 @@ __global__ void k_radial_table_bwd(radial_table s, const double *r, int64_t e0, 
     const float *p = s.knots + (size_t)k * 4 * W;
     float acc = 0.0f;
     for (int j = lane; j < W; j += CGQ_WARP) acc += (float)ga[e * W + j] * hermite_slope(p, W, j, db);
-    for (int o = CGQ_WARP / 2; o > 0; o /= 2) acc += CGQ_SHFL_XOR_W(acc, o, CGQ_WARP);
+    acc = warp_total(acc);
     if (lane == 0) gr[e] = (double)acc / s.step;
 }
 

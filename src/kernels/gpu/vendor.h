@@ -77,4 +77,12 @@ __device__ __forceinline__ void cgq_copy_wait() {
 #define CGQ_SYNCWARP() __syncwarp()
 #endif
 
+/* The sum over a warp (wavefront) by a fixed butterfly: deterministic, and every lane ends with the same bits. */
+template <class T>
+__device__ __forceinline__ T warp_total(T v) {
+#pragma unroll
+    for (int off = CGQ_WARP / 2; off > 0; off /= 2) v += CGQ_SHFL_XOR_W(v, off, CGQ_WARP);
+    return v;
+}
+
 #endif
