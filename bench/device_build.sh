@@ -130,13 +130,14 @@ lammps_ranks() {
 
 # lammps_scale: the MACE-MP-0-medium-architecture model ($M, make_models) in LAMMPS on the water box replicated
 # (bench/in.water_scale: 5,184 and 93,312 atoms, fp32, 50 NVE steps) on 1 rank and on 2 ranks with one GPU each,
-# two rounds alternated; timesteps/s, the first and last thermo lines and the pair style's timing per rank.
+# SCALE_ROUNDS (default 2) rounds alternated; timesteps/s, the first and last thermo lines and the pair style's
+# timing per rank.
 lammps_scale() {
   wait $MODELS_PID
   local round r n mpi
   for n in "1 1 1" "3 2 3"; do
     set -- $n
-    for round in 1 2; do
+    for round in $(seq ${SCALE_ROUNDS:-2}); do
       for r in 1 2; do
         mpi=""
         [ "$r" -gt 1 ] && mpi="mpirun --allow-run-as-root --bind-to none -np $r"
