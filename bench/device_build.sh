@@ -99,17 +99,19 @@ lammps_gpu_checks() {
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 python3 $t/check_lammps.py --lmp /tmp/lmpbuild/lmp \
       --cgequi build-gpu/cgequi --mpirun "mpirun --oversubscribe --bind-to none" --device cuda "$@" 2>&1 | tail -3
   }
-  local mace="--model potentials/mace01-solvent.h5" water="--data $d/water_192.data --elements O H"
+  local mace="--model potentials/mace01-solvent.h5" water="--data $d/water_192.data"
   echo "GPUs: $ngpu"
-  chk $mace $water --tol 1e-9
-  chk $mace $water --tol 1e-9 --newton off
-  chk $mace $water --tol 1e-9 --ranks 2 $share2
+  chk $mace $water --elements "O H" --tol 1e-9
+  chk $mace $water --elements "O H" --tol 1e-9 --newton off
+  chk $mace $water --elements "O H" --tol 1e-9 --ranks 2 $share2
+  chk $mace $water --elements "O H" --tol 1e-9 --ranks 4 $share4
   chk $mace --data $t/triclinic_small.data --elements "H O C" --tol 1e-9 --ranks 2 --newton off $share2
   chk $mace --data $t/cluster_corner.data --elements "C H O" --tol 1e-9 --ranks 4 --processors "4 1 1" $share4
   chk $mace --data $t/cluster_corner.data --elements "C H O" --tol 1e-9 --boundary "f f f" --ranks 2 $share2
   chk $mace --data $t/water_sparse_ids.data --elements "O H" --tol 1e-9
-  chk --model potentials/water-nequip-small.h5 $water --tol 1e-9 --ranks 2 $share2
-  chk --model potentials/water-mace-small.h5 $water --tol 2e-5 --precision fp32 --ranks 2 $share2
+  chk --model potentials/water-nequip-small.h5 $water --elements "O H" --tol 1e-9 --ranks 2 $share2
+  chk --model potentials/water-nequip-small.h5 $water --elements "O H" --tol 2e-5 --precision fp32 --ranks 2 $share2
+  chk --model potentials/water-mace-small.h5 $water --elements "O H" --tol 2e-5 --precision fp32 --ranks 2 $share2
 }
 
 # lammps_ranks: the shipped MACE and NequIP water models on the 5,184-atom box (lammps_water_run) on 1 rank and on

@@ -107,11 +107,12 @@ CGQ_API cgq_status cgq_evaluate_graph(cgq_evaluator *ev, const cgq_graph *graph,
 typedef struct cgq_pair_list {
     int64_t n_points;  /* position rows: the n_local receivers first, then ghost or periodic-image copies */
     int64_t n_local;   /* receivers (they carry energy) */
-    int64_t n_nodes;   /* graph nodes: n_local when every copy folds onto a local atom, else n_points */
+    int64_t n_nodes;   /* graph nodes, n_local..n_points: the local ones, then ghost nodes (rows by exchange) */
     const int32_t *species;    /* [n_nodes] model species index */
     const int64_t *row_ptr;    /* [n_local+1] candidates of each receiver */
     const int32_t *candidate;  /* [row_ptr[n_local]] position row of each candidate sender */
-    const int32_t *point_node; /* [n_points] graph node of each position row; -1: none (an error if used) */
+    const int32_t *point_node; /* [n_points] graph node of each position row: a local point's own, a copy's (a local
+                                  node it folds onto, or a ghost node); -1: none (an error if used) */
     const int64_t *point_id;   /* [n_points] ids for messages (e.g. LAMMPS atom tags); NULL: row numbers */
 } cgq_pair_list;
 
@@ -122,7 +123,7 @@ CGQ_API cgq_status cgq_evaluator_set_pairs(cgq_evaluator *ev, const cgq_pair_lis
 typedef struct cgq_point_set {
     int64_t n_points;          /* position rows: the n_local receivers first, then ghost or periodic-image copies */
     int64_t n_local;           /* receivers */
-    int64_t n_nodes;           /* n_local (copies folded onto local atoms) or n_points (ghost nodes) */
+    int64_t n_nodes;           /* n_local..n_points, as in cgq_pair_list */
     const int32_t *species;    /* [n_nodes] model species index */
     const int32_t *point_node; /* [n_points] graph node of each position row; -1: none (an error if used) */
     const int64_t *point_id;   /* [n_points] ids for messages (e.g. LAMMPS atom tags); NULL: row numbers */

@@ -33,19 +33,42 @@ struct Points {
             }
         return x;
     }
-    // folded (n_nodes = n, images map to their atoms) or ghosted (every point its own node)
-    cgq_pair_list list(bool fold, std::vector<int32_t> &point_node) const {
-        point_node.resize(owner.size());
-        for (size_t k = 0; k < owner.size(); k++) point_node[k] = fold ? owner[k] : (int32_t)k;
-        return cgq_pair_list{n_points(), n, fold ? n : n_points(), species.data(), row_ptr.data(), candidate.data(),
-                             point_node.data(), ids.data()};
-    }
 };
 
-// The points of p as cgq_evaluator_build_pairs takes them (point_node and x kept alive by the caller)
-inline cgq_point_set point_set(const Points &p, bool fold, std::vector<int32_t> &point_node, const std::vector<double> &x) {
-    const cgq_pair_list l = p.list(fold, point_node);
-    return cgq_point_set{l.n_points, l.n_local, l.n_nodes, l.species, l.point_node, l.point_id, x.data()};
+// How the copies among the points become graph nodes: all folded onto their atoms (one rank), each its own ghost node,
+// or mixed (every other copy a ghost node, the others folded: as a rank folds images of its own atoms and keeps
+// other ranks' atoms as ghost nodes)
+enum class Nodes { folded, ghosted, mixed };
+inline const char *nodes_name(Nodes m) { return m == Nodes::folded ? " folded" : m == Nodes::ghosted ? " ghosted" : " mixed"; }
+constexpr Nodes kAllNodes[] = {Nodes::folded, Nodes::ghosted, Nodes::mixed};
+
+struct NodeMap {
+    int64_t n_local = 0;
+    std::vector<int32_t> point_node; // per point
+    std::vector<int32_t> species;    // per node
+    std::vector<int32_t> owner;      // per node: the atom it is (local) or copies (ghost)
+    int64_t n_nodes() const { return (int64_t)owner.size(); }
+};
+
+inline NodeMap node_map(const Points &p, Nodes mode) {
+    NodeMap m;
+    m.n_local = p.n;
+    for (int64_t k = 0; k < p.n_points(); k++) {
+        const bool own = k < p.n || mode == Nodes::ghosted || (mode == Nodes::mixed && (k - p.n) % 2 == 1);
+        m.point_node.push_back(own ? (int32_t)m.owner.size() : p.owner[k]);
+        if (own) m.owner.push_back(p.owner[k]), m.species.push_back(p.species[k]);
+    }
+    return m;
+}
+
+inline cgq_pair_list pair_list(const Points &p, const NodeMap &m) {
+    return cgq_pair_list{p.n_points(), p.n, m.n_nodes(), m.species.data(), p.row_ptr.data(), p.candidate.data(),
+                         m.point_node.data(), p.ids.data()};
+}
+
+// The points of p as cgq_evaluator_build_pairs takes them (m and x kept alive by the caller)
+inline cgq_point_set point_set(const Points &p, const NodeMap &m, const std::vector<double> &x) {
+    return cgq_point_set{p.n_points(), p.n, m.n_nodes(), m.species.data(), m.point_node.data(), p.ids.data(), x.data()};
 }
 
 inline Points make_points(const cgq_model *m, const Case &c, double skin) {
@@ -81,23 +104,25 @@ inline Points make_points(const cgq_model *m, const Case &c, double skin) {
     return p;
 }
 
-// Ghost point g is a copy of owner[g]: exchange copies owner rows to ghosts and sums back (calls counted).
+// Ghost node g (n_local <= g < owner.size()) is a copy of local node owner[g]: exchange copies owner rows to ghosts
+// and sums back (calls counted). As across ranks, only the owners' rows are read forward and only the ghosts' backward.
 struct GhostExchange {
-    const Points *p;
+    int64_t n_local;
+    const std::vector<int32_t> *owner;
     int forward_calls = 0, reverse_calls = 0;
     static cgq_status fwd(void *ctx, double *data, int width) {
-        static_cast<GhostExchange *>(ctx)->forward_calls++;
-        const Points *p = static_cast<GhostExchange *>(ctx)->p;
-        for (int64_t g = p->n; g < p->n_points(); g++)
-            for (int k = 0; k < width; k++) data[g * width + k] = data[(int64_t)p->owner[g] * width + k];
+        GhostExchange *x = static_cast<GhostExchange *>(ctx);
+        x->forward_calls++;
+        for (int64_t g = x->n_local; g < (int64_t)x->owner->size(); g++)
+            for (int k = 0; k < width; k++) data[g * width + k] = data[(int64_t)(*x->owner)[g] * width + k];
         return CGQ_STATUS_OK;
     }
     static cgq_status rev(void *ctx, double *data, int width) {
-        static_cast<GhostExchange *>(ctx)->reverse_calls++;
-        const Points *p = static_cast<GhostExchange *>(ctx)->p;
-        for (int64_t g = p->n; g < p->n_points(); g++)
+        GhostExchange *x = static_cast<GhostExchange *>(ctx);
+        x->reverse_calls++;
+        for (int64_t g = x->n_local; g < (int64_t)x->owner->size(); g++)
             for (int k = 0; k < width; k++) {
-                data[(int64_t)p->owner[g] * width + k] += data[g * width + k];
+                data[(int64_t)(*x->owner)[g] * width + k] += data[g * width + k];
                 data[g * width + k] = 0.0;
             }
         return CGQ_STATUS_OK;
@@ -106,18 +131,19 @@ struct GhostExchange {
 
 // cgq_evaluate_pairs as an Eval of the local atoms (ghost rows summed into their owners; virials symmetrised
 // like cgq_evaluate_system's)
-inline Eval evaluate_pairs(cgq_evaluator *ev, const Points &p, bool fold, const std::vector<double> &x) {
-    const int64_t nn = fold ? p.n : p.n_points();
+inline Eval evaluate_pairs(cgq_evaluator *ev, const Points &p, const NodeMap &m, const std::vector<double> &x) {
+    const int64_t nn = m.n_nodes();
+    const bool ghosts = nn > p.n;
     std::vector<double> f(3 * nn + 3), w(9 * nn + 9);
     Eval r{};
     r.atomic_energies.resize(p.n + 1);
     cgq_node_result res{};
     res.forces = f.data(), res.node_energies = r.atomic_energies.data(), res.node_virials = w.data();
-    GhostExchange gx{&p};
+    GhostExchange gx{p.n, &m.owner};
     cgq_exchange xc{&gx, GhostExchange::fwd, GhostExchange::rev};
-    r.status = cgq_evaluate_pairs(ev, x.data(), fold ? nullptr : &xc, &res);
+    r.status = cgq_evaluate_pairs(ev, x.data(), ghosts ? &xc : nullptr, &res);
     r.energy = res.energy;
-    if (!fold) {
+    if (ghosts) {
         GhostExchange::rev(&gx, f.data(), 3);
         GhostExchange::rev(&gx, w.data(), 9);
     }
@@ -149,8 +175,9 @@ inline void expect_clear_pair_errors(const cgq_evaluator_params &params) {
     std::vector<double> x = p.positions(c.pos, c.cell);
     EXPECT_EQ(cgq_evaluate_pairs(ev.e, x.data(), nullptr, &r), CGQ_STATUS_INVALID_ARGUMENT);
     EXPECT_NE(std::string(cgq_last_error()).find("cgq_evaluator_set_pairs first"), std::string::npos) << cgq_last_error();
-    std::vector<int32_t> pn;
-    cgq_pair_list l = p.list(true, pn);
+    NodeMap nm = node_map(p, Nodes::folded);
+    std::vector<int32_t> &pn = nm.point_node;
+    cgq_pair_list l = pair_list(p, nm);
     ASSERT_EQ(cgq_evaluator_set_pairs(ev.e, &l), CGQ_STATUS_OK);
     // a non-finite position names the atom id
     std::vector<double> bad = x;
@@ -186,10 +213,11 @@ inline void expect_clear_pair_errors(const cgq_evaluator_params &params) {
     l.candidate = p.candidate.data();
     pn[1] = 0; // a local point mapped to another node
     EXPECT_EQ(cgq_evaluator_set_pairs(ev.e, &l), CGQ_STATUS_INVALID_ARGUMENT);
-    EXPECT_NE(std::string(cgq_last_error()).find("must map to itself"), std::string::npos) << cgq_last_error();
+    EXPECT_NE(std::string(cgq_last_error()).find("local points map to themselves"), std::string::npos) << cgq_last_error();
     // cgq_evaluator_build_pairs (on the GPU where the evaluator runs pairs there): the same checks of the points
     const double radius = cgq_model_cutoff(model.m) + 1.0;
-    cgq_point_set pts = point_set(p, true, pn, x);
+    nm = node_map(p, Nodes::folded);
+    cgq_point_set pts = point_set(p, nm, x);
     EXPECT_EQ(cgq_evaluator_build_pairs(ev.e, &pts, 0.0), CGQ_STATUS_INVALID_ARGUMENT);
     EXPECT_NE(std::string(cgq_last_error()).find("radius = 0 must be a positive distance"), std::string::npos)
         << cgq_last_error();
@@ -217,7 +245,7 @@ inline void expect_clear_pair_errors(const cgq_evaluator_params &params) {
     r.energy = 1.0;
     EXPECT_EQ(cgq_evaluate_pairs(ev.e, x.data(), nullptr, &r), CGQ_STATUS_OK) << cgq_last_error();
     EXPECT_EQ(r.energy, 0.0);
-    pts = point_set(p, true, pn, x);
+    pts = point_set(p, nm, x);
     pts.species = nullptr;
     EXPECT_EQ(cgq_evaluator_build_pairs(ev.e, &pts, radius), CGQ_STATUS_INVALID_ARGUMENT);
 }

@@ -50,7 +50,7 @@ TEST(Ghosts, ExchangeMatchesFoldedGraph) {
                 sender[e] = it->second;
             }
             cgq_graph ghosted{(int64_t)im.owner.size(), n, nl.n_edges, gspecies.data(), nl.row_ptr, sender.data(), nl.vec};
-            GhostExchange gx{&im};
+            GhostExchange gx{n, &im.owner};
             cgq_exchange xc{&gx, GhostExchange::fwd, GhostExchange::rev};
             double e1 = 0;
             std::vector<double> ge1(3 * nl.n_edges + 3), ae1(n + 1);

@@ -131,7 +131,7 @@ TEST_P(Gpu, Float32WithinTolerancesAndDeterministic) {
 }
 
 // Positions-only evaluation (the graph built on the GPU from candidate pairs, forces and virials summed there),
-// folded and with ghost nodes, after the atoms moved within half the skin, against the CPU's cgq_evaluate_system;
+// folded, with ghost nodes, and mixed, after the atoms moved within half the skin, against the CPU's cgq_evaluate_system;
 // 10 repeats bitwise identical. fp64: 1e-10 of the scales; fp32: the tolerances above.
 static void check_pairs_on_device(const std::string &file, cgq_precision prec) {
     Model model(file);
@@ -157,17 +157,17 @@ static void check_pairs_on_device(const std::string &file, cgq_precision prec) {
     }
     for (const Case &c : read_cases(file)) {
         const Points p = make_points(model.m, c, 1.0);
-        for (bool fold : {true, false}) {
-            std::vector<int32_t> pn;
-            const cgq_pair_list l = p.list(fold, pn);
+        for (Nodes mode : kAllNodes) {
+            const NodeMap nm = node_map(p, mode);
+            const cgq_pair_list l = pair_list(p, nm);
             ASSERT_EQ(cgq_evaluator_set_pairs(gpu, &l), CGQ_STATUS_OK) << cgq_last_error();
             std::vector<double> pos = c.pos;
             for (double &v : pos) v += move(rng);
             const std::vector<double> x = p.positions(pos, c.cell);
-            const Eval a = evaluate(cpu, c, pos), b = evaluate_pairs(gpu, p, fold, x);
+            const Eval a = evaluate(cpu, c, pos), b = evaluate_pairs(gpu, p, nm, x);
             ASSERT_EQ(b.status, CGQ_STATUS_OK) << cgq_last_error();
             const std::string what =
-                c.name + (fold ? " folded" : " ghosted") + (f32 ? " fp32" : " fp64") + " seed " + std::to_string(seed);
+                c.name + nodes_name(mode) + (f32 ? " fp32" : " fp64") + " seed " + std::to_string(seed);
             double sites = 0.0;
             for (size_t i = 0; i < c.Z.size(); i++) sites += std::fabs(a.atomic_energies[i]);
             const double escale = std::fmax(std::fabs(a.energy), sites), fs = std::fmax(max_abs(a.forces), 1e-6);
@@ -188,7 +188,7 @@ static void check_pairs_on_device(const std::string &file, cgq_precision prec) {
                       (f32 ? 1e-3 : 1e-10) * std::fmax(max_abs(a.atomic_virials), 1e-6))
                 << what;
             for (int rep = 0; rep < 10; rep++) {
-                const Eval r = evaluate_pairs(gpu, p, fold, x);
+                const Eval r = evaluate_pairs(gpu, p, nm, x);
                 ASSERT_EQ(r.status, CGQ_STATUS_OK);
                 ASSERT_EQ(std::memcmp(&r.energy, &b.energy, sizeof(double)), 0) << what << " repeat " << rep;
                 ASSERT_EQ(std::memcmp(r.forces.data(), b.forces.data(), sizeof(double) * 3 * p.n), 0) << what;
@@ -211,16 +211,16 @@ TEST_P(Gpu, PairsOnDeviceFp32MatchCpuAndAreDeterministic) {
 // The candidate list built on the device (cgq_evaluator_build_pairs) is the host's (CGQ_GPU_BUILD_PAIRS=0): the same
 // candidates in the same order, so every output is bitwise the same
 namespace {
-Eval built_pairs_eval(cgq_evaluator *gpu, const Points &p, bool fold, const std::vector<double> &x, double radius,
+Eval built_pairs_eval(cgq_evaluator *gpu, const Points &p, Nodes mode, const std::vector<double> &x, double radius,
                       bool on_device) {
     if (on_device) unsetenv("CGQ_GPU_BUILD_PAIRS");
     else setenv("CGQ_GPU_BUILD_PAIRS", "0", 1);
-    std::vector<int32_t> pn;
-    const cgq_point_set pts = point_set(p, fold, pn, x);
+    const NodeMap nm = node_map(p, mode);
+    const cgq_point_set pts = point_set(p, nm, x);
     const cgq_status st = cgq_evaluator_build_pairs(gpu, &pts, radius);
     unsetenv("CGQ_GPU_BUILD_PAIRS");
     if (st != CGQ_STATUS_OK) return Eval{st, 0.0, {0}, {}, {}, {}};
-    return evaluate_pairs(gpu, p, fold, x);
+    return evaluate_pairs(gpu, p, nm, x);
 }
 
 void expect_bitwise(const Eval &a, const Eval &b, const std::string &what) {
@@ -246,11 +246,11 @@ TEST_P(Gpu, PairsBuiltOnDeviceAreTheHostsBitwise) {
         for (const Case &c : read_cases(GetParam())) {
             const Points p = make_points(model.m, c, 1.0);
             const std::vector<double> x = p.positions(c.pos, c.cell);
-            for (bool fold : {true, false}) {
+            for (Nodes mode : kAllNodes) {
                 const double radius = cgq_model_cutoff(model.m) + 1.0;
-                const Eval host = built_pairs_eval(gpu, p, fold, x, radius, false);
-                const Eval dev = built_pairs_eval(gpu, p, fold, x, radius, true);
-                expect_bitwise(dev, host, c.name + (fold ? " folded" : " ghosted") +
+                const Eval host = built_pairs_eval(gpu, p, mode, x, radius, false);
+                const Eval dev = built_pairs_eval(gpu, p, mode, x, radius, true);
+                expect_bitwise(dev, host, c.name + nodes_name(mode) +
                                               (prec == CGQ_PRECISION_FP32 ? " fp32" : " fp64"));
             }
         }
@@ -293,10 +293,10 @@ TEST(GpuPairs, BuiltOnDeviceLargeDomain) {
     for (int64_t k = 0; k < np; k++) p.species.push_back(sp[k < p.n ? rng() % 2 : 0]);
     for (int64_t k = p.n; k < np; k++) p.species[k] = p.species[p.owner[k]];
     const double radius = cgq_model_cutoff(model.m) + 1.0;
-    const Eval host = built_pairs_eval(gpu, p, true, xs, radius, false);
-    const Eval dev = built_pairs_eval(gpu, p, true, xs, radius, true);
+    const Eval host = built_pairs_eval(gpu, p, Nodes::folded, xs, radius, false);
+    const Eval dev = built_pairs_eval(gpu, p, Nodes::folded, xs, radius, true);
     expect_bitwise(dev, host, "large domain seed " + std::to_string(seed));
-    const Eval again = built_pairs_eval(gpu, p, true, xs, radius, true);
+    const Eval again = built_pairs_eval(gpu, p, Nodes::folded, xs, radius, true);
     expect_bitwise(again, dev, "large domain, rebuilt, seed " + std::to_string(seed));
     cgq_evaluator_free(gpu);
 }
@@ -324,8 +324,8 @@ TEST(GpuPairs, BuiltOnDeviceSparsePoints) {
         p.species.push_back(cgq_model_species_index(model.m, c.Z[k % n]));
     }
     const double radius = cgq_model_cutoff(model.m) + 1.0;
-    const Eval host = built_pairs_eval(gpu, p, true, x, radius, false);
-    const Eval dev = built_pairs_eval(gpu, p, true, x, radius, true);
+    const Eval host = built_pairs_eval(gpu, p, Nodes::folded, x, radius, false);
+    const Eval dev = built_pairs_eval(gpu, p, Nodes::folded, x, radius, true);
     expect_bitwise(dev, host, "two molecules 1e4 A apart");
     const Eval one = evaluate(gpu, c, c.pos);
     ASSERT_EQ(one.status, CGQ_STATUS_OK) << cgq_last_error();

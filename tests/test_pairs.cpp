@@ -1,6 +1,7 @@
 // test_pairs.cpp: positions-only evaluation (cgq_evaluator_set_pairs or cgq_evaluator_build_pairs, then
-// cgq_evaluate_pairs, as the LAMMPS pair style drives it) gives what cgq_evaluate_system gives, folded and with
-// ghost nodes, after the atoms have moved within half the skin; and its input errors are clear.
+// cgq_evaluate_pairs, as the LAMMPS pair style drives it) gives what cgq_evaluate_system gives, folded, with
+// ghost nodes, and mixed (some copies folded, some ghost nodes), after the atoms have moved within half the skin;
+// and its input errors are clear.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -29,7 +30,7 @@ void expect_same(const Eval &a, const Eval &b, int64_t n, const std::string &wha
 
 class Pairs : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(Pairs, MatchSystemEvaluationFoldedAndGhosted) {
+TEST_P(Pairs, MatchSystemEvaluationFoldedGhostedAndMixed) {
     Model model(GetParam());
     ASSERT_NE(model.m, nullptr) << cgq_last_error();
     Evaluator ev(model.m);
@@ -38,17 +39,17 @@ TEST_P(Pairs, MatchSystemEvaluationFoldedAndGhosted) {
     std::uniform_real_distribution<double> move(-0.28, 0.28); // |d| < 0.49 < skin / 2
     for (const Case &c : read_cases(GetParam())) {
         const Points p = make_points(model.m, c, skin);
-        for (bool fold : {true, false}) {
-            std::vector<int32_t> pn;
-            const cgq_pair_list l = p.list(fold, pn);
+        for (Nodes mode : kAllNodes) {
+            const NodeMap nm = node_map(p, mode);
+            const cgq_pair_list l = pair_list(p, nm);
             ASSERT_EQ(cgq_evaluator_set_pairs(ev.e, &l), CGQ_STATUS_OK) << cgq_last_error();
             for (int step = 0; step < 2; step++) { // as stored, then moved (the same candidates)
                 std::vector<double> pos = c.pos;
                 if (step)
                     for (double &v : pos) v += move(rng);
-                const Eval a = evaluate_pairs(ev.e, p, fold, p.positions(pos, c.cell));
+                const Eval a = evaluate_pairs(ev.e, p, nm, p.positions(pos, c.cell));
                 const Eval b = evaluate(ev.e, c, pos);
-                expect_same(a, b, p.n, c.name + (fold ? " folded" : " ghosted") + (step ? " moved" : ""), 1e-11);
+                expect_same(a, b, p.n, c.name + nodes_name(mode) + (step ? " moved" : ""), 1e-11);
             }
         }
     }
@@ -63,16 +64,16 @@ TEST_P(Pairs, BuiltCandidatesMatchGivenOnes) {
     for (const Case &c : read_cases(GetParam())) {
         const Points p = make_points(model.m, c, skin);
         const std::vector<double> x = p.positions(c.pos, c.cell);
-        for (bool fold : {true, false}) {
-            std::vector<int32_t> pn;
-            const cgq_pair_list l = p.list(fold, pn);
+        for (Nodes mode : kAllNodes) {
+            const NodeMap nm = node_map(p, mode);
+            const cgq_pair_list l = pair_list(p, nm);
             ASSERT_EQ(cgq_evaluator_set_pairs(ev.e, &l), CGQ_STATUS_OK) << cgq_last_error();
-            const Eval a = evaluate_pairs(ev.e, p, fold, x);
-            const cgq_point_set pts = point_set(p, fold, pn, x);
+            const Eval a = evaluate_pairs(ev.e, p, nm, x);
+            const cgq_point_set pts = point_set(p, nm, x);
             ASSERT_EQ(cgq_evaluator_build_pairs(ev.e, &pts, cgq_model_cutoff(model.m) + skin), CGQ_STATUS_OK)
                 << cgq_last_error();
-            const Eval b = evaluate_pairs(ev.e, p, fold, x);
-            expect_same(b, a, p.n, c.name + (fold ? " folded" : " ghosted") + " built", 1e-12);
+            const Eval b = evaluate_pairs(ev.e, p, nm, x);
+            expect_same(b, a, p.n, c.name + nodes_name(mode) + " built", 1e-12);
         }
     }
 }
@@ -108,11 +109,11 @@ TEST(Pairs, ManyThreadsLargeSystem) {
                 }
     for (int q = 0; q < 3; q++) c.cell[q] *= 2, c.cell[3 + q] *= 2, c.cell[6 + q] *= 2;
     const Points p = make_points(model.m, c, 1.0);
-    std::vector<int32_t> pn;
-    const cgq_pair_list l = p.list(true, pn);
+    const NodeMap nm = node_map(p, Nodes::folded);
+    const cgq_pair_list l = pair_list(p, nm);
     ASSERT_EQ(cgq_evaluator_set_pairs(e7, &l), CGQ_STATUS_OK) << cgq_last_error();
     const int before = omp_get_max_threads();
-    const Eval a = evaluate_pairs(e7, p, true, p.positions(c.pos, c.cell)), b = evaluate(ev.e, c, c.pos);
+    const Eval a = evaluate_pairs(e7, p, nm, p.positions(c.pos, c.cell)), b = evaluate(ev.e, c, c.pos);
     EXPECT_EQ(omp_get_max_threads(), before) << "the caller's thread count is restored";
     expect_same(a, b, p.n, "water 2x2x2, 7 threads", 1e-11);
     cgq_evaluator_free(e7);

@@ -37,9 +37,9 @@ static cgq_status validate_points(const cgq_model *m, int64_t n_points, int64_t 
     if (n_points < 0 || n_local < 0 || n_local > n_points)
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: need 0 <= n_local <= n_points");
     if (n_points > INT32_MAX) return cgq_fail(CGQ_STATUS_UNSUPPORTED, "pair list: more than 2^31-1 points");
-    if (n_nodes != n_local && n_nodes != n_points)
-        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: n_nodes must be n_local (copies folded onto local atoms) "
-                        "or n_points (ghost nodes)");
+    if (n_nodes < n_local || n_nodes > n_points)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: need n_local <= n_nodes <= n_points (the local nodes, "
+                        "then ghost nodes)");
     if ((n_nodes && !species) || (n_points && !point_node))
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: species and point_node must not be NULL");
     for (int64_t i = 0; i < n_nodes; i++)
@@ -48,9 +48,10 @@ static cgq_status validate_points(const cgq_model *m, int64_t n_points, int64_t 
                             (long long)i, species[i], m->n_species);
     for (int64_t k = 0; k < n_points; k++) {
         const int32_t node = point_node[k];
-        if (node < -1 || node >= n_nodes || (k < n_local && node != k) || (n_nodes == n_points && node != k))
-            return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: point %lld maps to node %d (local points and, with "
-                            "ghost nodes, every point must map to itself)", (long long)k, node);
+        if (node < -1 || node >= n_nodes || (k < n_local && node != k))
+            return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "pair list: point %lld maps to node %d (local points map to "
+                            "themselves, the others to a node below n_nodes = %lld or -1)", (long long)k, node,
+                            (long long)n_nodes);
     }
     return CGQ_STATUS_OK;
 }

@@ -2,9 +2,9 @@
  * local+ghost positions every step (from candidate pairs kept between re-neighborings), lets the cgequi
  * C library evaluate it, and turns edge gradients into forces, virial, per-atom energies and per-atom
  * virials.
- * One rank: periodic-image ghosts are folded onto their owners (found by tag). Several ranks:
- * ghosts are graph nodes whose features arrive per layer by forward communication; their
- * gradients and forces go back by reverse communication. Both give the same numbers. */
+ * Ghosts that are periodic images of this rank's atoms are folded onto them (found by tag); with one rank that is
+ * every ghost. Ghosts owned by other ranks are graph nodes whose features arrive per layer by forward
+ * communication; their gradients and forces go back by reverse communication. Both give the same numbers. */
 #include "pair_cgequi.h"
 
 #include <algorithm>
@@ -63,11 +63,13 @@ PairCGEqui::~PairCGEqui() {
         const long later = t.rebuilds > 1 ? t.rebuilds - 1 : 1;
         fprintf(stderr,
                 "pair cgequi timing, rank %d, %ld steps, %ld candidate rebuilds (ms per step): positions and checks "
-                "%.3f, rebuilds %.3f; evaluate %.3f; forces to LAMMPS and ghost rows to their owners %.3f\n"
+                "%.3f, rebuilds %.3f; evaluate %.3f (of which per-layer exchanges %.3f); forces to LAMMPS and ghost "
+                "rows to their owners %.3f\n"
                 "pair cgequi timing, rank %d, ms per rebuild (node map, the evaluator's candidate pairs): the first "
                 "%.3f, %.3f; the later ones %.3f, %.3f\n",
                 t.rank, t.steps, t.rebuilds, 1e3 * t.update / t.steps, 1e3 * (t.node_map + t.pairs) / t.steps,
-                1e3 * t.evaluate / t.steps, 1e3 * t.fold / t.steps, t.rank, 1e3 * t.first[0], 1e3 * t.first[1],
+                1e3 * t.evaluate / t.steps, 1e3 * t.layer_exchange / t.steps, 1e3 * t.fold / t.steps, t.rank,
+                1e3 * t.first[0], 1e3 * t.first[1],
                 1e3 * (t.node_map - t.first[0]) / later, 1e3 * (t.pairs - t.first[1]) / later);
     }
     free_model();
@@ -191,6 +193,9 @@ void PairCGEqui::init_style() {
         fail_all("creating the evaluator");
     /* The graph is built from positions of local and ghost atoms (cgequi's own cell list, with LAMMPS's
      * skin), so no LAMMPS neighbor list is requested: this works the same on every LAMMPS version. */
+    /* rows go in chunks of comm_forward doubles: wider when LAMMPS sizes its buffers from this style at init (pair
+     * style hybrid took its width at pair_style time), fewer rounds per exchange (MACE-MP-0's 512-wide rows) */
+    if (force->pair == this) comm_forward = comm_reverse = COMM_CHUNK_WIDE;
     cand_skin = neighbor->skin;
     cand_ncalls = -1; /* a new run: rebuild the candidates */
     if (comm->me == 0) {
@@ -203,7 +208,9 @@ void PairCGEqui::init_style() {
         utils::logmesg(lmp, "pair_style cgequi: model " + model_path + "\n" + desc + "  types" + types +
                                 "\n  backend " + cgq_evaluator_backend(evaluator) + " (device " + device_name(params.device) + "), " +
                                 std::to_string(comm->nprocs) + " rank(s): ghosts " +
-                                (comm->nprocs == 1 ? "folded onto owners\n" : "exchanged per layer\n"));
+                                (comm->nprocs == 1 ? "folded onto owners\n"
+                                                   : "of this rank's atoms folded onto them, the others' exchanged per "
+                                                     "layer\n"));
     }
 }
 
@@ -214,48 +221,55 @@ double PairCGEqui::init_one(int, int) { return cutoff; }
  * has re-neighbored (atoms renumbered, ghosts changed) or an atom has moved more than half the skin since:
  * between rebuilds every edge within the cutoff is among the candidates (a Verlet list of cgequi's own, so no
  * LAMMPS neighbor request, which changed form across LAMMPS versions). */
-void PairCGEqui::build_candidates(bool fold) {
+void PairCGEqui::build_candidates() {
     const int nlocal = atom->nlocal, nall = nlocal + atom->nghost;
     const int *type = atom->type;
     double **x = atom->x;
-    atom_node.assign(nall, -1);
-    node_atom.clear();
+    point_atom.clear();
     cand_local = 0;
     for (int i = 0; i < nall; i++) { /* local atoms come first in LAMMPS, so local points do too */
         if (type_species[type[i]] < 0) continue;
-        atom_node[i] = (int)node_atom.size();
-        node_atom.push_back(i);
+        point_atom.push_back(i);
         if (i < nlocal) cand_local++;
     }
-    const int64_t np = (int64_t)node_atom.size();
+    const int64_t np = (int64_t)point_atom.size();
     cand_pos.resize(3 * np + 3);
     for (int64_t k = 0; k < np; k++)
-        for (int d = 0; d < 3; d++) cand_pos[3 * k + d] = x[node_atom[k]][d];
+        for (int d = 0; d < 3; d++) cand_pos[3 * k + d] = x[point_atom[k]][d];
     point_id.resize(np + 1); /* the tags: atoms are named by them in messages, and a changed tag forces a rebuild */
-    for (int64_t k = 0; k < np; k++) point_id[k] = (int64_t)atom->tag[node_atom[k]];
+    for (int64_t k = 0; k < np; k++) point_id[k] = (int64_t)atom->tag[point_atom[k]];
     const double t0 = MPI_Wtime();
+    /* graph nodes: the local points, then one per ghost point that is not an image of a local atom (owned by another
+     * rank: its rows arrive by exchange). Images of local atoms take their owner's node (found by tag). */
     point_node.resize(np + 1);
-    if (fold) { /* one rank: every ghost is an image of a local atom, the graph node of its owner */
-        int64_t max_tag = 0;
-        for (int64_t k = 0; k < np; k++) max_tag = std::max(max_tag, point_id[k]);
-        if (max_tag <= 4 * np + 1024) { /* dense IDs (the usual): a table by ID (a hash map took 0.7 ms a rebuild at
-                                           13,897 points on the GPU machine) */
-            node_of_id.assign(max_tag + 1, -1);
-            for (int64_t k = 0; k < cand_local; k++) node_of_id[point_id[k]] = (int32_t)k;
-            for (int64_t k = 0; k < np; k++) point_node[k] = node_of_id[point_id[k]];
-        } else {
-            std::unordered_map<tagint, int32_t> node_of_tag;
-            node_of_tag.reserve(2 * cand_local + 1);
-            for (int64_t k = 0; k < cand_local; k++) node_of_tag[(tagint)point_id[k]] = (int32_t)k;
-            for (int64_t k = 0; k < np; k++) {
-                auto it = node_of_tag.find((tagint)point_id[k]);
-                point_node[k] = it == node_of_tag.end() ? -1 : it->second;
-            }
-        }
+    node_atom.assign(point_atom.begin(), point_atom.begin() + cand_local);
+    for (int64_t k = 0; k < cand_local; k++) point_node[k] = (int32_t)k;
+    int64_t max_tag = 0;
+    for (int64_t k = 0; k < np; k++) max_tag = std::max(max_tag, point_id[k]);
+    auto own_ghost = [&](int64_t k, int32_t owner) {
+        if (owner >= 0) return owner;
+        node_atom.push_back(point_atom[k]);
+        return (int32_t)(node_atom.size() - 1);
+    };
+    if (max_tag <= 4 * np + 1024) { /* dense IDs (the usual): a table by ID (a hash map took 0.7 ms a rebuild at
+                                       13,897 points on the GPU machine) */
+        node_of_id.assign(max_tag + 1, -1);
+        for (int64_t k = 0; k < cand_local; k++) node_of_id[point_id[k]] = (int32_t)k;
+        for (int64_t k = cand_local; k < np; k++) point_node[k] = own_ghost(k, node_of_id[point_id[k]]);
     } else {
-        for (int64_t k = 0; k < np; k++) point_node[k] = (int32_t)k;
+        std::unordered_map<tagint, int32_t> node_of_tag;
+        node_of_tag.reserve(2 * cand_local + 1);
+        for (int64_t k = 0; k < cand_local; k++) node_of_tag[(tagint)point_id[k]] = (int32_t)k;
+        for (int64_t k = cand_local; k < np; k++) {
+            auto it = node_of_tag.find((tagint)point_id[k]);
+            point_node[k] = own_ghost(k, it == node_of_tag.end() ? -1 : it->second);
+        }
     }
-    const int64_t n_nodes = fold ? cand_local : np;
+    const int64_t n_nodes = (int64_t)node_atom.size();
+    atom_node.assign(nall, -1);
+    comm_node.assign(nall, -1);
+    for (int64_t k = 0; k < np; k++) atom_node[point_atom[k]] = point_node[k];
+    for (int64_t n = 0; n < n_nodes; n++) comm_node[node_atom[n]] = (int)n;
     species.resize(n_nodes + 1);
     for (int64_t k = 0; k < n_nodes; k++) species[k] = type_species[type[node_atom[k]]];
     /* the candidates: on the GPU where the evaluator runs the step there (cgq_evaluator_build_pairs) */
@@ -266,18 +280,18 @@ void PairCGEqui::build_candidates(bool fold) {
     const double t2 = MPI_Wtime();
     if (!times.rebuilds) times.first[0] = t1 - t0, times.first[1] = t2 - t1;
     times.rebuilds++, times.node_map += t1 - t0, times.pairs += t2 - t1;
-    cand_ncalls = neighbor->ncalls, cand_nlocal = nlocal, cand_nall = nall, cand_fold = fold;
+    cand_ncalls = neighbor->ncalls, cand_nlocal = nlocal, cand_nall = nall;
 }
 
 /* This step's positions of the points, gathered while checking whether the candidates must be rebuilt (see
  * build_candidates); a rebuild gathers them itself (cand_pos). */
-void PairCGEqui::update_points(bool fold) {
+void PairCGEqui::update_points() {
     const int nlocal = atom->nlocal, nall = nlocal + atom->nghost;
     double **x = atom->x;
-    bool rebuild = neighbor->ncalls != cand_ncalls || nlocal != cand_nlocal || nall != cand_nall || fold != cand_fold;
+    bool rebuild = neighbor->ncalls != cand_ncalls || nlocal != cand_nlocal || nall != cand_nall;
     if (!rebuild) { /* the same atoms at the same indices (LAMMPS sorts and migrates only when it re-neighbors,
                        * but a run with "pre no" may re-neighbor without a new count), none moved > skin/2 */
-        const int64_t np = (int64_t)node_atom.size();
+        const int64_t np = (int64_t)point_atom.size();
         const double half_skin2 = 0.25 * cand_skin * cand_skin;
         points.resize(3 * np + 3);
         int moved = 0;
@@ -287,25 +301,26 @@ void PairCGEqui::update_points(bool fold) {
 #pragma omp parallel for reduction(| : moved) if (np > (1 << 17))
 #endif
         for (int64_t k = 0; k < np; k++) {
-            const double *p = x[node_atom[k]], *q = &cand_pos[3 * k];
+            const double *p = x[point_atom[k]], *q = &cand_pos[3 * k];
             const double dx = p[0] - q[0], dy = p[1] - q[1], dz = p[2] - q[2];
-            moved |= (dx * dx + dy * dy + dz * dz > half_skin2) || (int64_t)atom->tag[node_atom[k]] != point_id[k];
+            moved |= (dx * dx + dy * dy + dz * dz > half_skin2) || (int64_t)atom->tag[point_atom[k]] != point_id[k];
             points[3 * k] = p[0], points[3 * k + 1] = p[1], points[3 * k + 2] = p[2];
         }
         rebuild = moved != 0;
     }
     if (!rebuild) return;
-    build_candidates(fold);
+    build_candidates();
     points = cand_pos;
 }
 
 void PairCGEqui::compute(int eflag, int vflag) {
     ev_init(eflag, vflag);
-    const bool fold = comm->nprocs == 1;
     const double t0 = MPI_Wtime(), rebuilt0 = times.node_map + times.pairs;
-    update_points(fold);
+    update_points();
     const double t1 = MPI_Wtime();
-    const int64_t n_local = cand_local, n_nodes = fold ? cand_local : (int64_t)node_atom.size();
+    const int64_t n_local = cand_local, n_nodes = (int64_t)node_atom.size();
+    /* the exchanges are collective: every rank takes part, also one without ghost nodes */
+    const bool exchanges = comm->nprocs > 1 || n_nodes > n_local;
     const bool peratom_virial = vflag_atom || cvflag_atom;
     node_force.resize(3 * n_nodes + 3);
     node_energy.resize(n_local + 1);
@@ -315,10 +330,12 @@ void PairCGEqui::compute(int eflag, int vflag) {
     r.node_energies = node_energy.data();
     r.node_virials = peratom_virial ? node_virial.data() : nullptr;
     cgq_exchange xc{this, forward_cb, reverse_cb};
-    if (cgq_evaluate_pairs(evaluator, points.data(), fold ? nullptr : &xc, &r) != CGQ_STATUS_OK)
-        fail_one("evaluating the model");
+    in_evaluate = true;
+    const cgq_status st = cgq_evaluate_pairs(evaluator, points.data(), exchanges ? &xc : nullptr, &r);
+    in_evaluate = false;
+    if (st != CGQ_STATUS_OK) fail_one("evaluating the model");
     const double t2 = MPI_Wtime();
-    if (!fold) { /* ghost rows (forces, per-atom virials) -> their owners on other ranks */
+    if (exchanges) { /* ghost rows (forces, per-atom virials) -> their owners on other ranks */
         exchange(node_force.data(), 3, true);
         if (peratom_virial) exchange(node_virial.data(), 9, true);
     }
@@ -362,10 +379,11 @@ void PairCGEqui::compute(int eflag, int vflag) {
 }
 
 void PairCGEqui::exchange(double *data, int width, bool reverse) {
+    const double t0 = MPI_Wtime();
     comm_data = data;
     comm_width = width;
-    for (comm_offset = 0; comm_offset < width; comm_offset += COMM_CHUNK) {
-        comm_chunk = std::min(COMM_CHUNK, width - comm_offset);
+    for (comm_offset = 0; comm_offset < width; comm_offset += comm_forward) {
+        comm_chunk = std::min(comm_forward, width - comm_offset);
 #ifdef CGQ_LAMMPS_OLD_COMM_API
         if (reverse) comm->reverse_comm_pair(this);
         else comm->forward_comm_pair(this);
@@ -374,12 +392,15 @@ void PairCGEqui::exchange(double *data, int width, bool reverse) {
         else comm->forward_comm(this, comm_chunk);
 #endif
     }
-    if (reverse) /* owners now hold the sums; ghost rows must not count twice */
-        for (size_t k = 0; k < node_atom.size(); k++)
-            if (node_atom[k] >= atom->nlocal) std::memset(data + k * width, 0, sizeof(double) * width);
+    if (reverse && (int64_t)node_atom.size() > cand_local) /* owners now hold the sums: ghost rows must not count twice */
+        std::memset(data + cand_local * width, 0, sizeof(double) * width * (node_atom.size() - cand_local));
     comm_data = nullptr;
+    if (in_evaluate) times.layer_exchange += MPI_Wtime() - t0;
 }
 
+/* Forward: an atom's row is its node's (a folded image's is its owner's); only rows that are an atom's own (local
+ * atoms and ghost nodes) take what arrives. Reverse: only those send their sums, and the sums that arrive go to the
+ * atom's node (an image's owner directly), so that each contribution reaches its owner once. */
 int PairCGEqui::pack_forward_comm(int n, int *list, double *buf, int, int *) {
     int m = 0;
     for (int i = 0; i < n; i++) {
@@ -393,7 +414,7 @@ int PairCGEqui::pack_forward_comm(int n, int *list, double *buf, int, int *) {
 void PairCGEqui::unpack_forward_comm(int n, int first, double *buf) {
     int m = 0;
     for (int i = 0; i < n; i++) {
-        const int k = atom_node[first + i];
+        const int k = comm_node[first + i];
         for (int w = comm_offset; w < comm_offset + comm_chunk; w++, m++)
             if (k >= 0) comm_data[(int64_t)k * comm_width + w] = buf[m];
     }
@@ -402,7 +423,7 @@ void PairCGEqui::unpack_forward_comm(int n, int first, double *buf) {
 int PairCGEqui::pack_reverse_comm(int n, int first, double *buf) {
     int m = 0;
     for (int i = 0; i < n; i++) {
-        const int k = atom_node[first + i];
+        const int k = comm_node[first + i];
         for (int w = comm_offset; w < comm_offset + comm_chunk; w++)
             buf[m++] = k >= 0 ? comm_data[(int64_t)k * comm_width + w] : 0.0;
     }

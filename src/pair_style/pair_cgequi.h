@@ -45,11 +45,13 @@ class PairCGEqui : public Pair {
     std::vector<int> type_species; /* LAMMPS type -> model species index, -1 = NULL (not cgequi's) */
     double cutoff = 0.0;
 
-    /* points of the graph: point k is LAMMPS atom node_atom[k]; atom_node[j] = point of atom j or -1 */
-    std::vector<int> node_atom, atom_node;
+    /* points of the graph: point k is LAMMPS atom point_atom[k]; graph node n is atom node_atom[n] (the local points,
+     * then ghosts owned by other ranks); atom_node[j] = the node of atom j (a folded image's: its owner's), comm_node[j]
+     * = the node that is atom j's own (-1 for folded images and atoms that are not cgequi's) */
+    std::vector<int> point_atom, node_atom, atom_node, comm_node;
     std::vector<int32_t> species, point_node; /* point_node: graph node of each point (its owner when folded) */
     std::vector<int64_t> point_id;            /* atom tags: the evaluator's messages, and the rebuild check */
-    std::vector<int32_t> node_of_id;          /* folding: the local point (graph node) of each atom tag */
+    std::vector<int32_t> node_of_id;          /* folding: the local point (graph node) of each atom tag, -1 if none */
     std::vector<double> points, node_force, node_energy, node_virial;
     /* the positions the candidate pairs (within cutoff + skin of the local points) were built from */
     std::vector<double> cand_pos;
@@ -57,7 +59,6 @@ class PairCGEqui : public Pair {
     int64_t cand_local = 0;
     bigint cand_ncalls = -1;
     int cand_nlocal = -1, cand_nall = -1;
-    bool cand_fold = false;
 
     /* CGQ_PAIR_TIMING=1: wall seconds of the parts of compute() on this rank, printed to stderr at the end */
     struct timing {
@@ -65,17 +66,19 @@ class PairCGEqui : public Pair {
         int rank = 0;
         long steps = 0, rebuilds = 0;
         double update = 0, node_map = 0, pairs = 0, evaluate = 0, fold = 0; /* node_map + pairs: the rebuilds */
+        double layer_exchange = 0; /* inside evaluate: the evaluator's calls of exchange() */
         double first[2] = {0, 0}; /* the first rebuild (in the run's setup): node map, the evaluator's candidate pairs */
     } times;
 
-    /* communication state for pack/unpack */
-    static constexpr int COMM_CHUNK = 32;
+    /* communication state for pack/unpack: rows go in chunks of comm_forward doubles */
+    static constexpr int COMM_CHUNK = 32, COMM_CHUNK_WIDE = 128;
     double *comm_data = nullptr;
     int comm_width = 0, comm_offset = 0, comm_chunk = 0;
+    bool in_evaluate = false;
 
     void free_model();
-    void build_candidates(bool fold);
-    void update_points(bool fold);
+    void build_candidates();
+    void update_points();
     [[noreturn]] void fail_all(const std::string &what);
     [[noreturn]] void fail_one(const std::string &what);
 };

@@ -141,7 +141,10 @@ struct cgq_gpu {
     size_t graph_cap = 0;
     void *graph_stage = nullptr; /* pinned host copy of graph_buf (without erecv): one transfer per call */
     size_t stage_cap = 0;
-    std::vector<double> host_rows; /* staging for exchanges and node energies */
+    double *xstage = nullptr; /* pinned: the rows of a per-layer exchange (exchange_rows) */
+    size_t xstage_cap = 0;
+    void *xinc = nullptr; /* device: the sums a double exchange's reverse adds to the local rows */
+    size_t xinc_cap = 0;
     double *energy_stage = nullptr; /* pinned: the node energies, copied while the reverse runs (energy_download) */
     size_t energy_cap = 0;
     cudaStream_t side = nullptr; /* independent launches beside the default stream (side_stream); null: none */
@@ -788,7 +791,7 @@ static cgq_status create_blas(cgq_gpu *g, int gpu_id) {
 extern "C" size_t cgq_gpu_bytes(const cgq_gpu *g) {
     if (!g) return 0;
     size_t n = g->model_bytes + g->arena_cap + g->arena_f_cap + g->scratch_cap + g->graph_cap + g->pairs.cap +
-               g->pairs.step_cap + g->pairs.build_cap + g->edge_grad_cap;
+               g->pairs.step_cap + g->pairs.build_cap + g->edge_grad_cap + g->xinc_cap;
     for (size_t c : g->vb.caps) n += c;
     return n;
 }
@@ -811,6 +814,8 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFree(g->graph_buf);
     cudaFreeHost(g->graph_stage);
     cudaFreeHost(g->energy_stage);
+    cudaFreeHost(g->xstage);
+    cudaFree(g->xinc);
     if (g->side_fork) cudaEventDestroy(g->side_fork);
     if (g->side_join) cudaEventDestroy(g->side_join);
     if (g->side) cudaStreamDestroy(g->side);
@@ -1464,11 +1469,52 @@ static cgq_status grow(void **p, size_t *cap, size_t bytes) {
     return CGQ_STATUS_OK;
 }
 
-static cgq_status exchange_rows(cgq_gpu *g, double *dev, int64_t rows, int width, const cgq_exchange *xc, bool reverse) {
-    g->host_rows.resize((size_t)rows * width + 1);
-    CGQ_CHECK_GPU(cudaMemcpy(g->host_rows.data(), dev, sizeof(double) * rows * width, cudaMemcpyDeviceToHost));
-    CGQ_TRY(reverse ? xc->reverse(xc->ctx, g->host_rows.data(), width) : xc->forward(xc->ctx, g->host_rows.data(), width));
-    CGQ_CHECK_GPU(cudaMemcpy(dev, g->host_rows.data(), sizeof(double) * rows * width, cudaMemcpyHostToDevice));
+
+/* Rows [0, NA) of a T array (N local rows, then ghost rows) through the host exchange, which moves doubles; only what
+ * the exchange reads and changes crosses the bus, through pinned memory. Forward: the local rows go down, the ghost
+ * rows come back. Reverse: the ghost rows go down, the local rows start at zero on the host, and the sums they receive
+ * come back and are added on the device (the ghost rows are left as they were: nothing reads them afterwards).
+ * staging: device doubles, NA rows (float rows are converted there); unused for double. Moving every row both ways
+ * through pageable memory made two ranks 6x slower than one (water MACE in LAMMPS, session 42). */
+template <class T>
+static cgq_status exchange_rows(cgq_gpu *g, T *dev, double *staging, int64_t N, int64_t NA, int width,
+                                const cgq_exchange *xc, bool reverse) {
+    constexpr bool dbl = sizeof(T) == sizeof(double);
+    double *rows = dbl ? reinterpret_cast<double *>(dev) : staging;
+    const int64_t nl = N * width, ng = (NA - N) * width;
+    if ((size_t)(nl + ng) + 1 > g->xstage_cap) {
+        cudaFreeHost(g->xstage);
+        g->xstage = nullptr, g->xstage_cap = 0;
+        const size_t want = (size_t)(nl + ng) + (size_t)(nl + ng) / 16 + 64; /* grown by padding */
+        if (cudaHostAlloc((void **)&g->xstage, sizeof(double) * want, cudaHostAllocDefault) != cudaSuccess) {
+            cudaGetLastError();
+            return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of pinned host memory for the ghost exchange (%.1f MB)",
+                            8e-6 * (double)want);
+        }
+        g->xstage_cap = want;
+    }
+    double *h = g->xstage;
+    if (!reverse) {
+        if (!dbl && nl) k_convert<T, double><<<blocks_for(nl), CGQ_GPU_THREADS>>>(nl, dev, staging);
+        if (nl) CGQ_CHECK_GPU(cudaMemcpy(h, rows, sizeof(double) * nl, cudaMemcpyDeviceToHost));
+        CGQ_TRY(xc->forward(xc->ctx, h, width));
+        if (ng) CGQ_CHECK_GPU(cudaMemcpy(rows + nl, h + nl, sizeof(double) * ng, cudaMemcpyHostToDevice));
+        if (!dbl && ng) k_convert<double, T><<<blocks_for(ng), CGQ_GPU_THREADS>>>(ng, staging + nl, dev + nl);
+        return CGQ_STATUS_OK;
+    }
+    if (!dbl && ng) k_convert<T, double><<<blocks_for(ng), CGQ_GPU_THREADS>>>(ng, dev + nl, staging + nl);
+    if (ng) CGQ_CHECK_GPU(cudaMemcpy(h + nl, rows + nl, sizeof(double) * ng, cudaMemcpyDeviceToHost));
+    memset(h, 0, sizeof(double) * nl);
+    CGQ_TRY(xc->reverse(xc->ctx, h, width));
+    if (!nl) return CGQ_STATUS_OK;
+    double *inc = staging; /* a float exchange's local rows of staging are free */
+    if (dbl) {
+        CGQ_TRY(grow(&g->xinc, &g->xinc_cap, sizeof(double) * nl));
+        inc = static_cast<double *>(g->xinc);
+    }
+    CGQ_CHECK_GPU(cudaMemcpy(inc, h, sizeof(double) * nl, cudaMemcpyHostToDevice));
+    k_add_convert<double, T><<<blocks_for(nl), CGQ_GPU_THREADS>>>(nl, inc, dev);
+    CGQ_LAUNCH_CHECK();
     return CGQ_STATUS_OK;
 }
 
@@ -1929,7 +1975,8 @@ static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
         const int64_t n_up = t == 0 ? NA : N;
         if (n_up) k_up<<<blocks_for(n_up), T>>>(c, t, n_up);
         CGQ_LAUNCH_CHECK();
-        if (t > 0 && xc) CGQ_TRY(exchange_rows(g, c.ls[t].hu, NA, hm->layers[t].linear_up.out.dim, xc, false));
+        if (t > 0 && xc)
+            CGQ_TRY(exchange_rows<double>(g, c.ls[t].hu, nullptr, N, NA, hm->layers[t].linear_up.out.dim, xc, false));
         if (edge_parallel && E) k_scratch_step<<<blocks_for(E), T>>>(c, STEP_EDGE_MSG, t, E, g->scratch, per_thread);
         if (N) {
             const int C = hm->layers[t].channels;
@@ -1967,7 +2014,7 @@ static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
             k_scratch_step<<<blocks_for(NA), T>>>(c, STEP_SEND_BWD, t, NA, g->scratch, per_thread);
         }
         CGQ_LAUNCH_CHECK();
-        if (xc) CGQ_TRY(exchange_rows(g, c.ghu, NA, hm->layers[t].linear_up.out.dim, xc, true));
+        if (xc) CGQ_TRY(exchange_rows<double>(g, c.ghu, nullptr, N, NA, hm->layers[t].linear_up.out.dim, xc, true));
         if (N) k_up_backward<<<blocks_for(N), T>>>(c, t);
         CGQ_LAUNCH_CHECK();
         double *swap = c.gh;
@@ -2212,18 +2259,6 @@ static cgq_status plan_mlp_store(cgq_gpu *g, int L, int64_t E, int64_t chunk_edg
     return CGQ_STATUS_OK;
 }
 
-/* Rows of a working-precision array through the host exchange (which moves doubles). */
-template <class T>
-static cgq_status exchange_rows_t(cgq_gpu *g, T *dev, double *staging, int64_t rows, int width, const cgq_exchange *xc,
-                                  bool reverse) {
-    if (sizeof(T) == sizeof(double)) return exchange_rows(g, (double *)dev, rows, width, xc, reverse);
-    const int64_t n = rows * width;
-    k_convert<T, double><<<blocks_for(n), CGQ_GPU_THREADS>>>(n, dev, staging);
-    CGQ_TRY(exchange_rows(g, staging, rows, width, xc, reverse));
-    k_convert<double, T><<<blocks_for(n), CGQ_GPU_THREADS>>>(n, staging, dev);
-    return CGQ_STATUS_OK;
-}
-
 /* k_sender_sum_rows, four features per thread where the rows are 16-byte aligned floats */
 template <class T>
 static void sender_sum_rows(int64_t n, int dhu, const int64_t *srow, const int32_t *sedge, int64_t e0, int64_t e1,
@@ -2279,10 +2314,10 @@ static cgq_status sender_sums(cgq_gpu *g, int64_t NA, int dhu, const int64_t *sr
 /* dE/d(sender features) after the chunks' sender sums: zero where there were no edges (no chunk wrote it), and the
  * rows that landed on ghost senders sent to their owners (reverse exchange; staging: a double array of the rows). */
 template <class T>
-static cgq_status finish_sender_grads(cgq_gpu *g, bool no_edges, int64_t NA, int width, T *rows, double *staging,
-                                      const cgq_exchange *xc) {
+static cgq_status finish_sender_grads(cgq_gpu *g, bool no_edges, int64_t N, int64_t NA, int width, T *rows,
+                                      double *staging, const cgq_exchange *xc) {
     if (NA && no_edges) CGQ_CHECK_GPU(cudaMemsetAsync(rows, 0, sizeof(T) * NA * width));
-    if (xc) CGQ_TRY(exchange_rows_t<T>(g, rows, staging, NA, width, xc, true));
+    if (xc) CGQ_TRY(exchange_rows<T>(g, rows, staging, N, NA, width, xc, true));
     return CGQ_STATUS_OK;
 }
 
@@ -2565,7 +2600,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         node_linear_fwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, n_up, hin, din, hu, dhu_t, (T)1, nullptr, 0);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
-        if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, hu, a.staging, NA, dhu_t, xc, false));
+        if (t > 0 && xc) CGQ_TRY(exchange_rows<T>(g, hu, a.staging, N, NA, dhu_t, xc, false));
         if (t == 0 && sconv && g->sconv.gemm) /* V once per step, for every chunk */
             species_conv_weights(p, g->sconv, scw, reinterpret_cast<const float *>(hu));
         if (t == 0) CGQ_TRY(side.join()); /* the edge geometry */
@@ -2737,7 +2772,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             prof.mark("sender_sum");
         }
         if (t == 0) break;
-        CGQ_TRY(finish_sender_grads<T>(g, chunks.empty(), NA, dhu_t, ghu, a.staging, xc));
+        CGQ_TRY(finish_sender_grads<T>(g, chunks.empty(), N, NA, dhu_t, ghu, a.staging, xc));
         if (chunks.empty()) CGQ_TRY(side.join()); /* the skip's gh_prev (else joined in the chunk loop) */
         node_linear_bwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, N, ghu, dhu_t, gh_prev, din, (T)1, 1);
         CGQ_LAUNCH_CHECK();

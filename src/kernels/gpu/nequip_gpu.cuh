@@ -162,7 +162,7 @@ static cgq_status evaluate_nequip(cgq_gpu *g, const cgq_graph *gr, const cgq_exc
         const int64_t n_up = t == 0 ? NA : N;
         if (n_up) k_nq_up<<<blocks_for(n_up), TH>>>(c, t, n_up);
         CGQ_LAUNCH_CHECK();
-        if (t > 0 && xc) CGQ_TRY(exchange_rows(g, c.h[t], NA, nq_layer_in_dim(nq, t), xc, false));
+        if (t > 0 && xc) CGQ_TRY(exchange_rows<double>(g, c.h[t], nullptr, N, NA, nq_layer_in_dim(nq, t), xc, false));
         if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_CONV, t, N, g->scratch, per_thread);
         CGQ_LAUNCH_CHECK();
     }
@@ -186,7 +186,7 @@ static cgq_status evaluate_nequip(cgq_gpu *g, const cgq_graph *gr, const cgq_exc
         if (NA) k_nq_step<<<blocks_for(NA), TH>>>(c, NQ_SEND_BWD, t, NA, g->scratch, per_thread);
         CGQ_LAUNCH_CHECK();
         /* gradients that landed on ghost senders belong to their owners */
-        if (xc) CGQ_TRY(exchange_rows(g, c.gh, NA, nq_layer_in_dim(nq, t), xc, true));
+        if (xc) CGQ_TRY(exchange_rows<double>(g, c.gh, nullptr, N, NA, nq_layer_in_dim(nq, t), xc, true));
         if (N) k_nq_step<<<blocks_for(N), TH>>>(c, NQ_UP_BWD, t, N, g->scratch, per_thread);
         CGQ_LAUNCH_CHECK();
         double *swap = c.gx;
@@ -533,7 +533,7 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
             k_nq_scale_rows<T>
                 <<<blocks_for(n_up * din), TH>>>(n_up, din, din, c.species, g->nq_shadow.layers[t].norm_const, h);
         CGQ_LAUNCH_CHECK();
-        if (t > 0 && xc) CGQ_TRY(exchange_rows_t<T>(g, h, c.h[t], NA, din, xc, false));
+        if (t > 0 && xc) CGQ_TRY(exchange_rows<T>(g, h, c.h[t], N, NA, din, xc, false));
         prof.mark("node_fwd");
         for (const edge_chunk &ch : chunks) {
             if (!wtab[t]) CGQ_TRY(radial_forward(t, ch, ms.act_at(t, ch), ms.w_at(t, ch)));
@@ -623,7 +623,7 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
             prof.mark("edge_tail");
         }
         if (t == 0) break; /* the type embedding does not depend on positions */
-        CGQ_TRY(finish_sender_grads<T>(g, chunks.empty(), NA, din, gh, c.gh, xc));
+        CGQ_TRY(finish_sender_grads<T>(g, chunks.empty(), N, NA, din, gh, c.gh, xc));
         if (N) {
             k_nq_scale_rows<T>
                 <<<blocks_for(N * din), TH>>>(N, din, din, c.species, g->nq_shadow.layers[t].norm_const, gh);
