@@ -135,7 +135,7 @@ lammps_ranks() {
 # SCALE_ROUNDS (default 2) rounds alternated; timesteps/s, the first and last thermo lines and the pair style's
 # timing per rank.
 lammps_scale() {
-  wait $MODELS_PID
+  wait $MODELS_PID 2>/dev/null # (already reaped where the caller waited for every job)
   local round r n mpi
   for n in "1 1 1" "3 2 3"; do
     set -- $n

@@ -3,8 +3,9 @@
  * C library evaluate it, and turns edge gradients into forces, virial, per-atom energies and per-atom
  * virials.
  * Ghosts that are periodic images of this rank's atoms are folded onto them (found by tag); with one rank that is
- * every ghost. Ghosts owned by other ranks are graph nodes whose features arrive per layer by forward
- * communication; their gradients and forces go back by reverse communication. Both give the same numbers. */
+ * every ghost. Ghosts owned by other ranks are graph nodes whose features arrive per layer from their owners, and
+ * whose gradients and forces go back to them (MPI point to point, planned when LAMMPS re-neighbors). Both give the
+ * same numbers. */
 #include "pair_cgequi.h"
 
 #include <algorithm>
@@ -49,9 +50,9 @@ PairCGEqui::PairCGEqui(LAMMPS *lmp) : Pair(lmp) {
     manybody_flag = 1;
     no_virial_fdotr_compute = 1; /* the virial comes from edge gradients, forces are folded */
     centroidstressflag = CENTROID_AVAIL;
-    /* Fixed per-atom communication width, known before pair_coeff (pair_style hybrid sizes LAMMPS's buffers
-     * from it at pair_style time); wider rows are exchanged in chunks of this many doubles. */
-    comm_forward = comm_reverse = COMM_CHUNK;
+    /* LAMMPS's forward communication carries each ghost's owner (rank, node) when the exchange is planned; the rows
+     * themselves go straight to and from their owners */
+    comm_forward = 2;
     params = cgq_evaluator_default_params();
     times.on = getenv("CGQ_PAIR_TIMING") != nullptr;
     times.rank = comm->me;
@@ -193,11 +194,9 @@ void PairCGEqui::init_style() {
         fail_all("creating the evaluator");
     /* The graph is built from positions of local and ghost atoms (cgequi's own cell list, with LAMMPS's
      * skin), so no LAMMPS neighbor list is requested: this works the same on every LAMMPS version. */
-    /* rows go in chunks of comm_forward doubles: wider when LAMMPS sizes its buffers from this style at init (pair
-     * style hybrid took its width at pair_style time), fewer rounds per exchange (MACE-MP-0's 512-wide rows) */
-    if (force->pair == this) comm_forward = comm_reverse = COMM_CHUNK_WIDE;
     cand_skin = neighbor->skin;
     cand_ncalls = -1; /* a new run: rebuild the candidates */
+    plan_ncalls = -1; /* and plan the exchange (every rank, together) */
     if (comm->me == 0) {
         char desc[4096];
         cgq_model_describe(model, desc, sizeof desc);
@@ -267,9 +266,7 @@ void PairCGEqui::build_candidates() {
     }
     const int64_t n_nodes = (int64_t)node_atom.size();
     atom_node.assign(nall, -1);
-    comm_node.assign(nall, -1);
     for (int64_t k = 0; k < np; k++) atom_node[point_atom[k]] = point_node[k];
-    for (int64_t n = 0; n < n_nodes; n++) comm_node[node_atom[n]] = (int)n;
     species.resize(n_nodes + 1);
     for (int64_t k = 0; k < n_nodes; k++) species[k] = type_species[type[node_atom[k]]];
     /* the candidates: on the GPU where the evaluator runs the step there (cgq_evaluator_build_pairs) */
@@ -317,6 +314,9 @@ void PairCGEqui::compute(int eflag, int vflag) {
     ev_init(eflag, vflag);
     const double t0 = MPI_Wtime(), rebuilt0 = times.node_map + times.pairs;
     update_points();
+    /* the ghost nodes change only when LAMMPS re-neighbors, on every rank at once (a rank's own rebuild after half a
+     * skin keeps the same atoms, so the same nodes) */
+    if (comm->nprocs > 1 && neighbor->ncalls != plan_ncalls) plan_exchange();
     const double t1 = MPI_Wtime();
     const int64_t n_local = cand_local, n_nodes = (int64_t)node_atom.size();
     /* the exchanges are collective: every rank takes part, also one without ghost nodes */
@@ -378,63 +378,106 @@ void PairCGEqui::compute(int eflag, int vflag) {
     times.fold += MPI_Wtime() - t2;
 }
 
+/* Each ghost node's owner (rank, node), carried to the ghosts by LAMMPS's forward communication, and the lists that
+ * the rows then follow: a peer's send list holds this rank's nodes it wants (in its order), its recv list this rank's
+ * ghost nodes it owns. Collective. */
+void PairCGEqui::plan_exchange() {
+    const int nlocal = atom->nlocal, nall = nlocal + atom->nghost, me = comm->me, nprocs = comm->nprocs;
+    owner_info.assign(2 * (size_t)nall + 2, -1.0);
+    for (int i = 0; i < nlocal; i++) owner_info[2 * i] = me, owner_info[2 * i + 1] = atom_node[i];
+#ifdef CGQ_LAMMPS_OLD_COMM_API
+    comm->forward_comm_pair(this);
+#else
+    comm->forward_comm(this, 2);
+#endif
+    std::vector<std::vector<int>> want(nprocs), ghosts(nprocs); /* per owner rank: its nodes, this rank's ghosts */
+    for (size_t g = cand_local; g < node_atom.size(); g++) {
+        const double *o = &owner_info[2 * (size_t)node_atom[g]];
+        const int r = (int)o[0], k = (int)o[1];
+        if (r < 0 || r >= nprocs || r == me || k < 0)
+            error->one(FLERR, "pair_style cgequi: ghost atom " + std::to_string((long long)atom->tag[node_atom[g]]) +
+                                  " has no owner among the other ranks' cgequi atoms (rank " + std::to_string(r) + ")");
+        want[r].push_back(k);
+        ghosts[r].push_back((int)g);
+    }
+    std::vector<int> nwant(nprocs), nasked(nprocs), sdisp(nprocs + 1, 0), rdisp(nprocs + 1, 0);
+    for (int r = 0; r < nprocs; r++) nwant[r] = (int)want[r].size();
+    MPI_Alltoall(nwant.data(), 1, MPI_INT, nasked.data(), 1, MPI_INT, world);
+    for (int r = 0; r < nprocs; r++) sdisp[r + 1] = sdisp[r] + nwant[r], rdisp[r + 1] = rdisp[r] + nasked[r];
+    std::vector<int> wanted(sdisp[nprocs] + 1), asked(rdisp[nprocs] + 1);
+    for (int r = 0; r < nprocs; r++) std::copy(want[r].begin(), want[r].end(), wanted.begin() + sdisp[r]);
+    MPI_Alltoallv(wanted.data(), nwant.data(), sdisp.data(), MPI_INT, asked.data(), nasked.data(), rdisp.data(),
+                  MPI_INT, world);
+    peers.clear();
+    for (int r = 0; r < nprocs; r++) {
+        if (!nwant[r] && !nasked[r]) continue;
+        peer p{r, std::vector<int>(asked.begin() + rdisp[r], asked.begin() + rdisp[r + 1]), ghosts[r]};
+        for (int k : p.send)
+            if (k < 0 || k >= cand_local)
+                error->one(FLERR, "pair_style cgequi: rank " + std::to_string(r) + " asked for node " +
+                                      std::to_string(k) + ", not one of this rank's " + std::to_string(cand_local));
+        peers.push_back(std::move(p));
+    }
+    plan_ncalls = neighbor->ncalls;
+}
+
+/* Forward: the peers' ghost rows from their owners' local rows. Reverse: the ghost rows added into their owners' rows
+ * (in the order of ranks, then of the peer's list: the same sums every time), then zeroed. */
 void PairCGEqui::exchange(double *data, int width, bool reverse) {
     const double t0 = MPI_Wtime();
-    comm_data = data;
-    comm_width = width;
-    for (comm_offset = 0; comm_offset < width; comm_offset += comm_forward) {
-        comm_chunk = std::min(comm_forward, width - comm_offset);
-#ifdef CGQ_LAMMPS_OLD_COMM_API
-        if (reverse) comm->reverse_comm_pair(this);
-        else comm->forward_comm_pair(this);
-#else
-        if (reverse) comm->reverse_comm(this, comm_chunk);
-        else comm->forward_comm(this, comm_chunk);
-#endif
+    size_t nsend = 0, nrecv = 0;
+    for (const peer &p : peers) {
+        nsend += (reverse ? p.recv : p.send).size();
+        nrecv += (reverse ? p.send : p.recv).size();
+    }
+    xsend.resize(nsend * width + 1);
+    xrecv.resize(nrecv * width + 1);
+    std::vector<MPI_Request> req;
+    req.reserve(2 * peers.size());
+    const int tag = 0x6367;
+    size_t so = 0, ro = 0;
+    for (const peer &p : peers) {
+        const std::vector<int> &out = reverse ? p.recv : p.send, &in = reverse ? p.send : p.recv;
+        if (!in.empty()) {
+            req.emplace_back();
+            MPI_Irecv(&xrecv[ro], (int)(in.size() * width), MPI_DOUBLE, p.rank, tag, world, &req.back());
+            ro += in.size() * width;
+        }
+        if (!out.empty()) {
+            for (size_t q = 0; q < out.size(); q++)
+                std::memcpy(&xsend[so + q * width], data + (int64_t)out[q] * width, sizeof(double) * width);
+            req.emplace_back();
+            MPI_Isend(&xsend[so], (int)(out.size() * width), MPI_DOUBLE, p.rank, tag, world, &req.back());
+            so += out.size() * width;
+        }
+    }
+    std::vector<MPI_Status> status(req.size() + 1);
+    if (!req.empty()) MPI_Waitall((int)req.size(), req.data(), status.data());
+    ro = 0;
+    for (const peer &p : peers) {
+        const std::vector<int> &in = reverse ? p.send : p.recv;
+        for (size_t q = 0; q < in.size(); q++) {
+            double *row = data + (int64_t)in[q] * width;
+            const double *got = &xrecv[ro + q * width];
+            if (reverse)
+                for (int w = 0; w < width; w++) row[w] += got[w];
+            else
+                std::memcpy(row, got, sizeof(double) * width);
+        }
+        ro += in.size() * width;
     }
     if (reverse && (int64_t)node_atom.size() > cand_local) /* owners now hold the sums: ghost rows must not count twice */
         std::memset(data + cand_local * width, 0, sizeof(double) * width * (node_atom.size() - cand_local));
-    comm_data = nullptr;
     if (in_evaluate) times.layer_exchange += MPI_Wtime() - t0;
 }
 
-/* Forward: an atom's row is its node's (a folded image's is its owner's); only rows that are an atom's own (local
- * atoms and ghost nodes) take what arrives. Reverse: only those send their sums, and the sums that arrive go to the
- * atom's node (an image's owner directly), so that each contribution reaches its owner once. */
+/* plan_exchange's owners: (rank, node) of each atom, from its owner through the swaps */
 int PairCGEqui::pack_forward_comm(int n, int *list, double *buf, int, int *) {
     int m = 0;
-    for (int i = 0; i < n; i++) {
-        const int k = atom_node[list[i]];
-        for (int w = comm_offset; w < comm_offset + comm_chunk; w++)
-            buf[m++] = k >= 0 ? comm_data[(int64_t)k * comm_width + w] : 0.0;
-    }
+    for (int i = 0; i < n; i++) buf[m++] = owner_info[2 * list[i]], buf[m++] = owner_info[2 * list[i] + 1];
     return m;
 }
 
 void PairCGEqui::unpack_forward_comm(int n, int first, double *buf) {
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        const int k = comm_node[first + i];
-        for (int w = comm_offset; w < comm_offset + comm_chunk; w++, m++)
-            if (k >= 0) comm_data[(int64_t)k * comm_width + w] = buf[m];
-    }
-}
-
-int PairCGEqui::pack_reverse_comm(int n, int first, double *buf) {
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        const int k = comm_node[first + i];
-        for (int w = comm_offset; w < comm_offset + comm_chunk; w++)
-            buf[m++] = k >= 0 ? comm_data[(int64_t)k * comm_width + w] : 0.0;
-    }
-    return m;
-}
-
-void PairCGEqui::unpack_reverse_comm(int n, int *list, double *buf) {
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        const int k = atom_node[list[i]];
-        for (int w = comm_offset; w < comm_offset + comm_chunk; w++, m++)
-            if (k >= 0) comm_data[(int64_t)k * comm_width + w] += buf[m];
-    }
+    for (int i = 0; i < 2 * n; i++) owner_info[2 * (size_t)first + i] = buf[i];
 }

@@ -30,8 +30,6 @@ class PairCGEqui : public Pair {
     double init_one(int, int) override;
     int pack_forward_comm(int, int *, double *, int, int *) override;
     void unpack_forward_comm(int, int, double *) override;
-    int pack_reverse_comm(int, int, double *) override;
-    void unpack_reverse_comm(int, int *, double *) override;
 
     /* per-layer exchange of node rows with other ranks (called back from the C evaluator) */
     void exchange(double *data, int width, bool reverse);
@@ -46,9 +44,8 @@ class PairCGEqui : public Pair {
     double cutoff = 0.0;
 
     /* points of the graph: point k is LAMMPS atom point_atom[k]; graph node n is atom node_atom[n] (the local points,
-     * then ghosts owned by other ranks); atom_node[j] = the node of atom j (a folded image's: its owner's), comm_node[j]
-     * = the node that is atom j's own (-1 for folded images and atoms that are not cgequi's) */
-    std::vector<int> point_atom, node_atom, atom_node, comm_node;
+     * then ghosts owned by other ranks); atom_node[j] = the node of atom j (a folded image's: its owner's) or -1 */
+    std::vector<int> point_atom, node_atom, atom_node;
     std::vector<int32_t> species, point_node; /* point_node: graph node of each point (its owner when folded) */
     std::vector<int64_t> point_id;            /* atom tags: the evaluator's messages, and the rebuild check */
     std::vector<int32_t> node_of_id;          /* folding: the local point (graph node) of each atom tag, -1 if none */
@@ -70,15 +67,22 @@ class PairCGEqui : public Pair {
         double first[2] = {0, 0}; /* the first rebuild (in the run's setup): node map, the evaluator's candidate pairs */
     } times;
 
-    /* communication state for pack/unpack: rows go in chunks of comm_forward doubles */
-    static constexpr int COMM_CHUNK = 32, COMM_CHUNK_WIDE = 128;
-    double *comm_data = nullptr;
-    int comm_width = 0, comm_offset = 0, comm_chunk = 0;
+    /* the exchange with other ranks (plan_exchange, when LAMMPS re-neighbors): per peer rank, the local nodes it
+     * wants (send, in its order) and this rank's ghost nodes it owns (recv) */
+    struct peer {
+        int rank;
+        std::vector<int> send, recv;
+    };
+    std::vector<peer> peers;
+    std::vector<double> owner_info; /* per atom: its owner's (rank, node), carried to ghosts by pack/unpack */
+    std::vector<double> xsend, xrecv;
+    bigint plan_ncalls = -1;
     bool in_evaluate = false;
 
     void free_model();
     void build_candidates();
     void update_points();
+    void plan_exchange();
     [[noreturn]] void fail_all(const std::string &what);
     [[noreturn]] void fail_one(const std::string &what);
 };
