@@ -86,9 +86,10 @@ typedef struct cgq_graph {
 } cgq_graph;
 
 /* Per-layer exchange of node data with the owners of ghost nodes (message passing across ranks).
- * data is [n_nodes][width], row-major. forward: fill ghost rows from their owners' rows.
- * reverse: add ghost rows into their owners' rows. Both are collective: every rank calls them the
- * same number of times, also with zero local nodes. */
+ * data is [n_nodes][width], row-major. forward: fill ghost rows from their owners' rows (only the local rows hold
+ * values on entry). reverse: add ghost rows into their owners' rows (add, never assign: the local rows may hold only
+ * this rank's part, or zeros; what the ghost rows hold afterwards is not read). Every rank calls them the same number
+ * of times, also with zero local nodes. */
 typedef struct cgq_exchange {
     void *ctx;
     cgq_status (*forward)(void *ctx, double *data, int width);
