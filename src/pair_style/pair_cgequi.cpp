@@ -245,8 +245,8 @@ void PairCGEqui::build_candidates() {
     for (int64_t k = 0; k < cand_local; k++) point_node[k] = (int32_t)k;
     int64_t max_tag = 0;
     for (int64_t k = 0; k < np; k++) max_tag = std::max(max_tag, point_id[k]);
-    auto own_ghost = [&](int64_t k, int32_t owner) {
-        if (owner >= 0) return owner;
+    auto own_ghost = [&](int64_t k, int32_t owner) { /* (one rank: every ghost has a local owner, else an error) */
+        if (owner >= 0 || comm->nprocs == 1) return owner;
         node_atom.push_back(point_atom[k]);
         return (int32_t)(node_atom.size() - 1);
     };
@@ -319,8 +319,8 @@ void PairCGEqui::compute(int eflag, int vflag) {
     if (comm->nprocs > 1 && neighbor->ncalls != plan_ncalls) plan_exchange();
     const double t1 = MPI_Wtime();
     const int64_t n_local = cand_local, n_nodes = (int64_t)node_atom.size();
-    /* the exchanges are collective: every rank takes part, also one without ghost nodes */
-    const bool exchanges = comm->nprocs > 1 || n_nodes > n_local;
+    /* every rank takes part in the exchanges, also one without ghost nodes (others may read its rows) */
+    const bool exchanges = comm->nprocs > 1;
     const bool peratom_virial = vflag_atom || cvflag_atom;
     node_force.resize(3 * n_nodes + 3);
     node_energy.resize(n_local + 1);
