@@ -85,15 +85,28 @@ typedef struct cgq_graph {
     const double *vec;      /* [n_edges*3] */
 } cgq_graph;
 
-/* Per-layer exchange of node data with the owners of ghost nodes (message passing across ranks).
- * data is [n_nodes][width], row-major. forward: fill ghost rows from their owners' rows (only the local rows hold
- * values on entry). reverse: add ghost rows into their owners' rows (add, never assign: the local rows may hold only
- * this rank's part, or zeros; what the ghost rows hold afterwards is not read). Every rank calls them the same number
- * of times, also with zero local nodes. */
+/* Per-layer exchange of node data with the owners of ghost nodes (message passing across ranks), in one of two forms.
+ *
+ * Array form (forward, reverse): data is [n_nodes][width], row-major. forward: fill ghost rows from their owners'
+ * rows (only the local rows hold values on entry). reverse: add ghost rows into their owners' rows (add, never
+ * assign: the local rows may hold only this rank's part, or zeros; what the ghost rows hold afterwards is not read).
+ *
+ * Rows form (send_nodes, forward_rows, reverse_rows; used when forward_rows is set): only the rows that cross ranks
+ * are handed over, so a GPU evaluator moves only those over the bus. send_nodes: the n_send distinct local nodes
+ * (0 <= node < n_local) whose rows other ranks read, fixed for the evaluation. forward_rows: send [n_send][width]
+ * holds those nodes' rows in send_nodes order; fill ghosts [n_nodes - n_local][width] (ghost node n_local + k is row
+ * k). reverse_rows: ghosts holds this rank's contributions to its ghost nodes; write into sums [n_send][width] (assign:
+ * zeros where nothing came) what the other ranks contributed to each send node; the evaluator adds them.
+ *
+ * Every rank calls them the same number of times, also with zero local nodes. */
 typedef struct cgq_exchange {
     void *ctx;
     cgq_status (*forward)(void *ctx, double *data, int width);
     cgq_status (*reverse)(void *ctx, double *data, int width);
+    const int32_t *send_nodes; /* rows form: [n_send] */
+    int64_t n_send;
+    cgq_status (*forward_rows)(void *ctx, const double *send, double *ghosts, int width);
+    cgq_status (*reverse_rows)(void *ctx, const double *ghosts, double *sums, int width);
 } cgq_exchange;
 
 /* Energy (sum over local nodes), per-local-node energies (optional, [n_local]) and dE/dvec per edge

@@ -2,6 +2,7 @@
 // candidate pairs within cutoff + skin (cgq_evaluator_set_pairs / cgq_evaluate_pairs tests).
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -44,6 +45,7 @@ constexpr Nodes kAllNodes[] = {Nodes::folded, Nodes::ghosted, Nodes::mixed};
 
 struct NodeMap {
     int64_t n_local = 0;
+    bool rows_form = false;          // exchange in cgq_exchange's rows form (the mixed map) or its array form
     std::vector<int32_t> point_node; // per point
     std::vector<int32_t> species;    // per node
     std::vector<int32_t> owner;      // per node: the atom it is (local) or copies (ghost)
@@ -53,6 +55,7 @@ struct NodeMap {
 inline NodeMap node_map(const Points &p, Nodes mode) {
     NodeMap m;
     m.n_local = p.n;
+    m.rows_form = mode == Nodes::mixed;
     for (int64_t k = 0; k < p.n_points(); k++) {
         const bool own = k < p.n || mode == Nodes::ghosted || (mode == Nodes::mixed && (k - p.n) % 2 == 1);
         m.point_node.push_back(own ? (int32_t)m.owner.size() : p.owner[k]);
@@ -105,11 +108,30 @@ inline Points make_points(const cgq_model *m, const Case &c, double skin) {
 }
 
 // Ghost node g (n_local <= g < owner.size()) is a copy of local node owner[g]: exchange copies owner rows to ghosts
-// and sums back (calls counted). As across ranks, only the owners' rows are read forward and only the ghosts' backward.
+// and sums back (calls counted), in either of cgq_exchange's forms. As across ranks, only the owners' rows are read
+// forward and only the ghosts' backward.
 struct GhostExchange {
     int64_t n_local;
     const std::vector<int32_t> *owner;
     int forward_calls = 0, reverse_calls = 0;
+    std::vector<int32_t> send_nodes; // rows form: the ghosts' owners, distinct, increasing
+    std::vector<int32_t> send_pos;   // rows form: per ghost row, its owner's position in send_nodes
+
+    int64_t n_ghosts() const { return (int64_t)owner->size() - n_local; }
+    int32_t owner_of_ghost(int64_t k) const { return (*owner)[n_local + k]; }
+
+    cgq_exchange array_form() { return cgq_exchange{this, fwd, rev, nullptr, 0, nullptr, nullptr}; }
+    cgq_exchange rows_form() {
+        send_nodes.clear(), send_pos.clear();
+        for (int64_t k = 0; k < n_ghosts(); k++) send_nodes.push_back(owner_of_ghost(k));
+        std::sort(send_nodes.begin(), send_nodes.end());
+        send_nodes.erase(std::unique(send_nodes.begin(), send_nodes.end()), send_nodes.end());
+        for (int64_t k = 0; k < n_ghosts(); k++)
+            send_pos.push_back((int32_t)(std::lower_bound(send_nodes.begin(), send_nodes.end(), owner_of_ghost(k)) -
+                                         send_nodes.begin()));
+        return cgq_exchange{this, nullptr, nullptr, send_nodes.data(), (int64_t)send_nodes.size(), fwd_rows, rev_rows};
+    }
+
     static cgq_status fwd(void *ctx, double *data, int width) {
         GhostExchange *x = static_cast<GhostExchange *>(ctx);
         x->forward_calls++;
@@ -127,6 +149,21 @@ struct GhostExchange {
             }
         return CGQ_STATUS_OK;
     }
+    static cgq_status fwd_rows(void *ctx, const double *send, double *ghosts, int width) {
+        GhostExchange *x = static_cast<GhostExchange *>(ctx);
+        x->forward_calls++;
+        for (int64_t k = 0; k < x->n_ghosts(); k++)
+            for (int c = 0; c < width; c++) ghosts[k * width + c] = send[(int64_t)x->send_pos[k] * width + c];
+        return CGQ_STATUS_OK;
+    }
+    static cgq_status rev_rows(void *ctx, const double *ghosts, double *sums, int width) {
+        GhostExchange *x = static_cast<GhostExchange *>(ctx);
+        x->reverse_calls++;
+        std::fill(sums, sums + x->send_nodes.size() * width, 0.0);
+        for (int64_t k = 0; k < x->n_ghosts(); k++)
+            for (int c = 0; c < width; c++) sums[(int64_t)x->send_pos[k] * width + c] += ghosts[k * width + c];
+        return CGQ_STATUS_OK;
+    }
 };
 
 // cgq_evaluate_pairs as an Eval of the local atoms (ghost rows summed into their owners; virials symmetrised
@@ -140,7 +177,8 @@ inline Eval evaluate_pairs(cgq_evaluator *ev, const Points &p, const NodeMap &m,
     cgq_node_result res{};
     res.forces = f.data(), res.node_energies = r.atomic_energies.data(), res.node_virials = w.data();
     GhostExchange gx{p.n, &m.owner};
-    cgq_exchange xc{&gx, GhostExchange::fwd, GhostExchange::rev};
+    // the mixed map (as a rank with other ranks' atoms) through the rows form, as the pair style gives it
+    const cgq_exchange xc = m.rows_form ? gx.rows_form() : gx.array_form();
     r.status = cgq_evaluate_pairs(ev, x.data(), ghosts ? &xc : nullptr, &res);
     r.energy = res.energy;
     if (ghosts) {

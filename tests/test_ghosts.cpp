@@ -10,7 +10,7 @@
 using namespace cgqtest;
 
 TEST(Ghosts, ExchangeMatchesFoldedGraph) {
-    int checked = 0;
+    int checked = 0, exchanged_array = 0, exchanged_rows = 0; // models of one layer exchange nothing
     for (const std::string &path : fixture_files()) {
         Model model(path);
         ASSERT_NE(model.m, nullptr) << cgq_last_error();
@@ -50,21 +50,68 @@ TEST(Ghosts, ExchangeMatchesFoldedGraph) {
                 sender[e] = it->second;
             }
             cgq_graph ghosted{(int64_t)im.owner.size(), n, nl.n_edges, gspecies.data(), nl.row_ptr, sender.data(), nl.vec};
-            GhostExchange gx{n, &im.owner};
-            cgq_exchange xc{&gx, GhostExchange::fwd, GhostExchange::rev};
-            double e1 = 0;
-            std::vector<double> ge1(3 * nl.n_edges + 3), ae1(n + 1);
-            ASSERT_EQ(cgq_evaluate_graph(ev.e, &ghosted, &xc, &e1, ae1.data(), ge1.data()), CGQ_STATUS_OK)
-                << cgq_last_error();
-            // one forward exchange per layer after the first, one reverse per layer after the first
-            EXPECT_EQ(gx.forward_calls, gx.reverse_calls);
-            EXPECT_NEAR(e1, e0, 1e-12 * std::fabs(e0)) << path << " " << c.name;
-            EXPECT_LE(max_abs_diff(ae1.data(), ae0.data(), n), 1e-12 * std::fmax(max_abs(ae0), 1.0));
-            EXPECT_LE(max_abs_diff(ge1.data(), ge0.data(), 3 * nl.n_edges), 1e-12 * std::fmax(max_abs(ge0), 1.0))
-                << path << " " << c.name;
+            for (bool rows : {false, true}) { // cgq_exchange's array form, then its rows form
+                GhostExchange gx{n, &im.owner};
+                const cgq_exchange xc = rows ? gx.rows_form() : gx.array_form();
+                double e1 = 0;
+                std::vector<double> ge1(3 * nl.n_edges + 3), ae1(n + 1);
+                ASSERT_EQ(cgq_evaluate_graph(ev.e, &ghosted, &xc, &e1, ae1.data(), ge1.data()), CGQ_STATUS_OK)
+                    << cgq_last_error();
+                // one forward exchange per layer after the first, one reverse per layer after the first
+                EXPECT_EQ(gx.forward_calls, gx.reverse_calls);
+                (rows ? exchanged_rows : exchanged_array) += gx.forward_calls;
+                const std::string what = path + " " + c.name + (rows ? " rows form" : " array form");
+                EXPECT_NEAR(e1, e0, 1e-12 * std::fabs(e0)) << what;
+                EXPECT_LE(max_abs_diff(ae1.data(), ae0.data(), n), 1e-12 * std::fmax(max_abs(ae0), 1.0)) << what;
+                EXPECT_LE(max_abs_diff(ge1.data(), ge0.data(), 3 * nl.n_edges), 1e-12 * std::fmax(max_abs(ge0), 1.0))
+                    << what;
+            }
             cgq_neighbor_list_free(&nl);
             checked++;
         }
     }
     EXPECT_GT(checked, 0);
+    EXPECT_GT(exchanged_array, 0);
+    EXPECT_GT(exchanged_rows, 0);
+}
+
+// An exchange that cannot serve the graph is refused with a message naming what is wrong, before any layer runs
+TEST(Ghosts, BadExchangeIsRefused) {
+    const std::string path = std::string(CGQ_POTENTIALS_DIR) + "/water-mace-small.h5";
+    Model model(path);
+    ASSERT_NE(model.m, nullptr) << cgq_last_error();
+    Evaluator ev(model.m);
+    // three local nodes and one ghost node (a copy of node 0) 1 A from node 1
+    const std::vector<int32_t> species = {0, 1, 1, 0}, owner = {0, 1, 2, 0};
+    const std::vector<int64_t> row_ptr = {0, 0, 1, 1};
+    const std::vector<int32_t> sender = {3};
+    const std::vector<double> vec = {1.0, 0.0, 0.0};
+    cgq_graph g{4, 3, 1, species.data(), row_ptr.data(), sender.data(), vec.data()};
+    double e = 0;
+    GhostExchange gx{3, &owner};
+    auto refused = [&](const cgq_exchange *xc, const char *says) {
+        EXPECT_EQ(cgq_evaluate_graph(ev.e, &g, xc, &e, nullptr, nullptr), CGQ_STATUS_INVALID_ARGUMENT) << says;
+        EXPECT_NE(std::string(cgq_last_error()).find(says), std::string::npos) << cgq_last_error();
+    };
+    refused(nullptr, "needs an exchange");
+    cgq_exchange half = gx.array_form();
+    half.reverse = nullptr;
+    refused(&half, "forward and reverse, or forward_rows and reverse_rows");
+    cgq_exchange rows = gx.rows_form();
+    rows.reverse_rows = nullptr;
+    refused(&rows, "forward_rows without reverse_rows");
+    const std::vector<int32_t> repeated = {0, 0}, outside = {3}, negative = {-1};
+    rows = gx.rows_form();
+    rows.send_nodes = repeated.data(), rows.n_send = 2;
+    refused(&rows, "is repeated");
+    rows.send_nodes = outside.data(), rows.n_send = 1;
+    refused(&rows, "is not a local node");
+    rows.send_nodes = negative.data();
+    refused(&rows, "is not a local node");
+    rows.n_send = 4;
+    refused(&rows, "at most the 3 local nodes");
+    EXPECT_EQ(gx.forward_calls + gx.reverse_calls, 0);
+    rows = gx.rows_form();
+    EXPECT_EQ(cgq_evaluate_graph(ev.e, &g, &rows, &e, nullptr, nullptr), CGQ_STATUS_OK) << cgq_last_error();
+    EXPECT_TRUE(std::isfinite(e));
 }

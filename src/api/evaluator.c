@@ -11,6 +11,7 @@
 
 #include "api/evaluator_impl.h"
 #include "common/error.h"
+#include "common/exchange.h"
 #include "kernels/cpu/mace_cpu.h"
 #include "kernels/cpu/nequip_cpu.h"
 #include "model/model.h"
@@ -168,8 +169,7 @@ static cgq_status evaluate_graph(cgq_evaluator *ev, const cgq_graph *graph, cons
                                  double *node_energy, double *edge_grad) {
     if (!ev || !graph || !energy)
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluate_graph: evaluator, graph and energy must not be NULL");
-    if (graph->n_local != graph->n_nodes && (!exchange || !exchange->forward || !exchange->reverse))
-        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "a graph with ghost nodes needs an exchange (forward and reverse)");
+    CGQ_TRY(cgq_exchange_check(exchange, graph->n_local, graph->n_local != graph->n_nodes, "a graph"));
     /* a local-validation failure must not skip the collective exchanges other ranks wait in */
     CGQ_TRY(validate_graph(ev->model, graph));
 #ifdef CGQ_HAVE_GPU

@@ -8,6 +8,7 @@
 
 #include "api/evaluator_impl.h"
 #include "common/error.h"
+#include "common/exchange.h"
 #ifdef CGQ_HAVE_GPU
 #include "kernels/gpu/mace_gpu.h"
 #endif
@@ -237,8 +238,7 @@ static cgq_status evaluate_pairs(cgq_evaluator *ev, const double *x, const cgq_e
     cgq_pairs *p = &ev->pairs;
     if (!p->set) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluate_pairs: call cgq_evaluator_set_pairs first");
     const cgq_pair_list *l = &p->list;
-    if (l->n_nodes != l->n_local && (!xc || !xc->forward || !xc->reverse))
-        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "a pair list with ghost nodes needs an exchange (forward and reverse)");
+    CGQ_TRY(cgq_exchange_check(xc, l->n_local, l->n_nodes != l->n_local, "a pair list"));
     if (l->n_points && !x) return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_evaluate_pairs: positions are NULL");
 #ifdef CGQ_HAVE_GPU /* the GPU checks the positions itself (pairs_count), with the same message */
     if (ev->gpu && cgq_gpu_runs_pairs(ev->gpu)) return cgq_gpu_evaluate_pairs(ev->gpu, x, xc, r);

@@ -32,12 +32,12 @@ extern "C" {
 using namespace LAMMPS_NS;
 
 namespace {
-cgq_status forward_cb(void *ctx, double *data, int width) {
-    static_cast<PairCGEqui *>(ctx)->exchange(data, width, false);
+cgq_status forward_rows_cb(void *ctx, const double *send, double *ghosts, int width) {
+    static_cast<PairCGEqui *>(ctx)->exchange_rows(send, ghosts, width, false);
     return CGQ_STATUS_OK;
 }
-cgq_status reverse_cb(void *ctx, double *data, int width) {
-    static_cast<PairCGEqui *>(ctx)->exchange(data, width, true);
+cgq_status reverse_rows_cb(void *ctx, const double *ghosts, double *sums, int width) {
+    static_cast<PairCGEqui *>(ctx)->exchange_rows(ghosts, sums, width, true);
     return CGQ_STATUS_OK;
 }
 const char *device_name(cgq_device d) { return d == CGQ_DEVICE_CUDA ? "cuda" : d == CGQ_DEVICE_CPU ? "cpu" : "auto"; }
@@ -329,15 +329,17 @@ void PairCGEqui::compute(int eflag, int vflag) {
     r.forces = node_force.data();
     r.node_energies = node_energy.data();
     r.node_virials = peratom_virial ? node_virial.data() : nullptr;
-    cgq_exchange xc{this, forward_cb, reverse_cb};
+    /* the rows form: a GPU evaluator moves only the rows that cross ranks over the bus */
+    cgq_exchange xc{this, nullptr, nullptr, send_nodes.data(), (int64_t)send_nodes.size(), forward_rows_cb,
+                    reverse_rows_cb};
     in_evaluate = true;
     const cgq_status st = cgq_evaluate_pairs(evaluator, points.data(), exchanges ? &xc : nullptr, &r);
     in_evaluate = false;
     if (st != CGQ_STATUS_OK) fail_one("evaluating the model");
     const double t2 = MPI_Wtime();
     if (exchanges) { /* ghost rows (forces, per-atom virials) -> their owners on other ranks */
-        exchange(node_force.data(), 3, true);
-        if (peratom_virial) exchange(node_virial.data(), 9, true);
+        fold_ghost_rows(node_force.data(), 3);
+        if (peratom_virial) fold_ghost_rows(node_virial.data(), 9);
     }
     double **f = atom->f;
     for (int64_t k = 0; k < n_local; k++) {
@@ -379,8 +381,8 @@ void PairCGEqui::compute(int eflag, int vflag) {
 }
 
 /* Each ghost node's owner (rank, node), carried to the ghosts by LAMMPS's forward communication, and the lists that
- * the rows then follow: a peer's send list holds this rank's nodes it wants (in its order), its recv list this rank's
- * ghost nodes it owns. Collective. */
+ * the rows then follow: send_nodes, every local node some peer wants; a peer's send list holds the positions in
+ * send_nodes of the nodes it wants (in its order), its recv list this rank's ghost rows it owns. Collective. */
 void PairCGEqui::plan_exchange() {
     const int nlocal = atom->nlocal, nall = nlocal + atom->nghost, me = comm->me, nprocs = comm->nprocs;
     owner_info.assign(2 * (size_t)nall + 2, -1.0);
@@ -398,7 +400,7 @@ void PairCGEqui::plan_exchange() {
             error->one(FLERR, "pair_style cgequi: ghost atom " + std::to_string((long long)atom->tag[node_atom[g]]) +
                                   " has no owner among the other ranks' cgequi atoms (rank " + std::to_string(r) + ")");
         want[r].push_back(k);
-        ghosts[r].push_back((int)g);
+        ghosts[r].push_back((int)(g - cand_local));
     }
     std::vector<int> nwant(nprocs), nasked(nprocs), sdisp(nprocs + 1, 0), rdisp(nprocs + 1, 0);
     for (int r = 0; r < nprocs; r++) nwant[r] = (int)want[r].size();
@@ -408,22 +410,31 @@ void PairCGEqui::plan_exchange() {
     for (int r = 0; r < nprocs; r++) std::copy(want[r].begin(), want[r].end(), wanted.begin() + sdisp[r]);
     MPI_Alltoallv(wanted.data(), nwant.data(), sdisp.data(), MPI_INT, asked.data(), nasked.data(), rdisp.data(),
                   MPI_INT, world);
+    for (int i = 0; i < rdisp[nprocs]; i++)
+        if (asked[i] < 0 || asked[i] >= cand_local) {
+            const int r = (int)(std::upper_bound(rdisp.begin(), rdisp.end(), i) - rdisp.begin()) - 1;
+            error->one(FLERR, "pair_style cgequi: rank " + std::to_string(r) + " asked for node " +
+                                  std::to_string(asked[i]) + ", not one of this rank's " + std::to_string(cand_local));
+        }
+    send_nodes.assign(asked.begin(), asked.begin() + rdisp[nprocs]);
+    std::sort(send_nodes.begin(), send_nodes.end());
+    send_nodes.erase(std::unique(send_nodes.begin(), send_nodes.end()), send_nodes.end());
+    std::vector<int> position(cand_local + 1, -1);
+    for (size_t q = 0; q < send_nodes.size(); q++) position[send_nodes[q]] = (int)q;
     peers.clear();
     for (int r = 0; r < nprocs; r++) {
         if (!nwant[r] && !nasked[r]) continue;
-        peer p{r, std::vector<int>(asked.begin() + rdisp[r], asked.begin() + rdisp[r + 1]), ghosts[r]};
-        for (int k : p.send)
-            if (k < 0 || k >= cand_local)
-                error->one(FLERR, "pair_style cgequi: rank " + std::to_string(r) + " asked for node " +
-                                      std::to_string(k) + ", not one of this rank's " + std::to_string(cand_local));
+        peer p{r, {}, ghosts[r]};
+        for (int i = rdisp[r]; i < rdisp[r + 1]; i++) p.send.push_back(position[asked[i]]);
         peers.push_back(std::move(p));
     }
     plan_ncalls = neighbor->ncalls;
 }
 
-/* Forward: the peers' ghost rows from their owners' local rows. Reverse: the ghost rows added into their owners' rows
- * (in the order of ranks, then of the peer's list: the same sums every time), then zeroed. */
-void PairCGEqui::exchange(double *data, int width, bool reverse) {
+/* One MPI_Isend/MPI_Irecv per peer. Forward: the ghost rows (in) from the send rows (out) of their owners. Reverse: the
+ * ghost rows' contributions (out) summed into the send rows (in, assigned) of their owners, in the order of ranks,
+ * then of the peer's list: the same sums every time. */
+void PairCGEqui::exchange_rows(const double *out, double *in, int width, bool reverse) {
     const double t0 = MPI_Wtime();
     size_t nsend = 0, nrecv = 0;
     for (const peer &p : peers) {
@@ -437,38 +448,45 @@ void PairCGEqui::exchange(double *data, int width, bool reverse) {
     const int tag = 0x6367;
     size_t so = 0, ro = 0;
     for (const peer &p : peers) {
-        const std::vector<int> &out = reverse ? p.recv : p.send, &in = reverse ? p.send : p.recv;
-        if (!in.empty()) {
+        const std::vector<int> &rows_out = reverse ? p.recv : p.send, &rows_in = reverse ? p.send : p.recv;
+        if (!rows_in.empty()) {
             req.emplace_back();
-            MPI_Irecv(&xrecv[ro], (int)(in.size() * width), MPI_DOUBLE, p.rank, tag, world, &req.back());
-            ro += in.size() * width;
+            MPI_Irecv(&xrecv[ro], (int)(rows_in.size() * width), MPI_DOUBLE, p.rank, tag, world, &req.back());
+            ro += rows_in.size() * width;
         }
-        if (!out.empty()) {
-            for (size_t q = 0; q < out.size(); q++)
-                std::memcpy(&xsend[so + q * width], data + (int64_t)out[q] * width, sizeof(double) * width);
+        if (!rows_out.empty()) {
+            for (size_t q = 0; q < rows_out.size(); q++)
+                std::memcpy(&xsend[so + q * width], out + (int64_t)rows_out[q] * width, sizeof(double) * width);
             req.emplace_back();
-            MPI_Isend(&xsend[so], (int)(out.size() * width), MPI_DOUBLE, p.rank, tag, world, &req.back());
-            so += out.size() * width;
+            MPI_Isend(&xsend[so], (int)(rows_out.size() * width), MPI_DOUBLE, p.rank, tag, world, &req.back());
+            so += rows_out.size() * width;
         }
     }
     std::vector<MPI_Status> status(req.size() + 1);
     if (!req.empty()) MPI_Waitall((int)req.size(), req.data(), status.data());
+    if (reverse) std::fill(in, in + send_nodes.size() * width, 0.0);
     ro = 0;
     for (const peer &p : peers) {
-        const std::vector<int> &in = reverse ? p.send : p.recv;
-        for (size_t q = 0; q < in.size(); q++) {
-            double *row = data + (int64_t)in[q] * width;
+        const std::vector<int> &rows_in = reverse ? p.send : p.recv;
+        for (size_t q = 0; q < rows_in.size(); q++) {
+            double *row = in + (int64_t)rows_in[q] * width;
             const double *got = &xrecv[ro + q * width];
             if (reverse)
                 for (int w = 0; w < width; w++) row[w] += got[w];
             else
                 std::memcpy(row, got, sizeof(double) * width);
         }
-        ro += in.size() * width;
+        ro += rows_in.size() * width;
     }
-    if (reverse && (int64_t)node_atom.size() > cand_local) /* owners now hold the sums: ghost rows must not count twice */
-        std::memset(data + cand_local * width, 0, sizeof(double) * width * (node_atom.size() - cand_local));
     if (in_evaluate) times.layer_exchange += MPI_Wtime() - t0;
+}
+
+/* data [nodes][width] (forces, per-atom virials): the ghost rows' sums added into their owners' local rows */
+void PairCGEqui::fold_ghost_rows(double *data, int width) {
+    xsums.resize(send_nodes.size() * width + 1);
+    exchange_rows(data + cand_local * width, xsums.data(), width, true);
+    for (size_t q = 0; q < send_nodes.size(); q++)
+        for (int w = 0; w < width; w++) data[(int64_t)send_nodes[q] * width + w] += xsums[q * width + w];
 }
 
 /* plan_exchange's owners: (rank, node) of each atom, from its owner through the swaps */

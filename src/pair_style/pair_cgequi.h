@@ -31,8 +31,10 @@ class PairCGEqui : public Pair {
     int pack_forward_comm(int, int *, double *, int, int *) override;
     void unpack_forward_comm(int, int, double *) override;
 
-    /* per-layer exchange of node rows with other ranks (called back from the C evaluator) */
-    void exchange(double *data, int width, bool reverse);
+    /* the rows that cross ranks (cgq_exchange's rows form; called back from the C evaluator). Forward: out holds the
+     * send_nodes' rows, in receives the ghost rows. Reverse: out holds the ghost rows' contributions, in receives (is
+     * assigned) what the other ranks contributed to each send node. */
+    void exchange_rows(const double *out, double *in, int width, bool reverse);
 
   private:
     cgq_evaluator_params params;
@@ -63,19 +65,21 @@ class PairCGEqui : public Pair {
         int rank = 0;
         long steps = 0, rebuilds = 0;
         double update = 0, node_map = 0, pairs = 0, evaluate = 0, fold = 0; /* node_map + pairs: the rebuilds */
-        double layer_exchange = 0; /* inside evaluate: the evaluator's calls of exchange() */
+        double layer_exchange = 0; /* inside evaluate: the evaluator's calls of exchange_rows() */
         double first[2] = {0, 0}; /* the first rebuild (in the run's setup): node map, the evaluator's candidate pairs */
     } times;
 
-    /* the exchange with other ranks (plan_exchange, when LAMMPS re-neighbors): per peer rank, the local nodes it
-     * wants (send, in its order) and this rank's ghost nodes it owns (recv) */
+    /* the exchange with other ranks (plan_exchange, when LAMMPS re-neighbors): send_nodes, the distinct local nodes
+     * (increasing) other ranks read; per peer rank, the positions in send_nodes of the nodes it wants (send, in its
+     * order) and this rank's ghost nodes it owns (recv, as ghost rows: node - cand_local) */
     struct peer {
         int rank;
         std::vector<int> send, recv;
     };
     std::vector<peer> peers;
+    std::vector<int32_t> send_nodes;
     std::vector<double> owner_info; /* per atom: its owner's (rank, node), carried to ghosts by pack/unpack */
-    std::vector<double> xsend, xrecv;
+    std::vector<double> xsend, xrecv, xsums;
     bigint plan_ncalls = -1;
     bool in_evaluate = false;
 
@@ -83,6 +87,7 @@ class PairCGEqui : public Pair {
     void build_candidates();
     void update_points();
     void plan_exchange();
+    void fold_ghost_rows(double *data, int width);
     [[noreturn]] void fail_all(const std::string &what);
     [[noreturn]] void fail_one(const std::string &what);
 };

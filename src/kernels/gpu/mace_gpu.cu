@@ -142,9 +142,11 @@ struct cgq_gpu {
     void *graph_stage = nullptr; /* pinned host copy of graph_buf (without erecv): one transfer per call */
     size_t stage_cap = 0;
     double *xstage = nullptr; /* pinned: the rows of a per-layer exchange (exchange_rows) */
-    size_t xstage_cap = 0;
-    void *xinc = nullptr; /* device: the sums a double exchange's reverse adds to the local rows */
+    size_t xstage_cap = 0;    /* bytes, as every cap here */
+    void *xinc = nullptr;     /* device: the rows an exchange sends (packed) or the sums it adds to local rows */
     size_t xinc_cap = 0;
+    int32_t *xnodes = nullptr; /* device: the rows form's send_nodes for this evaluation (exchange_begin) */
+    size_t xnodes_cap = 0;
     double *energy_stage = nullptr; /* pinned: the node energies, copied while the reverse runs (energy_download) */
     size_t energy_cap = 0;
     cudaStream_t side = nullptr; /* independent launches beside the default stream (side_stream); null: none */
@@ -791,7 +793,7 @@ static cgq_status create_blas(cgq_gpu *g, int gpu_id) {
 extern "C" size_t cgq_gpu_bytes(const cgq_gpu *g) {
     if (!g) return 0;
     size_t n = g->model_bytes + g->arena_cap + g->arena_f_cap + g->scratch_cap + g->graph_cap + g->pairs.cap +
-               g->pairs.step_cap + g->pairs.build_cap + g->edge_grad_cap + g->xinc_cap;
+               g->pairs.step_cap + g->pairs.build_cap + g->edge_grad_cap + g->xinc_cap + g->xnodes_cap;
     for (size_t c : g->vb.caps) n += c;
     return n;
 }
@@ -816,6 +818,7 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFreeHost(g->energy_stage);
     cudaFreeHost(g->xstage);
     cudaFree(g->xinc);
+    cudaFree(g->xnodes);
     if (g->side_fork) cudaEventDestroy(g->side_fork);
     if (g->side_join) cudaEventDestroy(g->side_join);
     if (g->side) cudaStreamDestroy(g->side);
@@ -1470,50 +1473,82 @@ static cgq_status grow(void **p, size_t *cap, size_t bytes) {
 }
 
 
+/* *p: pinned host memory of at least bytes (grown by padding, then kept): transfers through it run at full speed, with
+ * no per-call allocation or page faults. what: its use, for the message. */
+static cgq_status grow_pinned(void **p, size_t *cap, size_t bytes, const char *what) {
+    if (bytes <= *cap) return CGQ_STATUS_OK;
+    cudaFreeHost(*p);
+    *p = nullptr, *cap = 0;
+    const size_t want = bytes + bytes / 16 + 256;
+    if (cudaHostAlloc(p, want, cudaHostAllocDefault) != cudaSuccess) {
+        cudaGetLastError();
+        return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY,
+                        "out of pinned host memory for %s (%.1f MB); use fewer atoms per GPU (more MPI ranks / GPUs)",
+                        what, 1e-6 * (double)want);
+    }
+    *cap = want;
+    return CGQ_STATUS_OK;
+}
+
+/* The rows form's send nodes on the device for this evaluation's exchanges (checked by the API: distinct local nodes) */
+static cgq_status exchange_begin(cgq_gpu *g, const cgq_exchange *xc) {
+    if (!xc || !xc->forward_rows || !xc->n_send) return CGQ_STATUS_OK;
+    CGQ_TRY(grow((void **)&g->xnodes, &g->xnodes_cap, sizeof(int32_t) * xc->n_send));
+    CGQ_CHECK_GPU(cudaMemcpy(g->xnodes, xc->send_nodes, sizeof(int32_t) * xc->n_send, cudaMemcpyHostToDevice));
+    return CGQ_STATUS_OK;
+}
+
 /* Rows [0, NA) of a T array (N local rows, then ghost rows) through the host exchange, which moves doubles; only what
- * the exchange reads and changes crosses the bus, through pinned memory. Forward: the local rows go down, the ghost
- * rows come back. Reverse: the ghost rows go down, the local rows start at zero on the host, and the sums they receive
- * come back and are added on the device (the ghost rows are left as they were: nothing reads them afterwards).
- * staging: device doubles, NA rows (float rows are converted there); unused for double. Moving every row both ways
- * through pageable memory made two ranks 6x slower than one (water MACE in LAMMPS, session 42). */
+ * the exchange reads and changes crosses the bus, through pinned memory. Forward: the rows that go out go down (the
+ * rows form's send rows, gathered on the device, or every local row), the ghost rows come back. Reverse: the ghost
+ * rows go down, and the sums the local rows receive come back and are added on the device (the ghost rows are left as
+ * they were: nothing reads them afterwards). staging: device doubles, NA rows (float ghost rows are converted there);
+ * unused for double. Moving every row both ways through pageable memory made two ranks 6x slower than one (water MACE
+ * in LAMMPS, session 42); at 93,312 atoms every local row down was 191 MB per exchange, where peers read ~35%. */
 template <class T>
 static cgq_status exchange_rows(cgq_gpu *g, T *dev, double *staging, int64_t N, int64_t NA, int width,
                                 const cgq_exchange *xc, bool reverse) {
     constexpr bool dbl = sizeof(T) == sizeof(double);
-    double *rows = dbl ? reinterpret_cast<double *>(dev) : staging;
-    const int64_t nl = N * width, ng = (NA - N) * width;
-    if ((size_t)(nl + ng) + 1 > g->xstage_cap) {
-        cudaFreeHost(g->xstage);
-        g->xstage = nullptr, g->xstage_cap = 0;
-        const size_t want = (size_t)(nl + ng) + (size_t)(nl + ng) / 16 + 64; /* grown by padding */
-        if (cudaHostAlloc((void **)&g->xstage, sizeof(double) * want, cudaHostAllocDefault) != cudaSuccess) {
-            cudaGetLastError();
-            return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of pinned host memory for the ghost exchange (%.1f MB)",
-                            8e-6 * (double)want);
-        }
-        g->xstage_cap = want;
-    }
-    double *h = g->xstage;
+    const bool by_rows = xc->forward_rows != nullptr;
+    const int64_t nout = (by_rows ? xc->n_send : N) * width, ng = (NA - N) * width;
+    CGQ_TRY(grow_pinned((void **)&g->xstage, &g->xstage_cap, sizeof(double) * (nout + ng + 1), "the ghost exchange"));
+    double *h = g->xstage, *hg = h + nout;          /* host: the rows out (or sums in), then the ghost rows */
+    double *ghosts = (dbl ? reinterpret_cast<double *>(dev) : staging) + N * width; /* device doubles */
+    CGQ_TRY(grow(&g->xinc, &g->xinc_cap, sizeof(double) * (nout + 1)));
+    double *packed = static_cast<double *>(g->xinc);
     if (!reverse) {
-        if (!dbl && nl) k_convert<T, double><<<blocks_for(nl), CGQ_GPU_THREADS>>>(nl, dev, staging);
-        if (nl) CGQ_CHECK_GPU(cudaMemcpy(h, rows, sizeof(double) * nl, cudaMemcpyDeviceToHost));
-        CGQ_TRY(xc->forward(xc->ctx, h, width));
-        if (ng) CGQ_CHECK_GPU(cudaMemcpy(rows + nl, h + nl, sizeof(double) * ng, cudaMemcpyHostToDevice));
-        if (!dbl && ng) k_convert<double, T><<<blocks_for(ng), CGQ_GPU_THREADS>>>(ng, staging + nl, dev + nl);
+        if (nout) {
+            if (by_rows)
+                k_gather_rows<T><<<blocks_for(nout), CGQ_GPU_THREADS>>>(xc->n_send, width, g->xnodes, dev, packed);
+            else
+                k_convert<T, double><<<blocks_for(nout), CGQ_GPU_THREADS>>>(nout, dev, packed);
+            CGQ_LAUNCH_CHECK();
+            CGQ_CHECK_GPU(cudaMemcpy(h, packed, sizeof(double) * nout, cudaMemcpyDeviceToHost));
+        }
+        if (by_rows) {
+            CGQ_TRY(xc->forward_rows(xc->ctx, h, hg, width));
+        } else {
+            CGQ_TRY(xc->forward(xc->ctx, h, width)); /* h holds the local rows, then the ghost rows: [NA][width] */
+        }
+        if (ng) CGQ_CHECK_GPU(cudaMemcpy(ghosts, hg, sizeof(double) * ng, cudaMemcpyHostToDevice));
+        if (!dbl && ng) k_convert<double, T><<<blocks_for(ng), CGQ_GPU_THREADS>>>(ng, ghosts, dev + N * width);
+        CGQ_LAUNCH_CHECK();
         return CGQ_STATUS_OK;
     }
-    if (!dbl && ng) k_convert<T, double><<<blocks_for(ng), CGQ_GPU_THREADS>>>(ng, dev + nl, staging + nl);
-    if (ng) CGQ_CHECK_GPU(cudaMemcpy(h + nl, rows + nl, sizeof(double) * ng, cudaMemcpyDeviceToHost));
-    memset(h, 0, sizeof(double) * nl);
-    CGQ_TRY(xc->reverse(xc->ctx, h, width));
-    if (!nl) return CGQ_STATUS_OK;
-    double *inc = staging; /* a float exchange's local rows of staging are free */
-    if (dbl) {
-        CGQ_TRY(grow(&g->xinc, &g->xinc_cap, sizeof(double) * nl));
-        inc = static_cast<double *>(g->xinc);
+    if (!dbl && ng) k_convert<T, double><<<blocks_for(ng), CGQ_GPU_THREADS>>>(ng, dev + N * width, ghosts);
+    if (ng) CGQ_CHECK_GPU(cudaMemcpy(hg, ghosts, sizeof(double) * ng, cudaMemcpyDeviceToHost));
+    if (by_rows) {
+        CGQ_TRY(xc->reverse_rows(xc->ctx, hg, h, width));
+    } else {
+        memset(h, 0, sizeof(double) * nout);
+        CGQ_TRY(xc->reverse(xc->ctx, h, width));
     }
-    CGQ_CHECK_GPU(cudaMemcpy(inc, h, sizeof(double) * nl, cudaMemcpyHostToDevice));
-    k_add_convert<double, T><<<blocks_for(nl), CGQ_GPU_THREADS>>>(nl, inc, dev);
+    if (!nout) return CGQ_STATUS_OK;
+    CGQ_CHECK_GPU(cudaMemcpy(packed, h, sizeof(double) * nout, cudaMemcpyHostToDevice));
+    if (by_rows)
+        k_scatter_add_rows<T><<<blocks_for(nout), CGQ_GPU_THREADS>>>(xc->n_send, width, g->xnodes, packed, dev);
+    else
+        k_add_convert<double, T><<<blocks_for(nout), CGQ_GPU_THREADS>>>(nout, packed, dev);
     CGQ_LAUNCH_CHECK();
     return CGQ_STATUS_OK;
 }
@@ -1528,23 +1563,8 @@ __global__ void k_edge_receivers(int64_t n, const int64_t *row_ptr, int32_t *ere
         for (int64_t e = row_ptr[i] + lane; e < row_ptr[i + 1]; e += CGQ_WARP) erecv[e] = (int32_t)i;
 }
 
-/* g's pinned host staging, at least bytes: uploads through it are one transfer at full speed, and it persists, so
- * no per-call allocation or page faults */
-static cgq_status grow_stage(cgq_gpu *g, size_t bytes) {
-    if (bytes <= g->stage_cap) return CGQ_STATUS_OK;
-    cudaFreeHost(g->graph_stage);
-    g->graph_stage = nullptr, g->stage_cap = 0;
-    const size_t want = bytes + bytes / 16 + 256;
-    if (cudaHostAlloc(&g->graph_stage, want, cudaHostAllocDefault) != cudaSuccess) {
-        cudaGetLastError();
-        return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY,
-                        "out of pinned host memory for the graph (%.1f MB); use fewer atoms "
-                        "per GPU (more MPI ranks / GPUs)",
-                        1e-6 * (double)want);
-    }
-    g->stage_cap = want;
-    return CGQ_STATUS_OK;
-}
+/* g's pinned host staging of the graph and the pairs, at least bytes */
+static cgq_status grow_stage(cgq_gpu *g, size_t bytes) { return grow_pinned(&g->graph_stage, &g->stage_cap, bytes, "the graph"); }
 
 /* Uploads the graph and the sender-sorted edge index (for the reverse pass) and points c at it: the host
  * arrays are packed into a pinned buffer laid out like the device one and sent in one transfer. */
@@ -1909,13 +1929,7 @@ static cgq_status deliver_gradients(cgq_gpu *g, const cgq_graph *gr, const mace_
  * is launched without waiting for them (a synchronous copy here left the GPU idle while the host summed and launched
  * again; on the default stream the copy still held the reverse's first kernel ~10 us, session 40). */
 static cgq_status energy_download(cgq_gpu *g, const double *node_out, int64_t n, cudaStream_t st = 0) {
-    if ((size_t)n + 1 > g->energy_cap) {
-        cudaFreeHost(g->energy_stage);
-        g->energy_stage = nullptr, g->energy_cap = 0;
-        const size_t want = (size_t)n + (size_t)n / 16 + 64; /* grown by padding */
-        CGQ_CHECK_GPU(cudaHostAlloc((void **)&g->energy_stage, sizeof(double) * want, cudaHostAllocDefault));
-        g->energy_cap = want;
-    }
+    CGQ_TRY(grow_pinned((void **)&g->energy_stage, &g->energy_cap, sizeof(double) * (n + 1), "the node energies"));
     if (n) CGQ_CHECK_GPU(cudaMemcpyAsync(g->energy_stage, node_out, sizeof(double) * n, cudaMemcpyDeviceToHost, st));
     return CGQ_STATUS_OK;
 }
@@ -2789,6 +2803,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
 
 extern "C" cgq_status cgq_gpu_evaluate(cgq_gpu *g, const cgq_graph *gr, const cgq_exchange *xc, double *energy,
                                        double *node_energy, double *edge_grad) {
+    CGQ_TRY(exchange_begin(g, xc));
     if (g->host_model->nequip && g->nq_v2)
         return g->fp32 ? evaluate_nequip_v2<float>(g, gr, nullptr, xc, energy, node_energy, edge_grad, nullptr)
                        : evaluate_nequip_v2<double>(g, gr, nullptr, xc, energy, node_energy, edge_grad, nullptr);
@@ -2802,6 +2817,7 @@ extern "C" cgq_status cgq_gpu_evaluate_pairs(cgq_gpu *g, const double *positions
                                              cgq_node_result *r) {
     if (!cgq_gpu_runs_pairs(g) || !g->pairs.set)
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_gpu_evaluate_pairs: no candidate pairs on the device");
+    CGQ_TRY(exchange_begin(g, xc));
     if (g->host_model->nequip)
         return g->fp32
                    ? evaluate_nequip_v2<float>(g, nullptr, positions, xc, &r->energy, r->node_energies, nullptr, r)

@@ -1,0 +1,62 @@
+/* exchange.c: the ghost-row exchange's two forms behind one call for the host evaluators (see exchange.h). */
+#include "common/exchange.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+
+cgq_status cgq_exchange_check(const cgq_exchange *xc, int64_t n_local, bool ghosts, const char *what) {
+    if (!xc) {
+        if (!ghosts) return CGQ_STATUS_OK;
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "%s with ghost nodes needs an exchange", what);
+    }
+    if (!cgq_exchange_has_rows(xc)) {
+        if (xc->forward && xc->reverse) return CGQ_STATUS_OK;
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT,
+                        "%s: the exchange needs forward and reverse, or forward_rows and reverse_rows", what);
+    }
+    if (!xc->reverse_rows)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "%s: the exchange has forward_rows without reverse_rows", what);
+    if (xc->n_send < 0 || xc->n_send > n_local || (xc->n_send && !xc->send_nodes))
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT,
+                        "%s: the exchange's send_nodes must list at most the %lld local nodes (n_send %lld)", what,
+                        (long long)n_local, (long long)xc->n_send);
+    unsigned char *seen = calloc((size_t)n_local + 1, 1);
+    if (!seen) return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory checking the exchange's send_nodes");
+    for (int64_t i = 0; i < xc->n_send; i++) {
+        const int32_t k = xc->send_nodes[i];
+        if (k < 0 || k >= n_local || seen[k]) {
+            free(seen);
+            return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT,
+                            "%s: the exchange's send_nodes[%lld] = %d is %s (the send nodes are distinct local nodes, "
+                            "0..%lld)", what, (long long)i, (int)k, k < 0 || k >= n_local ? "not a local node" : "repeated",
+                            (long long)n_local - 1);
+        }
+        seen[k] = 1;
+    }
+    free(seen);
+    return CGQ_STATUS_OK;
+}
+
+cgq_status cgq_exchange_array(const cgq_exchange *xc, double *data, int64_t n_local, int width, bool reverse) {
+    if (!cgq_exchange_has_rows(xc)) return (reverse ? xc->reverse : xc->forward)(xc->ctx, data, width);
+    const int64_t ns = xc->n_send;
+    double *rows = malloc(sizeof(double) * (size_t)(ns * width + 1));
+    if (!rows) return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory for the exchange's %lld rows", (long long)ns);
+    double *ghosts = data + n_local * width;
+    cgq_status st;
+    if (!reverse) {
+        for (int64_t i = 0; i < ns; i++)
+            memcpy(rows + i * width, data + (int64_t)xc->send_nodes[i] * width, sizeof(double) * width);
+        st = xc->forward_rows(xc->ctx, rows, ghosts, width);
+    } else {
+        st = xc->reverse_rows(xc->ctx, ghosts, rows, width);
+        for (int64_t i = 0; st == CGQ_STATUS_OK && i < ns; i++) {
+            double *dst = data + (int64_t)xc->send_nodes[i] * width;
+            for (int k = 0; k < width; k++) dst[k] += rows[i * width + k];
+        }
+    }
+    free(rows);
+    return st;
+}
