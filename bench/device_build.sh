@@ -44,7 +44,7 @@ make_models() {
 lammps_water_run() {
   local mdl=$1 log=$2 timing=$3 ranks=${LMP_RANKS:-1} mpi=""
   shift 3
-  [ "$ranks" -gt 1 ] && mpi="mpirun --allow-run-as-root --bind-to none -np $ranks"
+  [ "$ranks" -gt 1 ] && mpi="mpirun --allow-run-as-root --bind-to none -np $ranks ${MPI_ARGS:-}"
   sed "s#^variable model index .*#variable model index $(realpath potentials/$mdl.h5)#" examples/lammps/in.water_nvt \
     >/tmp/in.$mdl
   ( cd examples/lammps && env "$@" CGQ_PAIR_TIMING=1 OMP_NUM_THREADS=$((16 / ranks)) timeout 120 $mpi /tmp/lmpbuild/lmp \

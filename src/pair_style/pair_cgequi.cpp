@@ -64,12 +64,13 @@ PairCGEqui::~PairCGEqui() {
         const long later = t.rebuilds > 1 ? t.rebuilds - 1 : 1;
         fprintf(stderr,
                 "pair cgequi timing, rank %d, %ld steps, %ld candidate rebuilds (ms per step): positions and checks "
-                "%.3f, rebuilds %.3f; evaluate %.3f (of which per-layer exchanges %.3f); forces to LAMMPS and ghost "
-                "rows to their owners %.3f\n"
+                "%.3f, rebuilds %.3f; evaluate %.3f (of which per-layer exchanges %.3f, their MPI waits %.3f); forces "
+                "to LAMMPS and ghost rows to their owners %.3f\n"
                 "pair cgequi timing, rank %d, ms per rebuild (node map, the evaluator's candidate pairs): the first "
                 "%.3f, %.3f; the later ones %.3f, %.3f\n",
                 t.rank, t.steps, t.rebuilds, 1e3 * t.update / t.steps, 1e3 * (t.node_map + t.pairs) / t.steps,
-                1e3 * t.evaluate / t.steps, 1e3 * t.layer_exchange / t.steps, 1e3 * t.fold / t.steps, t.rank,
+                1e3 * t.evaluate / t.steps, 1e3 * t.layer_exchange / t.steps, 1e3 * t.layer_wait / t.steps,
+                1e3 * t.fold / t.steps, t.rank,
                 1e3 * t.first[0], 1e3 * t.first[1],
                 1e3 * (t.node_map - t.first[0]) / later, 1e3 * (t.pairs - t.first[1]) / later);
     }
@@ -463,7 +464,9 @@ void PairCGEqui::exchange_rows(const double *out, double *in, int width, bool re
         }
     }
     std::vector<MPI_Status> status(req.size() + 1);
+    const double tw = MPI_Wtime();
     if (!req.empty()) MPI_Waitall((int)req.size(), req.data(), status.data());
+    if (in_evaluate) times.layer_wait += MPI_Wtime() - tw;
     if (reverse) std::fill(in, in + send_nodes.size() * width, 0.0);
     ro = 0;
     for (const peer &p : peers) {
