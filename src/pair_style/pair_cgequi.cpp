@@ -239,8 +239,9 @@ void PairCGEqui::build_candidates() {
     point_id.resize(np + 1); /* the tags: atoms are named by them in messages, and a changed tag forces a rebuild */
     for (int64_t k = 0; k < np; k++) point_id[k] = (int64_t)atom->tag[point_atom[k]];
     const double t0 = MPI_Wtime();
-    /* graph nodes: the local points, then one per ghost point that is not an image of a local atom (owned by another
-     * rank: its rows arrive by exchange). Images of local atoms take their owner's node (found by tag). */
+    /* graph nodes: the local points, then one per atom of another rank among the ghost points (its rows arrive by
+     * exchange). Images of an atom take the node of its first point (found by tag): a local atom's own, or the ghost
+     * node of another rank's atom (several images of it gave the owner as many rows to send) */
     point_node.resize(np + 1);
     node_atom.assign(point_atom.begin(), point_atom.begin() + cand_local);
     for (int64_t k = 0; k < cand_local; k++) point_node[k] = (int32_t)k;
@@ -255,14 +256,17 @@ void PairCGEqui::build_candidates() {
                                        13,897 points on the GPU machine) */
         node_of_id.assign(max_tag + 1, -1);
         for (int64_t k = 0; k < cand_local; k++) node_of_id[point_id[k]] = (int32_t)k;
-        for (int64_t k = cand_local; k < np; k++) point_node[k] = own_ghost(k, node_of_id[point_id[k]]);
+        for (int64_t k = cand_local; k < np; k++) {
+            int32_t &node = node_of_id[point_id[k]];
+            point_node[k] = node = own_ghost(k, node);
+        }
     } else {
         std::unordered_map<tagint, int32_t> node_of_tag;
         node_of_tag.reserve(2 * cand_local + 1);
         for (int64_t k = 0; k < cand_local; k++) node_of_tag[(tagint)point_id[k]] = (int32_t)k;
         for (int64_t k = cand_local; k < np; k++) {
-            auto it = node_of_tag.find((tagint)point_id[k]);
-            point_node[k] = own_ghost(k, it == node_of_tag.end() ? -1 : it->second);
+            int32_t &node = node_of_tag.emplace((tagint)point_id[k], -1).first->second;
+            point_node[k] = node = own_ghost(k, node);
         }
     }
     const int64_t n_nodes = (int64_t)node_atom.size();
@@ -417,18 +421,28 @@ void PairCGEqui::plan_exchange() {
             error->one(FLERR, "pair_style cgequi: rank " + std::to_string(r) + " asked for node " +
                                   std::to_string(asked[i]) + ", not one of this rank's " + std::to_string(cand_local));
         }
-    send_nodes.assign(asked.begin(), asked.begin() + rdisp[nprocs]);
-    std::sort(send_nodes.begin(), send_nodes.end());
-    send_nodes.erase(std::unique(send_nodes.begin(), send_nodes.end()), send_nodes.end());
+    /* send_nodes in the order asked (ranks, then their lists), each node once: a peer's rows are then one contiguous
+     * block where it alone asks for them (always with 2 ranks), and move without packing */
+    send_nodes.clear();
     std::vector<int> position(cand_local + 1, -1);
-    for (size_t q = 0; q < send_nodes.size(); q++) position[send_nodes[q]] = (int)q;
+    for (int i = 0; i < rdisp[nprocs]; i++)
+        if (position[asked[i]] < 0) position[asked[i]] = (int)send_nodes.size(), send_nodes.push_back(asked[i]);
+    /* the first row of a list of consecutive rows, else -1 */
+    auto block_start = [](const std::vector<int> &rows) {
+        for (size_t q = 1; q < rows.size(); q++)
+            if (rows[q] != rows[0] + (int)q) return -1;
+        return rows.empty() ? -1 : rows[0];
+    };
     peers.clear();
     for (int r = 0; r < nprocs; r++) {
         if (!nwant[r] && !nasked[r]) continue;
-        peer p{r, {}, ghosts[r]};
+        peer p{r, {}, ghosts[r], -1, -1};
         for (int i = rdisp[r]; i < rdisp[r + 1]; i++) p.send.push_back(position[asked[i]]);
+        p.send_block = block_start(p.send), p.recv_block = block_start(p.recv);
         peers.push_back(std::move(p));
     }
+    /* the reverse's sums land straight in place when one peer contributes to every send row, in order */
+    sums_in_place = peers.size() == 1 && peers[0].send_block == 0 && peers[0].send.size() == send_nodes.size();
     plan_ncalls = neighbor->ncalls;
 }
 
@@ -437,10 +451,13 @@ void PairCGEqui::plan_exchange() {
  * then of the peer's list: the same sums every time. */
 void PairCGEqui::exchange_rows(const double *out, double *in, int width, bool reverse) {
     const double t0 = MPI_Wtime();
+    /* rows that are one block go out from, or come in to, their place; the others through xsend / xrecv */
+    auto out_block = [&](const peer &p) { return reverse ? p.recv_block : p.send_block; };
+    auto in_place = [&](const peer &p) { return reverse ? sums_in_place : p.recv_block >= 0; };
     size_t nsend = 0, nrecv = 0;
     for (const peer &p : peers) {
-        nsend += (reverse ? p.recv : p.send).size();
-        nrecv += (reverse ? p.send : p.recv).size();
+        if (out_block(p) < 0) nsend += (reverse ? p.recv : p.send).size();
+        if (!in_place(p)) nrecv += (reverse ? p.send : p.recv).size();
     }
     xsend.resize(nsend * width + 1);
     xrecv.resize(nrecv * width + 1);
@@ -451,25 +468,34 @@ void PairCGEqui::exchange_rows(const double *out, double *in, int width, bool re
     for (const peer &p : peers) {
         const std::vector<int> &rows_out = reverse ? p.recv : p.send, &rows_in = reverse ? p.send : p.recv;
         if (!rows_in.empty()) {
+            double *to = &xrecv[ro];
+            if (in_place(p))
+                to = in + (int64_t)(reverse ? p.send_block : p.recv_block) * width;
+            else
+                ro += rows_in.size() * width;
             req.emplace_back();
-            MPI_Irecv(&xrecv[ro], (int)(rows_in.size() * width), MPI_DOUBLE, p.rank, tag, world, &req.back());
-            ro += rows_in.size() * width;
+            MPI_Irecv(to, (int)(rows_in.size() * width), MPI_DOUBLE, p.rank, tag, world, &req.back());
         }
         if (!rows_out.empty()) {
-            for (size_t q = 0; q < rows_out.size(); q++)
-                std::memcpy(&xsend[so + q * width], out + (int64_t)rows_out[q] * width, sizeof(double) * width);
+            const double *from = out + (int64_t)out_block(p) * width;
+            if (out_block(p) < 0) {
+                for (size_t q = 0; q < rows_out.size(); q++)
+                    std::memcpy(&xsend[so + q * width], out + (int64_t)rows_out[q] * width, sizeof(double) * width);
+                from = &xsend[so];
+                so += rows_out.size() * width;
+            }
             req.emplace_back();
-            MPI_Isend(&xsend[so], (int)(rows_out.size() * width), MPI_DOUBLE, p.rank, tag, world, &req.back());
-            so += rows_out.size() * width;
+            MPI_Isend(from, (int)(rows_out.size() * width), MPI_DOUBLE, p.rank, tag, world, &req.back());
         }
     }
     std::vector<MPI_Status> status(req.size() + 1);
     const double tw = MPI_Wtime();
     if (!req.empty()) MPI_Waitall((int)req.size(), req.data(), status.data());
     if (in_evaluate) times.layer_wait += MPI_Wtime() - tw;
-    if (reverse) std::fill(in, in + send_nodes.size() * width, 0.0);
+    if (reverse && !sums_in_place) std::fill(in, in + send_nodes.size() * width, 0.0);
     ro = 0;
     for (const peer &p : peers) {
+        if (in_place(p)) continue;
         const std::vector<int> &rows_in = reverse ? p.send : p.recv;
         for (size_t q = 0; q < rows_in.size(); q++) {
             double *row = in + (int64_t)rows_in[q] * width;

@@ -71,14 +71,17 @@ class PairCGEqui : public Pair {
     } times;
 
     /* the exchange with other ranks (plan_exchange, when LAMMPS re-neighbors): send_nodes, the distinct local nodes
-     * (increasing) other ranks read; per peer rank, the positions in send_nodes of the nodes it wants (send, in its
-     * order) and this rank's ghost nodes it owns (recv, as ghost rows: node - cand_local) */
+     * other ranks read; per peer rank, the positions in send_nodes of the nodes it wants (send, in its order) and this
+     * rank's ghost nodes it owns (recv, as ghost rows: node - cand_local); *_block: the first row where the list is
+     * consecutive rows (sent or received in place), else -1 */
     struct peer {
         int rank;
         std::vector<int> send, recv;
+        int send_block, recv_block;
     };
     std::vector<peer> peers;
     std::vector<int32_t> send_nodes;
+    bool sums_in_place = false; /* one peer sends the sums of every send row, in order */
     std::vector<double> owner_info; /* per atom: its owner's (rank, node), carried to ghosts by pack/unpack */
     std::vector<double> xsend, xrecv, xsums;
     bigint plan_ncalls = -1;
