@@ -28,10 +28,10 @@ cgq_status cgq_exchange_check(const cgq_exchange *xc, int64_t n_local, bool ghos
         const int32_t k = xc->send_nodes[i];
         if (k < 0 || k >= n_local || seen[k]) {
             free(seen);
+            const char *why = k < 0 || k >= n_local ? "not a local node" : "repeated";
             return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT,
                             "%s: the exchange's send_nodes[%lld] = %d is %s (the send nodes are distinct local nodes, "
-                            "0..%lld)", what, (long long)i, (int)k, k < 0 || k >= n_local ? "not a local node" : "repeated",
-                            (long long)n_local - 1);
+                            "0..%lld)", what, (long long)i, (int)k, why, (long long)n_local - 1);
         }
         seen[k] = 1;
     }

@@ -1472,7 +1472,6 @@ static cgq_status grow(void **p, size_t *cap, size_t bytes) {
     return CGQ_STATUS_OK;
 }
 
-
 /* *p: pinned host memory of at least bytes (grown by padding, then kept): transfers through it run at full speed, with
  * no per-call allocation or page faults. what: its use, for the message. */
 static cgq_status grow_pinned(void **p, size_t *cap, size_t bytes, const char *what) {
@@ -1490,7 +1489,8 @@ static cgq_status grow_pinned(void **p, size_t *cap, size_t bytes, const char *w
     return CGQ_STATUS_OK;
 }
 
-/* The rows form's send nodes on the device for this evaluation's exchanges (checked by the API: distinct local nodes) */
+/* The rows form's send nodes on the device for this evaluation's exchanges (the API checked them: distinct local
+ * nodes) */
 static cgq_status exchange_begin(cgq_gpu *g, const cgq_exchange *xc) {
     if (!xc || !xc->forward_rows || !xc->n_send) return CGQ_STATUS_OK;
     CGQ_TRY(grow((void **)&g->xnodes, &g->xnodes_cap, sizeof(int32_t) * xc->n_send));
@@ -1564,7 +1564,9 @@ __global__ void k_edge_receivers(int64_t n, const int64_t *row_ptr, int32_t *ere
 }
 
 /* g's pinned host staging of the graph and the pairs, at least bytes */
-static cgq_status grow_stage(cgq_gpu *g, size_t bytes) { return grow_pinned(&g->graph_stage, &g->stage_cap, bytes, "the graph"); }
+static cgq_status grow_stage(cgq_gpu *g, size_t bytes) {
+    return grow_pinned(&g->graph_stage, &g->stage_cap, bytes, "the graph");
+}
 
 /* Uploads the graph and the sender-sorted edge index (for the reverse pass) and points c at it: the host
  * arrays are packed into a pinned buffer laid out like the device one and sent in one transfer. */
