@@ -239,6 +239,9 @@ void PairCGEqui::build_candidates() {
     point_id.resize(np + 1); /* the tags: atoms are named by them in messages, and a changed tag forces a rebuild */
     for (int64_t k = 0; k < np; k++) point_id[k] = (int64_t)atom->tag[point_atom[k]];
     const double t0 = MPI_Wtime();
+    /* the owners are found when LAMMPS re-neighbors, on every rank at once; a rank's own rebuild after half a skin
+     * keeps the same atoms at the same indices, so the same owners */
+    if (comm->nprocs > 1 && neighbor->ncalls != owners_ncalls) find_owners();
     /* graph nodes: the local points, then one per atom of another rank among the ghost points (its rows arrive by
      * exchange). Images of an atom take the node of its first point (found by tag): a local atom's own, or the ghost
      * node of another rank's atom (several images of it gave the owner as many rows to send) */
@@ -269,6 +272,7 @@ void PairCGEqui::build_candidates() {
             point_node[k] = node = own_ghost(k, node);
         }
     }
+    if (comm->nprocs > 1) group_ghosts_by_owner();
     const int64_t n_nodes = (int64_t)node_atom.size();
     atom_node.assign(nall, -1);
     for (int64_t k = 0; k < np; k++) atom_node[point_atom[k]] = point_node[k];
@@ -385,18 +389,46 @@ void PairCGEqui::compute(int eflag, int vflag) {
     times.fold += MPI_Wtime() - t2;
 }
 
-/* Each ghost node's owner (rank, node), carried to the ghosts by LAMMPS's forward communication, and the lists that
- * the rows then follow: send_nodes, every local node some peer wants; a peer's send list holds the positions in
- * send_nodes of the nodes it wants (in its order), its recv list this rank's ghost rows it owns. Collective. */
-void PairCGEqui::plan_exchange() {
-    const int nlocal = atom->nlocal, nall = nlocal + atom->nghost, me = comm->me, nprocs = comm->nprocs;
+/* Each atom's owner (rank, graph node) at its ghosts too (owner_info), by LAMMPS's forward communication. Collective:
+ * called when LAMMPS re-neighbors. */
+void PairCGEqui::find_owners() {
+    const int nlocal = atom->nlocal, nall = nlocal + atom->nghost, me = comm->me;
     owner_info.assign(2 * (size_t)nall + 2, -1.0);
-    for (int i = 0; i < nlocal; i++) owner_info[2 * i] = me, owner_info[2 * i + 1] = atom_node[i];
+    for (int i = 0; i < nlocal; i++) owner_info[2 * i] = me; /* node -1: not one of cgequi's atoms */
+    for (int64_t k = 0; k < cand_local; k++) owner_info[2 * (size_t)point_atom[k] + 1] = (double)k;
 #ifdef CGQ_LAMMPS_OLD_COMM_API
     comm->forward_comm_pair(this);
 #else
     comm->forward_comm(this, 2);
 #endif
+    owners_ncalls = neighbor->ncalls;
+}
+
+/* The ghost nodes renumbered by owner rank (stable): each peer's ghost rows are then one block, which MPI fills in
+ * place, and which the reverse sends from its place */
+void PairCGEqui::group_ghosts_by_owner() {
+    const int64_t ng = (int64_t)node_atom.size() - cand_local;
+    if (ng <= 0) return;
+    std::vector<int> order(ng);
+    for (int64_t q = 0; q < ng; q++) order[q] = (int)q;
+    auto owner_rank = [&](int q) { return owner_info[2 * (size_t)node_atom[cand_local + q]]; };
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return owner_rank(a) < owner_rank(b); });
+    std::vector<int32_t> renumbered(ng);
+    std::vector<int> ghost_atom(ng);
+    for (int64_t q = 0; q < ng; q++) {
+        renumbered[order[q]] = (int32_t)(cand_local + q);
+        ghost_atom[q] = node_atom[cand_local + order[q]];
+    }
+    std::copy(ghost_atom.begin(), ghost_atom.end(), node_atom.begin() + cand_local);
+    for (size_t k = cand_local; k < point_atom.size(); k++)
+        if (point_node[k] >= cand_local) point_node[k] = renumbered[point_node[k] - cand_local];
+}
+
+/* The lists that the rows follow, from each ghost node's owner (rank, node): send_nodes, every local node some peer
+ * wants; a peer's send list holds the positions in send_nodes of the nodes it wants (in its order), its recv list
+ * this rank's ghost rows it owns. Collective. */
+void PairCGEqui::plan_exchange() {
+    const int me = comm->me, nprocs = comm->nprocs;
     std::vector<std::vector<int>> want(nprocs), ghosts(nprocs); /* per owner rank: its nodes, this rank's ghosts */
     for (size_t g = cand_local; g < node_atom.size(); g++) {
         const double *o = &owner_info[2 * (size_t)node_atom[g]];
@@ -425,8 +457,15 @@ void PairCGEqui::plan_exchange() {
      * block where it alone asks for them (always with 2 ranks), and move without packing */
     send_nodes.clear();
     std::vector<int> position(cand_local + 1, -1);
-    for (int i = 0; i < rdisp[nprocs]; i++)
-        if (position[asked[i]] < 0) position[asked[i]] = (int)send_nodes.size(), send_nodes.push_back(asked[i]);
+    std::vector<int> asked_by(cand_local + 1, -1); /* each peer's list names a node once (it folds images by tag) */
+    for (int r = 0; r < nprocs; r++)
+        for (int i = rdisp[r]; i < rdisp[r + 1]; i++) {
+            if (asked_by[asked[i]] == r)
+                error->one(FLERR, "pair_style cgequi: rank " + std::to_string(r) + " asked for node " +
+                                      std::to_string(asked[i]) + " twice");
+            asked_by[asked[i]] = r;
+            if (position[asked[i]] < 0) position[asked[i]] = (int)send_nodes.size(), send_nodes.push_back(asked[i]);
+        }
     /* the first row of a list of consecutive rows, else -1 */
     auto block_start = [](const std::vector<int> &rows) {
         for (size_t q = 1; q < rows.size(); q++)
@@ -479,8 +518,13 @@ void PairCGEqui::exchange_rows(const double *out, double *in, int width, bool re
         if (!rows_out.empty()) {
             const double *from = out + (int64_t)out_block(p) * width;
             if (out_block(p) < 0) {
-                for (size_t q = 0; q < rows_out.size(); q++)
-                    std::memcpy(&xsend[so + q * width], out + (int64_t)rows_out[q] * width, sizeof(double) * width);
+                const int64_t n = (int64_t)rows_out.size();
+                double *pack = &xsend[so];
+#if defined(_OPENMP) /* rows of 4 KB (MP-0): one thread copied ~3 GB/s, most of 4 ranks' exchanges (session 43) */
+#pragma omp parallel for schedule(static) if (n * width > (1 << 16))
+#endif
+                for (int64_t q = 0; q < n; q++)
+                    std::memcpy(pack + q * width, out + (int64_t)rows_out[q] * width, sizeof(double) * width);
                 from = &xsend[so];
                 so += rows_out.size() * width;
             }
@@ -497,9 +541,15 @@ void PairCGEqui::exchange_rows(const double *out, double *in, int width, bool re
     for (const peer &p : peers) {
         if (in_place(p)) continue;
         const std::vector<int> &rows_in = reverse ? p.send : p.recv;
-        for (size_t q = 0; q < rows_in.size(); q++) {
+        const int64_t n = (int64_t)rows_in.size();
+        const double *from = &xrecv[ro];
+        /* a peer's rows are distinct (plan_exchange), so its rows go to distinct places: the same sums every time */
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (n * width > (1 << 16))
+#endif
+        for (int64_t q = 0; q < n; q++) {
             double *row = in + (int64_t)rows_in[q] * width;
-            const double *got = &xrecv[ro + q * width];
+            const double *got = from + q * width;
             if (reverse)
                 for (int w = 0; w < width; w++) row[w] += got[w];
             else

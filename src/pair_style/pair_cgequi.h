@@ -84,12 +84,14 @@ class PairCGEqui : public Pair {
     bool sums_in_place = false; /* one peer sends the sums of every send row, in order */
     std::vector<double> owner_info; /* per atom: its owner's (rank, node), carried to ghosts by pack/unpack */
     std::vector<double> xsend, xrecv, xsums;
-    bigint plan_ncalls = -1;
+    bigint plan_ncalls = -1, owners_ncalls = -1;
     bool in_evaluate = false;
 
     void free_model();
     void build_candidates();
     void update_points();
+    void find_owners();
+    void group_ghosts_by_owner();
     void plan_exchange();
     void fold_ghost_rows(double *data, int width);
     [[noreturn]] void fail_all(const std::string &what);
