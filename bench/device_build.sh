@@ -72,6 +72,14 @@ build_lammps() {
     >/tmp/lammps_build.log 2>&1 || { echo "LAMMPS build failed"; grep -E "error" -A3 /tmp/lammps_build.log | head -20; return 1; }
 }
 
+# lammps_setup SUMMARY: what the LAMMPS runs need: the models (make_models, in the background), cgequi's library and
+# CLI (build_gpu), and LAMMPS (build_lammps; its failure written to SUMMARY, which it starts)
+lammps_setup() {
+  make_models
+  build_gpu --no-tests cgequi_cli
+  build_lammps >"$1"
+}
+
 # lammps_variants: the shipped MACE water model (lammps_water_run) once per switch (VAR=value) of LAMMPS_VARIANTS,
 # two rounds alternated; prints each run's timesteps/s, its last thermo line and the pair style's timing lines.
 lammps_variants() {

@@ -7,9 +7,7 @@ set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 source bench/device_build.sh
-make_models
-build_gpu --no-tests cgequi_cli
-build_lammps >"$OUT/lammps.txt" || exit 1
+lammps_setup "$OUT/lammps.txt" || exit 1
 {
   lammps_gpu_checks
   lammps_ranks

@@ -8,9 +8,7 @@ set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 source bench/device_build.sh
-make_models
-build_gpu --no-tests cgequi_cli
-build_lammps >"$OUT/probe.txt" || exit 1
+lammps_setup "$OUT/probe.txt" || exit 1
 mpicc -O2 bench/mpi_exchange_bw.c -o /tmp/mpi_bw
 run2() { mpirun --allow-run-as-root --bind-to none -np 2 "$@"; }
 {
