@@ -404,6 +404,12 @@ void PairCGEqui::find_owners() {
     owners_ncalls = neighbor->ncalls;
 }
 
+/* owner_info's (rank, node) of atom i; (-1, -1) for an atom it does not cover */
+const double *PairCGEqui::owner_of(int i) const {
+    static const double none[2] = {-1.0, -1.0};
+    return i >= 0 && 2 * (size_t)i + 1 < owner_info.size() ? &owner_info[2 * (size_t)i] : none;
+}
+
 /* The ghost nodes renumbered by owner rank (stable): each peer's ghost rows are then one block, which MPI fills in
  * place, and which the reverse sends from its place */
 void PairCGEqui::group_ghosts_by_owner() {
@@ -411,7 +417,7 @@ void PairCGEqui::group_ghosts_by_owner() {
     if (ng <= 0) return;
     std::vector<int> order(ng);
     for (int64_t q = 0; q < ng; q++) order[q] = (int)q;
-    auto owner_rank = [&](int q) { return owner_info[2 * (size_t)node_atom[cand_local + q]]; };
+    auto owner_rank = [&](int q) { return owner_of(node_atom[cand_local + q])[0]; };
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return owner_rank(a) < owner_rank(b); });
     std::vector<int32_t> renumbered(ng);
     std::vector<int> ghost_atom(ng);
@@ -431,7 +437,7 @@ void PairCGEqui::plan_exchange() {
     const int me = comm->me, nprocs = comm->nprocs;
     std::vector<std::vector<int>> want(nprocs), ghosts(nprocs); /* per owner rank: its nodes, this rank's ghosts */
     for (size_t g = cand_local; g < node_atom.size(); g++) {
-        const double *o = &owner_info[2 * (size_t)node_atom[g]];
+        const double *o = owner_of(node_atom[g]);
         const int r = (int)o[0], k = (int)o[1];
         if (r < 0 || r >= nprocs || r == me || k < 0)
             error->one(FLERR, "pair_style cgequi: ghost atom " + std::to_string((long long)atom->tag[node_atom[g]]) +

@@ -91,6 +91,7 @@ class PairCGEqui : public Pair {
     void build_candidates();
     void update_points();
     void find_owners();
+    const double *owner_of(int i) const;
     void group_ghosts_by_owner();
     void plan_exchange();
     void fold_ghost_rows(double *data, int width);
