@@ -66,6 +66,9 @@ CGQ_API cgq_status cgq_evaluator_create(const cgq_model *model, const cgq_evalua
 CGQ_API void cgq_evaluator_free(cgq_evaluator *ev);
 /* The backend an evaluator runs on ("cpu float64", "cuda:0 float64"), for logs. */
 CGQ_API const char *cgq_evaluator_backend(const cgq_evaluator *ev);
+/* The precision of the evaluator's node rows: CGQ_PRECISION_FP64 (CPU, GPU fp64) or CGQ_PRECISION_FP32 (GPU fp32,
+ * whose sums of energies, forces and virials are float64). */
+CGQ_API cgq_precision cgq_evaluator_precision(const cgq_evaluator *ev);
 /* Bytes of device memory the evaluator holds (model and work buffers; they only grow, so after a call this is
  * the peak of that size of system). 0 for the CPU backend. */
 CGQ_API size_t cgq_evaluator_device_bytes(const cgq_evaluator *ev);
@@ -98,6 +101,11 @@ typedef struct cgq_graph {
  * k). reverse_rows: ghosts holds this rank's contributions to its ghost nodes; write into sums [n_send][width] (assign:
  * zeros where nothing came) what the other ranks contributed to each send node; the evaluator adds them.
  *
+ * Float rows (forward_rows_f32, reverse_rows_f32; optional, with the rows form): the same calls on float32 rows. An
+ * evaluator whose node rows are float32 (cgq_evaluator_precision: CGQ_PRECISION_FP32) uses them when both are set,
+ * moving half the bytes; the others ignore them. Give them only when every rank's evaluator is float32 (the ranks'
+ * calls must match).
+ *
  * Every rank calls them the same number of times, also with zero local nodes. */
 typedef struct cgq_exchange {
     void *ctx;
@@ -107,6 +115,8 @@ typedef struct cgq_exchange {
     int64_t n_send;
     cgq_status (*forward_rows)(void *ctx, const double *send, double *ghosts, int width);
     cgq_status (*reverse_rows)(void *ctx, const double *ghosts, double *sums, int width);
+    cgq_status (*forward_rows_f32)(void *ctx, const float *send, float *ghosts, int width);
+    cgq_status (*reverse_rows_f32)(void *ctx, const float *ghosts, float *sums, int width);
 } cgq_exchange;
 
 /* Energy (sum over local nodes), per-local-node energies (optional, [n_local]) and dE/dvec per edge

@@ -114,6 +114,7 @@ struct GhostExchange {
     int64_t n_local;
     const std::vector<int32_t> *owner;
     int forward_calls = 0, reverse_calls = 0;
+    int float_calls = 0; // of which through the float rows (forward_rows_f32, reverse_rows_f32)
     std::vector<int32_t> send_nodes; // rows form: the ghosts' owners, distinct, increasing
     std::vector<int32_t> send_pos;   // rows form: per ghost row, its owner's position in send_nodes
 
@@ -121,7 +122,8 @@ struct GhostExchange {
     int32_t owner_of_ghost(int64_t k) const { return (*owner)[n_local + k]; }
 
     cgq_exchange array_form() { return cgq_exchange{this, fwd, rev, nullptr, 0, nullptr, nullptr}; }
-    cgq_exchange rows_form() {
+    // float_rows: with forward_rows_f32 and reverse_rows_f32 too (used by float32 evaluators)
+    cgq_exchange rows_form(bool float_rows = false) {
         send_nodes.clear(), send_pos.clear();
         for (int64_t k = 0; k < n_ghosts(); k++) send_nodes.push_back(owner_of_ghost(k));
         std::sort(send_nodes.begin(), send_nodes.end());
@@ -129,7 +131,10 @@ struct GhostExchange {
         for (int64_t k = 0; k < n_ghosts(); k++)
             send_pos.push_back((int32_t)(std::lower_bound(send_nodes.begin(), send_nodes.end(), owner_of_ghost(k)) -
                                          send_nodes.begin()));
-        return cgq_exchange{this, nullptr, nullptr, send_nodes.data(), (int64_t)send_nodes.size(), fwd_rows, rev_rows};
+        cgq_exchange xc{this, nullptr, nullptr, send_nodes.data(), (int64_t)send_nodes.size(), fwd_rows<double>,
+                        rev_rows<double>};
+        if (float_rows) xc.forward_rows_f32 = fwd_rows<float>, xc.reverse_rows_f32 = rev_rows<float>;
+        return xc;
     }
 
     static cgq_status fwd(void *ctx, double *data, int width) {
@@ -149,17 +154,21 @@ struct GhostExchange {
             }
         return CGQ_STATUS_OK;
     }
-    static cgq_status fwd_rows(void *ctx, const double *send, double *ghosts, int width) {
+    template <class T>
+    static cgq_status fwd_rows(void *ctx, const T *send, T *ghosts, int width) {
         GhostExchange *x = static_cast<GhostExchange *>(ctx);
         x->forward_calls++;
+        x->float_calls += sizeof(T) == sizeof(float);
         for (int64_t k = 0; k < x->n_ghosts(); k++)
             for (int c = 0; c < width; c++) ghosts[k * width + c] = send[(int64_t)x->send_pos[k] * width + c];
         return CGQ_STATUS_OK;
     }
-    static cgq_status rev_rows(void *ctx, const double *ghosts, double *sums, int width) {
+    template <class T>
+    static cgq_status rev_rows(void *ctx, const T *ghosts, T *sums, int width) {
         GhostExchange *x = static_cast<GhostExchange *>(ctx);
         x->reverse_calls++;
-        std::fill(sums, sums + x->send_nodes.size() * width, 0.0);
+        x->float_calls += sizeof(T) == sizeof(float);
+        std::fill(sums, sums + x->send_nodes.size() * width, T(0));
         for (int64_t k = 0; k < x->n_ghosts(); k++)
             for (int c = 0; c < width; c++) sums[(int64_t)x->send_pos[k] * width + c] += ghosts[k * width + c];
         return CGQ_STATUS_OK;
@@ -167,8 +176,13 @@ struct GhostExchange {
 };
 
 // cgq_evaluate_pairs as an Eval of the local atoms (ghost rows summed into their owners; virials symmetrised
-// like cgq_evaluate_system's)
-inline Eval evaluate_pairs(cgq_evaluator *ev, const Points &p, const NodeMap &m, const std::vector<double> &x) {
+// like cgq_evaluate_system's). The mixed map's rows form offers float rows unless float_rows is false; calls, if
+// given, receives the exchange's counts.
+struct ExchangeCalls {
+    int all = 0, in_float = 0;
+};
+inline Eval evaluate_pairs(cgq_evaluator *ev, const Points &p, const NodeMap &m, const std::vector<double> &x,
+                           bool float_rows = true, ExchangeCalls *calls = nullptr) {
     const int64_t nn = m.n_nodes();
     const bool ghosts = nn > p.n;
     std::vector<double> f(3 * nn + 3), w(9 * nn + 9);
@@ -178,8 +192,9 @@ inline Eval evaluate_pairs(cgq_evaluator *ev, const Points &p, const NodeMap &m,
     res.forces = f.data(), res.node_energies = r.atomic_energies.data(), res.node_virials = w.data();
     GhostExchange gx{p.n, &m.owner};
     // the mixed map (as a rank with other ranks' atoms) through the rows form, as the pair style gives it
-    const cgq_exchange xc = m.rows_form ? gx.rows_form() : gx.array_form();
+    const cgq_exchange xc = m.rows_form ? gx.rows_form(float_rows) : gx.array_form();
     r.status = cgq_evaluate_pairs(ev, x.data(), ghosts ? &xc : nullptr, &res);
+    if (calls) calls->all = gx.forward_calls + gx.reverse_calls, calls->in_float = gx.float_calls;
     r.energy = res.energy;
     if (ghosts) {
         GhostExchange::rev(&gx, f.data(), 3);

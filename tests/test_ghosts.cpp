@@ -50,15 +50,16 @@ TEST(Ghosts, ExchangeMatchesFoldedGraph) {
                 sender[e] = it->second;
             }
             cgq_graph ghosted{(int64_t)im.owner.size(), n, nl.n_edges, gspecies.data(), nl.row_ptr, sender.data(), nl.vec};
-            for (bool rows : {false, true}) { // cgq_exchange's array form, then its rows form
+            for (bool rows : {false, true}) { // cgq_exchange's array form, then its rows form (with float rows)
                 GhostExchange gx{n, &im.owner};
-                const cgq_exchange xc = rows ? gx.rows_form() : gx.array_form();
+                const cgq_exchange xc = rows ? gx.rows_form(true) : gx.array_form();
                 double e1 = 0;
                 std::vector<double> ge1(3 * nl.n_edges + 3), ae1(n + 1);
                 ASSERT_EQ(cgq_evaluate_graph(ev.e, &ghosted, &xc, &e1, ae1.data(), ge1.data()), CGQ_STATUS_OK)
                     << cgq_last_error();
                 // one forward exchange per layer after the first, one reverse per layer after the first
                 EXPECT_EQ(gx.forward_calls, gx.reverse_calls);
+                EXPECT_EQ(gx.float_calls, 0) << "a float64 evaluator took the float rows";
                 (rows ? exchanged_rows : exchanged_array) += gx.forward_calls;
                 const std::string what = path + " " + c.name + (rows ? " rows form" : " array form");
                 EXPECT_NEAR(e1, e0, 1e-12 * std::fabs(e0)) << what;
@@ -110,6 +111,13 @@ TEST(Ghosts, BadExchangeIsRefused) {
     refused(&rows, "is not a local node");
     rows.n_send = 4;
     refused(&rows, "at most the 3 local nodes");
+    rows = gx.rows_form(true);
+    rows.reverse_rows_f32 = nullptr;
+    refused(&rows, "give both or neither");
+    cgq_exchange floats_alone = gx.rows_form(true);
+    floats_alone.forward_rows = nullptr, floats_alone.reverse_rows = nullptr;
+    refused(&floats_alone, "need the rows form too");
+    EXPECT_EQ(cgq_evaluator_precision(ev.e), CGQ_PRECISION_FP64); // so it never takes the float rows
     EXPECT_EQ(gx.forward_calls + gx.reverse_calls, 0);
     rows = gx.rows_form();
     EXPECT_EQ(cgq_evaluate_graph(ev.e, &g, &rows, &e, nullptr, nullptr), CGQ_STATUS_OK) << cgq_last_error();

@@ -150,6 +150,7 @@ static void check_pairs_on_device(const std::string &file, cgq_precision prec) {
     }
     ASSERT_NE(gpu, nullptr) << cgq_last_error();
     const bool f32 = prec == CGQ_PRECISION_FP32;
+    EXPECT_EQ(cgq_evaluator_precision(gpu), prec);
     std::unique_ptr<Fp32Floor> floor;
     if (f32) {
         floor = std::make_unique<Fp32Floor>(file);
@@ -164,29 +165,40 @@ static void check_pairs_on_device(const std::string &file, cgq_precision prec) {
             std::vector<double> pos = c.pos;
             for (double &v : pos) v += move(rng);
             const std::vector<double> x = p.positions(pos, c.cell);
-            const Eval a = evaluate(cpu, c, pos), b = evaluate_pairs(gpu, p, nm, x);
-            ASSERT_EQ(b.status, CGQ_STATUS_OK) << cgq_last_error();
-            const std::string what =
-                c.name + nodes_name(mode) + (f32 ? " fp32" : " fp64") + " seed " + std::to_string(seed);
+            const Eval a = evaluate(cpu, c, pos);
             double sites = 0.0;
             for (size_t i = 0; i < c.Z.size(); i++) sites += std::fabs(a.atomic_energies[i]);
             const double escale = std::fmax(std::fabs(a.energy), sites), fs = std::fmax(max_abs(a.forces), 1e-6);
             const double vs = std::fmax(max_abs(std::vector<double>(a.virial, a.virial + 9)), 1e-6);
             const double tol = f32 ? 1e-5 : 1e-10;
             const double fl = f32 ? floor->energy(c, pos, a.energy) : 0.0;
-            std::printf("  pairs %-30s %-32s dE/scale=%.1e  floor/scale=%.1e  dF/max|F|=%.1e\n",
-                        file.substr(file.find_last_of('/') + 1).c_str(), what.c_str(),
-                        std::fabs(a.energy - b.energy) / escale, fl / escale,
-                        max_abs_diff(a.forces.data(), b.forces.data(), 3 * p.n) / fs);
-            EXPECT_LE(std::fabs(a.energy - b.energy),
-                      f32 ? std::fmax(1e-6 * escale, kFp32FloorFactor * fl) : 1e-10 * escale)
-                << what;
-            EXPECT_LE(max_abs_diff(a.forces.data(), b.forces.data(), 3 * p.n), (f32 ? 1e-3 : 1e-10) * fs) << what;
-            EXPECT_LE(max_abs_diff(a.virial, b.virial, 9), (f32 ? 1e-3 : 1e-10) * vs) << what;
-            EXPECT_LE(max_abs_diff(a.atomic_energies.data(), b.atomic_energies.data(), p.n), tol * escale) << what;
-            EXPECT_LE(max_abs_diff(a.atomic_virials.data(), b.atomic_virials.data(), 9 * p.n),
-                      (f32 ? 1e-3 : 1e-10) * std::fmax(max_abs(a.atomic_virials), 1e-6))
-                << what;
+            auto check = [&](const Eval &b, const std::string &what) {
+                ASSERT_EQ(b.status, CGQ_STATUS_OK) << what << ": " << cgq_last_error();
+                std::printf("  pairs %-30s %-32s dE/scale=%.1e  floor/scale=%.1e  dF/max|F|=%.1e\n",
+                            file.substr(file.find_last_of('/') + 1).c_str(), what.c_str(),
+                            std::fabs(a.energy - b.energy) / escale, fl / escale,
+                            max_abs_diff(a.forces.data(), b.forces.data(), 3 * p.n) / fs);
+                EXPECT_LE(std::fabs(a.energy - b.energy),
+                          f32 ? std::fmax(1e-6 * escale, kFp32FloorFactor * fl) : 1e-10 * escale)
+                    << what;
+                EXPECT_LE(max_abs_diff(a.forces.data(), b.forces.data(), 3 * p.n), (f32 ? 1e-3 : 1e-10) * fs) << what;
+                EXPECT_LE(max_abs_diff(a.virial, b.virial, 9), (f32 ? 1e-3 : 1e-10) * vs) << what;
+                EXPECT_LE(max_abs_diff(a.atomic_energies.data(), b.atomic_energies.data(), p.n), tol * escale) << what;
+                EXPECT_LE(max_abs_diff(a.atomic_virials.data(), b.atomic_virials.data(), 9 * p.n),
+                          (f32 ? 1e-3 : 1e-10) * std::fmax(max_abs(a.atomic_virials), 1e-6))
+                    << what;
+            };
+            const std::string what =
+                c.name + nodes_name(mode) + (f32 ? " fp32" : " fp64") + " seed " + std::to_string(seed);
+            ExchangeCalls calls;
+            const Eval b = evaluate_pairs(gpu, p, nm, x, true, &calls);
+            check(b, what);
+            if (nm.rows_form) { /* float rows where the evaluator is float32, else the double rows; both checked */
+                EXPECT_EQ(calls.in_float, f32 ? calls.all : 0) << what;
+                ExchangeCalls dcalls;
+                check(evaluate_pairs(gpu, p, nm, x, false, &dcalls), what + " double rows");
+                EXPECT_EQ(dcalls.in_float, 0) << what;
+            }
             for (int rep = 0; rep < 10; rep++) {
                 const Eval r = evaluate_pairs(gpu, p, nm, x);
                 ASSERT_EQ(r.status, CGQ_STATUS_OK);

@@ -94,6 +94,10 @@ cgq_status cgq_evaluator_create(const cgq_model *model, const cgq_evaluator_para
 
 const char *cgq_evaluator_backend(const cgq_evaluator *ev) { return ev ? ev->backend : ""; }
 
+cgq_precision cgq_evaluator_precision(const cgq_evaluator *ev) {
+    return ev && ev->params.precision == CGQ_PRECISION_FP32 ? CGQ_PRECISION_FP32 : CGQ_PRECISION_FP64;
+}
+
 size_t cgq_evaluator_device_bytes(const cgq_evaluator *ev) {
 #ifdef CGQ_HAVE_GPU
     if (ev && ev->gpu) return cgq_gpu_bytes(ev->gpu);

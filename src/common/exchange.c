@@ -12,12 +12,20 @@ cgq_status cgq_exchange_check(const cgq_exchange *xc, int64_t n_local, bool ghos
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "%s with ghost nodes needs an exchange", what);
     }
     if (!cgq_exchange_has_rows(xc)) {
+        if (xc->forward_rows_f32 || xc->reverse_rows_f32)
+            return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT,
+                            "%s: the exchange's float rows (forward_rows_f32) need the rows form too (forward_rows, "
+                            "reverse_rows: evaluators in float64 use them)", what);
         if (xc->forward && xc->reverse) return CGQ_STATUS_OK;
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT,
                         "%s: the exchange needs forward and reverse, or forward_rows and reverse_rows", what);
     }
     if (!xc->reverse_rows)
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "%s: the exchange has forward_rows without reverse_rows", what);
+    if (!xc->forward_rows_f32 != !xc->reverse_rows_f32)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT,
+                        "%s: the exchange has one of forward_rows_f32 and reverse_rows_f32 (give both or neither)",
+                        what);
     if (xc->n_send < 0 || xc->n_send > n_local || (xc->n_send && !xc->send_nodes))
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT,
                         "%s: the exchange's send_nodes must list at most the %lld local nodes (n_send %lld)", what,

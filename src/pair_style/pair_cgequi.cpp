@@ -32,14 +32,22 @@ extern "C" {
 using namespace LAMMPS_NS;
 
 namespace {
-cgq_status forward_rows_cb(void *ctx, const double *send, double *ghosts, int width) {
+template <class T>
+cgq_status forward_rows_cb(void *ctx, const T *send, T *ghosts, int width) {
     static_cast<PairCGEqui *>(ctx)->exchange_rows(send, ghosts, width, false);
     return CGQ_STATUS_OK;
 }
-cgq_status reverse_rows_cb(void *ctx, const double *ghosts, double *sums, int width) {
+template <class T>
+cgq_status reverse_rows_cb(void *ctx, const T *ghosts, T *sums, int width) {
     static_cast<PairCGEqui *>(ctx)->exchange_rows(ghosts, sums, width, true);
     return CGQ_STATUS_OK;
 }
+template <class T>
+MPI_Datatype mpi_type();
+template <>
+MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
+template <>
+MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
 const char *device_name(cgq_device d) { return d == CGQ_DEVICE_CUDA ? "cuda" : d == CGQ_DEVICE_CPU ? "cpu" : "auto"; }
 }  // namespace
 
@@ -193,6 +201,11 @@ void PairCGEqui::init_style() {
     }
     if (!evaluator && cgq_evaluator_create(model, &params, &evaluator) != CGQ_STATUS_OK)
         fail_all("creating the evaluator");
+    /* float rows between ranks (half the bytes) only where every rank's evaluator computes in float32: the ranks'
+     * messages must match */
+    int all_fp32 = cgq_evaluator_precision(evaluator) == CGQ_PRECISION_FP32;
+    MPI_Allreduce(MPI_IN_PLACE, &all_fp32, 1, MPI_INT, MPI_MIN, world);
+    float_rows = all_fp32 != 0;
     /* The graph is built from positions of local and ghost atoms (cgequi's own cell list, with LAMMPS's
      * skin), so no LAMMPS neighbor list is requested: this works the same on every LAMMPS version. */
     cand_skin = neighbor->skin;
@@ -339,8 +352,9 @@ void PairCGEqui::compute(int eflag, int vflag) {
     r.node_energies = node_energy.data();
     r.node_virials = peratom_virial ? node_virial.data() : nullptr;
     /* the rows form: a GPU evaluator moves only the rows that cross ranks over the bus */
-    cgq_exchange xc{this, nullptr, nullptr, send_nodes.data(), (int64_t)send_nodes.size(), forward_rows_cb,
-                    reverse_rows_cb};
+    cgq_exchange xc{this, nullptr, nullptr, send_nodes.data(), (int64_t)send_nodes.size(), forward_rows_cb<double>,
+                    reverse_rows_cb<double>};
+    if (float_rows) xc.forward_rows_f32 = forward_rows_cb<float>, xc.reverse_rows_f32 = reverse_rows_cb<float>;
     in_evaluate = true;
     const cgq_status st = cgq_evaluate_pairs(evaluator, points.data(), exchanges ? &xc : nullptr, &r);
     in_evaluate = false;
@@ -494,7 +508,8 @@ void PairCGEqui::plan_exchange() {
 /* One MPI_Isend/MPI_Irecv per peer. Forward: the ghost rows (in) from the send rows (out) of their owners. Reverse: the
  * ghost rows' contributions (out) summed into the send rows (in, assigned) of their owners, in the order of ranks,
  * then of the peer's list: the same sums every time. */
-void PairCGEqui::exchange_rows(const double *out, double *in, int width, bool reverse) {
+template <class T>
+void PairCGEqui::exchange_rows(const T *out, T *in, int width, bool reverse) {
     const double t0 = MPI_Wtime();
     /* rows that are one block go out from, or come in to, their place; the others through xsend / xrecv */
     auto out_block = [&](const peer &p) { return reverse ? p.recv_block : p.send_block; };
@@ -504,6 +519,7 @@ void PairCGEqui::exchange_rows(const double *out, double *in, int width, bool re
         if (out_block(p) < 0) nsend += (reverse ? p.recv : p.send).size();
         if (!in_place(p)) nrecv += (reverse ? p.send : p.recv).size();
     }
+    std::vector<T> &xsend = buffers<T>().send, &xrecv = buffers<T>().recv;
     xsend.resize(nsend * width + 1);
     xrecv.resize(nrecv * width + 1);
     std::vector<MPI_Request> req;
@@ -513,58 +529,61 @@ void PairCGEqui::exchange_rows(const double *out, double *in, int width, bool re
     for (const peer &p : peers) {
         const std::vector<int> &rows_out = reverse ? p.recv : p.send, &rows_in = reverse ? p.send : p.recv;
         if (!rows_in.empty()) {
-            double *to = &xrecv[ro];
+            T *to = &xrecv[ro];
             if (in_place(p))
                 to = in + (int64_t)(reverse ? p.send_block : p.recv_block) * width;
             else
                 ro += rows_in.size() * width;
             req.emplace_back();
-            MPI_Irecv(to, (int)(rows_in.size() * width), MPI_DOUBLE, p.rank, tag, world, &req.back());
+            MPI_Irecv(to, (int)(rows_in.size() * width), mpi_type<T>(), p.rank, tag, world, &req.back());
         }
         if (!rows_out.empty()) {
-            const double *from = out + (int64_t)out_block(p) * width;
+            const T *from = out + (int64_t)out_block(p) * width;
             if (out_block(p) < 0) {
                 const int64_t n = (int64_t)rows_out.size();
-                double *pack = &xsend[so];
+                T *pack = &xsend[so];
 #if defined(_OPENMP) /* rows of 4 KB (MP-0): one thread copied ~3 GB/s, most of 4 ranks' exchanges (session 43) */
 #pragma omp parallel for schedule(static) if (n * width > (1 << 16))
 #endif
                 for (int64_t q = 0; q < n; q++)
-                    std::memcpy(pack + q * width, out + (int64_t)rows_out[q] * width, sizeof(double) * width);
+                    std::memcpy(pack + q * width, out + (int64_t)rows_out[q] * width, sizeof(T) * width);
                 from = &xsend[so];
                 so += rows_out.size() * width;
             }
             req.emplace_back();
-            MPI_Isend(from, (int)(rows_out.size() * width), MPI_DOUBLE, p.rank, tag, world, &req.back());
+            MPI_Isend(from, (int)(rows_out.size() * width), mpi_type<T>(), p.rank, tag, world, &req.back());
         }
     }
     std::vector<MPI_Status> status(req.size() + 1);
     const double tw = MPI_Wtime();
     if (!req.empty()) MPI_Waitall((int)req.size(), req.data(), status.data());
     if (in_evaluate) times.layer_wait += MPI_Wtime() - tw;
-    if (reverse && !sums_in_place) std::fill(in, in + send_nodes.size() * width, 0.0);
+    if (reverse && !sums_in_place) std::fill(in, in + send_nodes.size() * width, T(0));
     ro = 0;
     for (const peer &p : peers) {
         if (in_place(p)) continue;
         const std::vector<int> &rows_in = reverse ? p.send : p.recv;
         const int64_t n = (int64_t)rows_in.size();
-        const double *from = &xrecv[ro];
+        const T *from = &xrecv[ro];
         /* a peer's rows are distinct (plan_exchange), so its rows go to distinct places: the same sums every time */
 #if defined(_OPENMP)
 #pragma omp parallel for schedule(static) if (n * width > (1 << 16))
 #endif
         for (int64_t q = 0; q < n; q++) {
-            double *row = in + (int64_t)rows_in[q] * width;
-            const double *got = from + q * width;
+            T *row = in + (int64_t)rows_in[q] * width;
+            const T *got = from + q * width;
             if (reverse)
                 for (int w = 0; w < width; w++) row[w] += got[w];
             else
-                std::memcpy(row, got, sizeof(double) * width);
+                std::memcpy(row, got, sizeof(T) * width);
         }
         ro += rows_in.size() * width;
     }
     if (in_evaluate) times.layer_exchange += MPI_Wtime() - t0;
 }
+
+template void PairCGEqui::exchange_rows<double>(const double *, double *, int, bool);
+template void PairCGEqui::exchange_rows<float>(const float *, float *, int, bool);
 
 /* data [nodes][width] (forces, per-atom virials): the ghost rows' sums added into their owners' local rows */
 void PairCGEqui::fold_ghost_rows(double *data, int width) {

@@ -33,8 +33,9 @@ class PairCGEqui : public Pair {
 
     /* the rows that cross ranks (cgq_exchange's rows form; called back from the C evaluator). Forward: out holds the
      * send_nodes' rows, in receives the ghost rows. Reverse: out holds the ghost rows' contributions, in receives (is
-     * assigned) what the other ranks contributed to each send node. */
-    void exchange_rows(const double *out, double *in, int width, bool reverse);
+     * assigned) what the other ranks contributed to each send node. T: double, or float (float_rows). */
+    template <class T>
+    void exchange_rows(const T *out, T *in, int width, bool reverse);
 
   private:
     cgq_evaluator_params params;
@@ -83,7 +84,19 @@ class PairCGEqui : public Pair {
     std::vector<int32_t> send_nodes;
     bool sums_in_place = false; /* one peer sends the sums of every send row, in order */
     std::vector<double> owner_info; /* per atom: its owner's (rank, node), carried to ghosts by pack/unpack */
-    std::vector<double> xsend, xrecv, xsums;
+    template <class T>
+    struct row_buffers {
+        std::vector<T> send, recv; /* the rows packed for MPI, where they are not one block */
+    };
+    row_buffers<double> xrows;
+    row_buffers<float> xrows_f;
+    template <class T>
+    row_buffers<T> &buffers() {
+        if constexpr (sizeof(T) == sizeof(float)) return xrows_f;
+        else return xrows;
+    }
+    std::vector<double> xsums;
+    bool float_rows = false; /* every rank's evaluator is float32: the per-layer rows move as floats */
     bigint plan_ncalls = -1, owners_ncalls = -1;
     bool in_evaluate = false;
 

@@ -141,7 +141,7 @@ struct cgq_gpu {
     size_t graph_cap = 0;
     void *graph_stage = nullptr; /* pinned host copy of graph_buf (without erecv): one transfer per call */
     size_t stage_cap = 0;
-    double *xstage = nullptr; /* pinned: the rows of a per-layer exchange (exchange_rows) */
+    void *xstage = nullptr;   /* pinned: the rows of a per-layer exchange (exchange_rows) */
     size_t xstage_cap = 0;    /* bytes, as every cap here */
     void *xinc = nullptr;     /* device: the rows an exchange sends (packed) or the sums it adds to local rows */
     size_t xinc_cap = 0;
@@ -1498,59 +1498,76 @@ static cgq_status exchange_begin(cgq_gpu *g, const cgq_exchange *xc) {
     return CGQ_STATUS_OK;
 }
 
-/* Rows [0, NA) of a T array (N local rows, then ghost rows) through the host exchange, which moves doubles; only what
- * the exchange reads and changes crosses the bus, through pinned memory. Forward: the rows that go out go down (the
- * rows form's send rows, gathered on the device, or every local row), the ghost rows come back. Reverse: the ghost
- * rows go down, and the sums the local rows receive come back and are added on the device (the ghost rows are left as
- * they were: nothing reads them afterwards). staging: device doubles, NA rows (float ghost rows are converted there);
- * unused for double. Moving every row both ways through pageable memory made two ranks 6x slower than one (water MACE
- * in LAMMPS, session 42); at 93,312 atoms every local row down was 191 MB per exchange, where peers read ~35%. */
-template <class T>
-static cgq_status exchange_rows(cgq_gpu *g, T *dev, double *staging, int64_t N, int64_t NA, int width,
-                                const cgq_exchange *xc, bool reverse) {
-    constexpr bool dbl = sizeof(T) == sizeof(double);
+/* Rows [0, NA) of a T array (N local rows, then ghost rows) through the host exchange, which moves U (double, or float
+ * through the float rows of an fp32 evaluator); only what the exchange reads and changes crosses the bus, through
+ * pinned memory. Forward: the rows that go out go down (the rows form's send rows, gathered on the device, or every
+ * local row), the ghost rows come back. Reverse: the ghost rows go down, and the sums the local rows receive come back
+ * and are added on the device (the ghost rows are left as they were: nothing reads them afterwards). staging: device
+ * U, NA rows, where T is not U (ghost rows are converted there). Moving every row both ways through pageable memory
+ * made two ranks 6x slower than one (water MACE in LAMMPS, session 42); at 93,312 atoms every local row down was 191
+ * MB per exchange, where peers read ~35%. */
+template <class T, class U>
+static cgq_status exchange_rows_as(cgq_gpu *g, T *dev, U *staging, int64_t N, int64_t NA, int width,
+                                   const cgq_exchange *xc, bool reverse) {
+    constexpr bool same = sizeof(T) == sizeof(U);
+    constexpr bool f32 = sizeof(U) == sizeof(float); /* the float rows (rows form) */
     const bool by_rows = xc->forward_rows != nullptr;
     const int64_t nout = (by_rows ? xc->n_send : N) * width, ng = (NA - N) * width;
-    CGQ_TRY(grow_pinned((void **)&g->xstage, &g->xstage_cap, sizeof(double) * (nout + ng + 1), "the ghost exchange"));
-    double *h = g->xstage, *hg = h + nout;          /* host: the rows out (or sums in), then the ghost rows */
-    double *ghosts = (dbl ? reinterpret_cast<double *>(dev) : staging) + N * width; /* device doubles */
-    CGQ_TRY(grow(&g->xinc, &g->xinc_cap, sizeof(double) * (nout + 1)));
-    double *packed = static_cast<double *>(g->xinc);
+    CGQ_TRY(grow_pinned(&g->xstage, &g->xstage_cap, sizeof(U) * (nout + ng + 1), "the ghost exchange"));
+    U *h = static_cast<U *>(g->xstage), *hg = h + nout; /* host: the rows out (or sums in), then the ghost rows */
+    U *ghosts = (same ? reinterpret_cast<U *>(dev) : staging) + N * width; /* device U */
+    CGQ_TRY(grow(&g->xinc, &g->xinc_cap, sizeof(U) * (nout + 1)));
+    U *packed = static_cast<U *>(g->xinc);
     if (!reverse) {
         if (nout) {
             if (by_rows)
-                k_gather_rows<T><<<blocks_for(nout), CGQ_GPU_THREADS>>>(xc->n_send, width, g->xnodes, dev, packed);
+                k_gather_rows<T, U><<<blocks_for(nout), CGQ_GPU_THREADS>>>(xc->n_send, width, g->xnodes, dev, packed);
             else
-                k_convert<T, double><<<blocks_for(nout), CGQ_GPU_THREADS>>>(nout, dev, packed);
+                k_convert<T, U><<<blocks_for(nout), CGQ_GPU_THREADS>>>(nout, dev, packed);
             CGQ_LAUNCH_CHECK();
-            CGQ_CHECK_GPU(cudaMemcpy(h, packed, sizeof(double) * nout, cudaMemcpyDeviceToHost));
+            CGQ_CHECK_GPU(cudaMemcpy(h, packed, sizeof(U) * nout, cudaMemcpyDeviceToHost));
         }
-        if (by_rows) {
+        if constexpr (f32) {
+            CGQ_TRY(xc->forward_rows_f32(xc->ctx, h, hg, width));
+        } else if (by_rows) {
             CGQ_TRY(xc->forward_rows(xc->ctx, h, hg, width));
         } else {
             CGQ_TRY(xc->forward(xc->ctx, h, width)); /* h holds the local rows, then the ghost rows: [NA][width] */
         }
-        if (ng) CGQ_CHECK_GPU(cudaMemcpy(ghosts, hg, sizeof(double) * ng, cudaMemcpyHostToDevice));
-        if (!dbl && ng) k_convert<double, T><<<blocks_for(ng), CGQ_GPU_THREADS>>>(ng, ghosts, dev + N * width);
+        if (ng) CGQ_CHECK_GPU(cudaMemcpy(ghosts, hg, sizeof(U) * ng, cudaMemcpyHostToDevice));
+        if (!same && ng) k_convert<U, T><<<blocks_for(ng), CGQ_GPU_THREADS>>>(ng, ghosts, dev + N * width);
         CGQ_LAUNCH_CHECK();
         return CGQ_STATUS_OK;
     }
-    if (!dbl && ng) k_convert<T, double><<<blocks_for(ng), CGQ_GPU_THREADS>>>(ng, dev + N * width, ghosts);
-    if (ng) CGQ_CHECK_GPU(cudaMemcpy(hg, ghosts, sizeof(double) * ng, cudaMemcpyDeviceToHost));
-    if (by_rows) {
+    if (!same && ng) k_convert<T, U><<<blocks_for(ng), CGQ_GPU_THREADS>>>(ng, dev + N * width, ghosts);
+    if (ng) CGQ_CHECK_GPU(cudaMemcpy(hg, ghosts, sizeof(U) * ng, cudaMemcpyDeviceToHost));
+    if constexpr (f32) {
+        CGQ_TRY(xc->reverse_rows_f32(xc->ctx, hg, h, width));
+    } else if (by_rows) {
         CGQ_TRY(xc->reverse_rows(xc->ctx, hg, h, width));
     } else {
-        memset(h, 0, sizeof(double) * nout);
+        memset(h, 0, sizeof(U) * nout);
         CGQ_TRY(xc->reverse(xc->ctx, h, width));
     }
     if (!nout) return CGQ_STATUS_OK;
-    CGQ_CHECK_GPU(cudaMemcpy(packed, h, sizeof(double) * nout, cudaMemcpyHostToDevice));
+    CGQ_CHECK_GPU(cudaMemcpy(packed, h, sizeof(U) * nout, cudaMemcpyHostToDevice));
     if (by_rows)
-        k_scatter_add_rows<T><<<blocks_for(nout), CGQ_GPU_THREADS>>>(xc->n_send, width, g->xnodes, packed, dev);
+        k_scatter_add_rows<U, T><<<blocks_for(nout), CGQ_GPU_THREADS>>>(xc->n_send, width, g->xnodes, packed, dev);
     else
-        k_add_convert<double, T><<<blocks_for(nout), CGQ_GPU_THREADS>>>(nout, packed, dev);
+        k_add_convert<U, T><<<blocks_for(nout), CGQ_GPU_THREADS>>>(nout, packed, dev);
     CGQ_LAUNCH_CHECK();
     return CGQ_STATUS_OK;
+}
+
+/* exchange_rows_as in float where the rows are float and the exchange has float rows (half the bytes over the bus
+ * and between ranks), else in double (staging: device doubles, NA rows, for float rows; unused for double) */
+template <class T>
+static cgq_status exchange_rows(cgq_gpu *g, T *dev, double *staging, int64_t N, int64_t NA, int width,
+                                const cgq_exchange *xc, bool reverse) {
+    if constexpr (sizeof(T) == sizeof(float))
+        if (xc->forward_rows && xc->forward_rows_f32)
+            return exchange_rows_as<T, float>(g, dev, nullptr, N, NA, width, xc, reverse);
+    return exchange_rows_as<T, double>(g, dev, staging, N, NA, width, xc, reverse);
 }
 
 /* erecv[e] = the receiver of edge e, one warp per receiver row: its lanes write consecutive edges (a thread per row

@@ -860,17 +860,17 @@ __global__ void k_add_convert(int64_t n, const S *src, D *dst) {
         dst[q] += (D)src[q];
 }
 
-/* out[i] = (double) rows[nodes[i]], rows of width values: the rows an exchange sends, packed */
-template <class T>
-__global__ void k_gather_rows(int64_t n, int width, const int32_t *nodes, const T *rows, double *out) {
+/* out[i] = (U) rows[nodes[i]], rows of width values: the rows an exchange sends, packed */
+template <class T, class U>
+__global__ void k_gather_rows(int64_t n, int width, const int32_t *nodes, const T *rows, U *out) {
     for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < n * width;
          q += (int64_t)gridDim.x * blockDim.x)
-        out[q] = (double)rows[(int64_t)nodes[q / width] * width + q % width];
+        out[q] = (U)rows[(int64_t)nodes[q / width] * width + q % width];
 }
 
 /* rows[nodes[i]] += (T) sums[i] (nodes distinct): the sums an exchange's reverse brought for the rows it sent */
-template <class T>
-__global__ void k_scatter_add_rows(int64_t n, int width, const int32_t *nodes, const double *sums, T *rows) {
+template <class U, class T>
+__global__ void k_scatter_add_rows(int64_t n, int width, const int32_t *nodes, const U *sums, T *rows) {
     for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < n * width;
          q += (int64_t)gridDim.x * blockDim.x)
         rows[(int64_t)nodes[q / width] * width + q % width] += (T)sums[q];
