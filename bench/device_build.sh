@@ -139,25 +139,28 @@ lammps_ranks() {
 }
 
 # lammps_scale: the MACE-MP-0-medium-architecture model ($M, make_models) in LAMMPS on the water box replicated
-# (bench/in.water_scale: 5,184 and 93,312 atoms, fp32, 50 NVE steps) on 1 rank and on 2 ranks with one GPU each,
-# SCALE_ROUNDS (default 2) rounds alternated; timesteps/s, the first and last thermo lines and the pair style's
+# (bench/in.water_scale, SCALE_SIZES: default "1x1x1 3x2x3", 5,184 and 93,312 atoms; fp32, 50 NVE steps) on 1 rank and
+# on SCALE_RANKS (default 2) ranks with one GPU each, the latter once per switch (VAR=value) of SCALE_VARIANTS (default
+# none), SCALE_ROUNDS (default 2) rounds alternated; timesteps/s, the first and last thermo lines and the pair style's
 # timing per rank.
 lammps_scale() {
   wait $MODELS_PID 2>/dev/null # (already reaped where the caller waited for every job)
-  local round r n mpi
-  for n in "1 1 1" "3 2 3"; do
-    set -- $n
+  local round r n v mpi
+  for n in ${SCALE_SIZES:-1x1x1 3x2x3}; do
+    set -- ${n//x/ }
     for round in $(seq ${SCALE_ROUNDS:-2}); do
-      for r in 1 2; do
-        mpi=""
-        [ "$r" -gt 1 ] && mpi="mpirun --allow-run-as-root --bind-to none -np $r"
-        CGQ_PAIR_TIMING=1 OMP_NUM_THREADS=$((16 / r)) timeout 200 $mpi /tmp/lmpbuild/lmp -in bench/in.water_scale \
-          -var model $M/mace_mp0_medium_arch.h5 -var nx $1 -var ny $2 -var nz $3 -log /tmp/log.scale -screen none \
-          2>/tmp/timing.scale || echo "FAILED MP-0 $n $r ranks"
-        echo "LAMMPS MP-0 $(grep -oE '[0-9]+ atoms' /tmp/log.scale | tail -1) fp32 $r rank(s) round $round:" \
-          "$(grep -oE '[0-9.]+ timesteps/s' /tmp/log.scale)"
-        grep -E "^ +(0|50) " /tmp/log.scale | head -2
-        grep -hE "ms per step" /tmp/timing.scale | sed 's/^pair cgequi timing, /  /'
+      for r in 1 ${SCALE_RANKS:-2}; do
+        for v in $([ "$r" -gt 1 ] && echo ${SCALE_VARIANTS:-CGQ_NONE=0} || echo CGQ_NONE=0); do
+          mpi=""
+          [ "$r" -gt 1 ] && mpi="mpirun --allow-run-as-root --bind-to none -np $r -x $v"
+          env $v CGQ_PAIR_TIMING=1 OMP_NUM_THREADS=$((16 / r)) timeout 200 $mpi /tmp/lmpbuild/lmp -in bench/in.water_scale \
+            -var model $M/mace_mp0_medium_arch.h5 -var nx $1 -var ny $2 -var nz $3 -log /tmp/log.scale -screen none \
+            2>/tmp/timing.scale || echo "FAILED MP-0 $n $r ranks $v"
+          echo "LAMMPS MP-0 $(grep -oE '[0-9]+ atoms' /tmp/log.scale | tail -1) fp32 $r rank(s) $v round $round:" \
+            "$(grep -oE '[0-9.]+ timesteps/s' /tmp/log.scale)"
+          grep -E "^ +(0|50) " /tmp/log.scale | head -2
+          grep -hE "ms per step" /tmp/timing.scale | sed 's/^pair cgequi timing, /  /'
+        done
       done
     done
   done

@@ -72,12 +72,14 @@ PairCGEqui::~PairCGEqui() {
         const long later = t.rebuilds > 1 ? t.rebuilds - 1 : 1;
         fprintf(stderr,
                 "pair cgequi timing, rank %d, %ld steps, %ld candidate rebuilds (ms per step): positions and checks "
-                "%.3f, rebuilds %.3f; evaluate %.3f (of which per-layer exchanges %.3f, their MPI waits %.3f); forces "
+                "%.3f, rebuilds %.3f; evaluate %.3f (of which per-layer exchanges %.3f, moving %.2f MB in %s rows, their MPI "
+                "waits %.3f); forces "
                 "to LAMMPS and ghost rows to their owners %.3f\n"
                 "pair cgequi timing, rank %d, ms per rebuild (node map, the evaluator's candidate pairs): the first "
                 "%.3f, %.3f; the later ones %.3f, %.3f\n",
                 t.rank, t.steps, t.rebuilds, 1e3 * t.update / t.steps, 1e3 * (t.node_map + t.pairs) / t.steps,
-                1e3 * t.evaluate / t.steps, 1e3 * t.layer_exchange / t.steps, 1e3 * t.layer_wait / t.steps,
+                1e3 * t.evaluate / t.steps, 1e3 * t.layer_exchange / t.steps, 1e-6 * t.layer_bytes / t.steps,
+                float_rows ? "float" : "double", 1e3 * t.layer_wait / t.steps,
                 1e3 * t.fold / t.steps, t.rank,
                 1e3 * t.first[0], 1e3 * t.first[1],
                 1e3 * (t.node_map - t.first[0]) / later, 1e3 * (t.pairs - t.first[1]) / later);
@@ -202,8 +204,9 @@ void PairCGEqui::init_style() {
     if (!evaluator && cgq_evaluator_create(model, &params, &evaluator) != CGQ_STATUS_OK)
         fail_all("creating the evaluator");
     /* float rows between ranks (half the bytes) only where every rank's evaluator computes in float32: the ranks'
-     * messages must match */
-    int all_fp32 = cgq_evaluator_precision(evaluator) == CGQ_PRECISION_FP32;
+     * messages must match (CGQ_PAIR_FLOAT_ROWS=0: double rows, for comparisons) */
+    const char *fr = getenv("CGQ_PAIR_FLOAT_ROWS");
+    int all_fp32 = cgq_evaluator_precision(evaluator) == CGQ_PRECISION_FP32 && !(fr && !strcmp(fr, "0"));
     MPI_Allreduce(MPI_IN_PLACE, &all_fp32, 1, MPI_INT, MPI_MIN, world);
     float_rows = all_fp32 != 0;
     /* The graph is built from positions of local and ghost atoms (cgequi's own cell list, with LAMMPS's
@@ -222,8 +225,9 @@ void PairCGEqui::init_style() {
                                 "\n  backend " + cgq_evaluator_backend(evaluator) + " (device " + device_name(params.device) + "), " +
                                 std::to_string(comm->nprocs) + " rank(s): ghosts " +
                                 (comm->nprocs == 1 ? "folded onto owners\n"
-                                                   : "of this rank's atoms folded onto them, the others' exchanged per "
-                                                     "layer\n"));
+                                                   : std::string("of this rank's atoms folded onto them, the others' "
+                                                                 "exchanged per layer in ") +
+                                                         (float_rows ? "float" : "double") + " rows\n"));
     }
 }
 
@@ -579,7 +583,10 @@ void PairCGEqui::exchange_rows(const T *out, T *in, int width, bool reverse) {
         }
         ro += rows_in.size() * width;
     }
-    if (in_evaluate) times.layer_exchange += MPI_Wtime() - t0;
+    if (in_evaluate) {
+        times.layer_exchange += MPI_Wtime() - t0;
+        for (const peer &p : peers) times.layer_bytes += (double)(p.send.size() + p.recv.size()) * width * sizeof(T);
+    }
 }
 
 template void PairCGEqui::exchange_rows<double>(const double *, double *, int, bool);

@@ -68,6 +68,7 @@ class PairCGEqui : public Pair {
         double update = 0, node_map = 0, pairs = 0, evaluate = 0, fold = 0; /* node_map + pairs: the rebuilds */
         double layer_exchange = 0; /* inside evaluate: the evaluator's calls of exchange_rows() */
         double layer_wait = 0;     /* of which in MPI_Waitall (the transport, and waiting for the peers) */
+        double layer_bytes = 0;    /* bytes this rank sent and received in them */
         double first[2] = {0, 0}; /* the first rebuild (in the run's setup): node map, the evaluator's candidate pairs */
     } times;
 
