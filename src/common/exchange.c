@@ -47,19 +47,27 @@ cgq_status cgq_exchange_check(const cgq_exchange *xc, int64_t n_local, bool ghos
     return CGQ_STATUS_OK;
 }
 
-cgq_status cgq_exchange_array(const cgq_exchange *xc, double *data, int64_t n_local, int width, bool reverse) {
+cgq_status cgq_exchange_array(const cgq_exchange *xc, double *data, int64_t n_local, int64_t n_nodes, int width,
+                              bool reverse) {
     if (!cgq_exchange_has_rows(xc)) return (reverse ? xc->reverse : xc->forward)(xc->ctx, data, width);
     const int64_t ns = xc->n_send;
     double *rows = malloc(sizeof(double) * (size_t)(ns * width + 1));
     if (!rows) return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory for the exchange's %lld rows", (long long)ns);
     double *ghosts = data + n_local * width;
+    /* the rows handed over in the caller's staging where it gives one (the send rows, or the ghost rows) */
+    const size_t out_bytes = sizeof(double) * (size_t)((reverse ? n_nodes - n_local : ns) * width);
+    size_t cap = 0;
+    double *staged = xc->stage_rows ? xc->stage_rows(xc->ctx, out_bytes + sizeof(double), &cap) : NULL;
+    if (staged && cap < out_bytes) staged = NULL;
     cgq_status st;
     if (!reverse) {
+        double *send = staged ? staged : rows;
         for (int64_t i = 0; i < ns; i++)
-            memcpy(rows + i * width, data + (int64_t)xc->send_nodes[i] * width, sizeof(double) * width);
-        st = xc->forward_rows(xc->ctx, rows, ghosts, width);
+            memcpy(send + i * width, data + (int64_t)xc->send_nodes[i] * width, sizeof(double) * width);
+        st = xc->forward_rows(xc->ctx, send, ghosts, width);
     } else {
-        st = xc->reverse_rows(xc->ctx, ghosts, rows, width);
+        if (staged) memcpy(staged, ghosts, out_bytes);
+        st = xc->reverse_rows(xc->ctx, staged ? staged : ghosts, rows, width);
         for (int64_t i = 0; st == CGQ_STATUS_OK && i < ns; i++) {
             double *dst = data + (int64_t)xc->send_nodes[i] * width;
             for (int k = 0; k < width; k++) dst[k] += rows[i * width + k];

@@ -16,7 +16,9 @@ cgq_status cgq_exchange_check(const cgq_exchange *xc, int64_t n_local, bool ghos
 
 /* data [n_nodes][width] (n_local local rows, then the ghost rows) through xc in whichever form it has. forward: the
  * ghost rows filled; reverse: the ghost rows' contributions added into their owners' local rows (the ghost rows are
- * left undefined). The rows form needs n_send x width doubles of scratch, allocated here. */
-cgq_status cgq_exchange_array(const cgq_exchange *xc, double *data, int64_t n_local, int width, bool reverse);
+ * left undefined). The rows form needs n_send x width doubles of scratch, allocated here, and hands its rows over in
+ * the caller's staging where xc gives one (stage_rows). */
+cgq_status cgq_exchange_array(const cgq_exchange *xc, double *data, int64_t n_local, int64_t n_nodes, int width,
+                              bool reverse);
 
 #endif

@@ -42,6 +42,9 @@ cgq_status reverse_rows_cb(void *ctx, const T *ghosts, T *sums, int width) {
     static_cast<PairCGEqui *>(ctx)->exchange_rows(ghosts, sums, width, true);
     return CGQ_STATUS_OK;
 }
+void *stage_rows_cb(void *ctx, size_t bytes, size_t *capacity) {
+    return static_cast<PairCGEqui *>(ctx)->stage_rows(bytes, capacity);
+}
 template <class T>
 MPI_Datatype mpi_type();
 template <>
@@ -72,7 +75,7 @@ PairCGEqui::~PairCGEqui() {
         const long later = t.rebuilds > 1 ? t.rebuilds - 1 : 1;
         fprintf(stderr,
                 "pair cgequi timing, rank %d, %ld steps, %ld candidate rebuilds (ms per step): positions and checks "
-                "%.3f, rebuilds %.3f; evaluate %.3f (of which per-layer exchanges %.3f, moving %.2f MB in %s rows, their MPI "
+                "%.3f, rebuilds %.3f; evaluate %.3f (of which per-layer exchanges %.3f, moving %.2f MB in %s rows, their "
                 "waits %.3f); forces "
                 "to LAMMPS and ghost rows to their owners %.3f\n"
                 "pair cgequi timing, rank %d, ms per rebuild (node map, the evaluator's candidate pairs): the first "
@@ -85,6 +88,9 @@ PairCGEqui::~PairCGEqui() {
                 1e3 * (t.node_map - t.first[0]) / later, 1e3 * (t.pairs - t.first[1]) / later);
     }
     free_model();
+#ifndef MPI_STUBS
+    if (node_comm != MPI_COMM_NULL) MPI_Comm_free(&node_comm);
+#endif
     if (allocated) {
         memory->destroy(setflag);
         memory->destroy(cutsq);
@@ -96,6 +102,7 @@ void PairCGEqui::free_model() {
     cgq_model_free(model);
     evaluator = nullptr;
     model = nullptr;
+    free_shared_rows(); /* after the evaluator, which may have pinned them */
 }
 
 void PairCGEqui::fail_all(const std::string &what) {
@@ -209,6 +216,12 @@ void PairCGEqui::init_style() {
     int all_fp32 = cgq_evaluator_precision(evaluator) == CGQ_PRECISION_FP32 && !(fr && !strcmp(fr, "0"));
     MPI_Allreduce(MPI_IN_PLACE, &all_fp32, 1, MPI_INT, MPI_MIN, world);
     float_rows = all_fp32 != 0;
+    /* peers on this node read each other's rows from a shared-memory window instead of through MPI
+     * (CGQ_PAIR_SHARED_ROWS=0: MPI only, for comparisons) */
+    const char *sr = getenv("CGQ_PAIR_SHARED_ROWS");
+    int use_shared = !(sr && !strcmp(sr, "0"));
+    MPI_Allreduce(MPI_IN_PLACE, &use_shared, 1, MPI_INT, MPI_MIN, world);
+    setup_node_comm(use_shared != 0);
     /* The graph is built from positions of local and ghost atoms (cgequi's own cell list, with LAMMPS's
      * skin), so no LAMMPS neighbor list is requested: this works the same on every LAMMPS version. */
     cand_skin = neighbor->skin;
@@ -227,7 +240,9 @@ void PairCGEqui::init_style() {
                                 (comm->nprocs == 1 ? "folded onto owners\n"
                                                    : std::string("of this rank's atoms folded onto them, the others' "
                                                                  "exchanged per layer in ") +
-                                                         (float_rows ? "float" : "double") + " rows\n"));
+                                                         (float_rows ? "float" : "double") + " rows" +
+                                                         (shared_rows ? ", within a node through shared memory\n"
+                                                                      : "\n")));
     }
 }
 
@@ -359,6 +374,7 @@ void PairCGEqui::compute(int eflag, int vflag) {
     cgq_exchange xc{this, nullptr, nullptr, send_nodes.data(), (int64_t)send_nodes.size(), forward_rows_cb<double>,
                     reverse_rows_cb<double>};
     if (float_rows) xc.forward_rows_f32 = forward_rows_cb<float>, xc.reverse_rows_f32 = reverse_rows_cb<float>;
+    if (shared_rows) xc.stage_rows = stage_rows_cb; /* peers on this node read the rows where the evaluator puts them */
     in_evaluate = true;
     const cgq_status st = cgq_evaluate_pairs(evaluator, points.data(), exchanges ? &xc : nullptr, &r);
     in_evaluate = false;
@@ -506,20 +522,161 @@ void PairCGEqui::plan_exchange() {
     }
     /* the reverse's sums land straight in place when one peer contributes to every send row, in order */
     sums_in_place = peers.size() == 1 && peers[0].send_block == 0 && peers[0].send.size() == send_nodes.size();
+    /* peers on this node: where in their staged rows each row this rank reads sits (their lists for this rank) */
+    std::vector<MPI_Request> req;
+    req.reserve(4 * peers.size());
+    for (peer &p : peers) {
+        p.on_node = shared_rows && node_rank_of[p.rank] >= 0;
+        if (!p.on_node) continue;
+        p.far_send.assign(p.recv.size() + 1, 0), p.far_recv.assign(p.send.size() + 1, 0);
+        req.resize(req.size() + 4);
+        MPI_Irecv(p.far_send.data(), (int)p.recv.size(), MPI_INT, p.rank, 1, world, &req[req.size() - 4]);
+        MPI_Irecv(p.far_recv.data(), (int)p.send.size(), MPI_INT, p.rank, 2, world, &req[req.size() - 3]);
+        MPI_Isend(p.send.data(), (int)p.send.size(), MPI_INT, p.rank, 1, world, &req[req.size() - 2]);
+        MPI_Isend(p.recv.data(), (int)p.recv.size(), MPI_INT, p.rank, 2, world, &req[req.size() - 1]);
+    }
+    if (!req.empty()) MPI_Waitall((int)req.size(), req.data(), MPI_STATUSES_IGNORE);
     plan_ncalls = neighbor->ncalls;
 }
 
-/* One MPI_Isend/MPI_Irecv per peer. Forward: the ghost rows (in) from the send rows (out) of their owners. Reverse: the
- * ghost rows' contributions (out) summed into the send rows (in, assigned) of their owners, in the order of ranks,
- * then of the peer's list: the same sums every time. */
+/* ---- rows shared within a node -------------------------------------------------------------------------------------
+ * The ranks of a node share a window of host memory (MPI-3): each rank stages the rows it hands over (the send rows
+ * forward, its ghost rows' contributions in reverse) in its own segment, where a GPU evaluator copies them straight
+ * from the device (cgq_exchange.stage_rows), and its peers on the node read them there: no MPI transfer (which moved
+ * ~3.5 GB/s each way between two ranks of an H200 node, session 43) and no packing. */
+
+void PairCGEqui::setup_node_comm(bool wanted) {
+#ifndef MPI_STUBS
+    if (node_comm == MPI_COMM_NULL) {
+        MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, comm->me, MPI_INFO_NULL, &node_comm);
+        MPI_Comm_rank(node_comm, &node_me);
+        int node_size = 1;
+        MPI_Comm_size(node_comm, &node_size);
+        std::vector<int> world_of(node_size);
+        MPI_Allgather(&comm->me, 1, MPI_INT, world_of.data(), 1, MPI_INT, node_comm);
+        node_rank_of.assign(comm->nprocs, -1);
+        for (int r = 0; r < node_size; r++) node_rank_of[world_of[r]] = r;
+    }
+    int node_size = 1;
+    MPI_Comm_size(node_comm, &node_size);
+    shared_rows = wanted && node_size > 1;
+#else
+    (void)wanted;
+    shared_rows = false;
+#endif
+    plan_ncalls = -1; /* the peers' far lists follow shared_rows */
+}
+
+void *PairCGEqui::stage_rows(size_t bytes, size_t *capacity) {
+    if (!shared_rows || bytes > rows_cap) return nullptr; /* exchange_rows grows the window (collectively) */
+    *capacity = rows_cap;
+    return rows_seg[node_me];
+}
+
+/* this rank's segment, at least bytes: collective over the node (every rank calls exchange_rows alike) */
+char *PairCGEqui::shared_segment(size_t bytes) {
+#ifndef MPI_STUBS
+    unsigned long long most = bytes;
+    const double t = MPI_Wtime();
+    MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, node_comm); /* (waits for the node) */
+    if (in_evaluate) times.layer_wait += MPI_Wtime() - t;
+    if (most > rows_cap) {
+        /* the outgrown window stays mapped until the evaluator is freed: it may have pinned it */
+        if (rows_win != MPI_WIN_NULL) retired_wins.push_back(rows_win);
+        const size_t cap = ((most + most / 2) | ((size_t)1 << 20) - 1) + 1; /* whole MB, with room to grow */
+        MPI_Info info;
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "alloc_shared_noncontig", "true"); /* each segment on its own pages */
+        char *base = nullptr;
+        MPI_Win_allocate_shared((MPI_Aint)cap, 1, info, node_comm, &base, &rows_win);
+        MPI_Info_free(&info);
+        MPI_Win_lock_all(MPI_MODE_NOCHECK, rows_win);
+        int node_size = 1;
+        MPI_Comm_size(node_comm, &node_size);
+        rows_seg.assign(node_size, nullptr);
+        for (int r = 0; r < node_size; r++) {
+            MPI_Aint size = 0;
+            int unit = 1;
+            MPI_Win_shared_query(rows_win, r, &size, &unit, &rows_seg[r]);
+        }
+        rows_cap = cap;
+    }
+#else
+    (void)bytes;
+#endif
+    return rows_seg[node_me];
+}
+
+/* every rank's staged rows written before any rank reads them (or read before they are written again) */
+void PairCGEqui::node_barrier() {
+#ifndef MPI_STUBS
+    const double t = MPI_Wtime();
+    MPI_Win_sync(rows_win);
+    MPI_Barrier(node_comm);
+    MPI_Win_sync(rows_win);
+    if (in_evaluate) times.layer_wait += MPI_Wtime() - t;
+#endif
+}
+
+void PairCGEqui::free_shared_rows() {
+#ifndef MPI_STUBS
+    if (rows_win != MPI_WIN_NULL) retired_wins.push_back(rows_win);
+    for (MPI_Win &w : retired_wins) {
+        MPI_Win_unlock_all(w);
+        MPI_Win_free(&w);
+    }
+    retired_wins.clear();
+    rows_win = MPI_WIN_NULL;
+    rows_seg.clear();
+    rows_cap = 0;
+#endif
+}
+
+namespace {
+/* dst[dst_rows[q]] = (or +=) src[src_rows[q]] for q < n, rows of width values (a NULL list: row q), on OpenMP threads
+ * where they are many (a thread copied ~3 GB/s of MP-0's 2-4 KB rows, session 43); the rows of dst are distinct, so
+ * the sums are fixed */
+template <class T>
+void copy_rows(T *dst, const int *dst_rows, const T *src, const int *src_rows, int64_t n, int width, bool add) {
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (n * width > (1 << 16))
+#endif
+    for (int64_t q = 0; q < n; q++) {
+        T *to = dst + (dst_rows ? (int64_t)dst_rows[q] : q) * width;
+        const T *from = src + (src_rows ? (int64_t)src_rows[q] : q) * width;
+        if (add)
+            for (int w = 0; w < width; w++) to[w] += from[w];
+        else
+            std::memcpy(to, from, sizeof(T) * width);
+    }
+}
+}  // namespace
+
+/* Forward: the ghost rows (in) from the send rows (out) of their owners. Reverse: the ghost rows' contributions (out)
+ * summed into the send rows (in, assigned) of their owners, in the order of ranks, then of the peer's list: the same
+ * sums every time. Peers on this node read the rows from the shared window (shared_rows), the others get one
+ * MPI_Isend/MPI_Irecv per peer. */
 template <class T>
 void PairCGEqui::exchange_rows(const T *out, T *in, int width, bool reverse) {
     const double t0 = MPI_Wtime();
-    /* rows that are one block go out from, or come in to, their place; the others through xsend / xrecv */
+    if (shared_rows) { /* this rank's rows in its segment of the shared window, for its peers on the node */
+        const int64_t n_out = reverse ? (int64_t)node_atom.size() - cand_local : (int64_t)send_nodes.size();
+        T *mine = reinterpret_cast<T *>(shared_segment(sizeof(T) * n_out * width + sizeof(T)));
+        if (out != mine) { /* not staged there by the evaluator (the first calls, forces, per-atom virials) */
+            const int64_t n = n_out * width;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+#endif
+            for (int64_t q = 0; q < n; q += 4096) std::memcpy(mine + q, out + q, sizeof(T) * std::min<int64_t>(4096, n - q));
+        }
+        node_barrier();
+    }
+    /* MPI peers: rows that are one block go out from, or come in to, their place; the others through xsend / xrecv */
     auto out_block = [&](const peer &p) { return reverse ? p.recv_block : p.send_block; };
     auto in_place = [&](const peer &p) { return reverse ? sums_in_place : p.recv_block >= 0; };
     size_t nsend = 0, nrecv = 0;
     for (const peer &p : peers) {
+        if (p.on_node) continue;
         if (out_block(p) < 0) nsend += (reverse ? p.recv : p.send).size();
         if (!in_place(p)) nrecv += (reverse ? p.send : p.recv).size();
     }
@@ -531,6 +688,7 @@ void PairCGEqui::exchange_rows(const T *out, T *in, int width, bool reverse) {
     const int tag = 0x6367;
     size_t so = 0, ro = 0;
     for (const peer &p : peers) {
+        if (p.on_node) continue;
         const std::vector<int> &rows_out = reverse ? p.recv : p.send, &rows_in = reverse ? p.send : p.recv;
         if (!rows_in.empty()) {
             T *to = &xrecv[ro];
@@ -545,12 +703,7 @@ void PairCGEqui::exchange_rows(const T *out, T *in, int width, bool reverse) {
             const T *from = out + (int64_t)out_block(p) * width;
             if (out_block(p) < 0) {
                 const int64_t n = (int64_t)rows_out.size();
-                T *pack = &xsend[so];
-#if defined(_OPENMP) /* rows of 4 KB (MP-0): one thread copied ~3 GB/s, most of 4 ranks' exchanges (session 43) */
-#pragma omp parallel for schedule(static) if (n * width > (1 << 16))
-#endif
-                for (int64_t q = 0; q < n; q++)
-                    std::memcpy(pack + q * width, out + (int64_t)rows_out[q] * width, sizeof(T) * width);
+                copy_rows(&xsend[so], (const int *)nullptr, out, rows_out.data(), n, width, false);
                 from = &xsend[so];
                 so += rows_out.size() * width;
             }
@@ -562,27 +715,23 @@ void PairCGEqui::exchange_rows(const T *out, T *in, int width, bool reverse) {
     const double tw = MPI_Wtime();
     if (!req.empty()) MPI_Waitall((int)req.size(), req.data(), status.data());
     if (in_evaluate) times.layer_wait += MPI_Wtime() - tw;
-    if (reverse && !sums_in_place) std::fill(in, in + send_nodes.size() * width, T(0));
+    /* one peer that gives every sum, in order, assigns them (an MPI peer's landed in place already) */
+    const bool assign = reverse && sums_in_place;
+    if (reverse && !assign) std::fill(in, in + send_nodes.size() * width, T(0));
     ro = 0;
     for (const peer &p : peers) {
-        if (in_place(p)) continue;
         const std::vector<int> &rows_in = reverse ? p.send : p.recv;
         const int64_t n = (int64_t)rows_in.size();
-        const T *from = &xrecv[ro];
-        /* a peer's rows are distinct (plan_exchange), so its rows go to distinct places: the same sums every time */
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(static) if (n * width > (1 << 16))
-#endif
-        for (int64_t q = 0; q < n; q++) {
-            T *row = in + (int64_t)rows_in[q] * width;
-            const T *got = from + q * width;
-            if (reverse)
-                for (int w = 0; w < width; w++) row[w] += got[w];
-            else
-                std::memcpy(row, got, sizeof(T) * width);
+        if (p.on_node) { /* straight from the peer's staged rows */
+            const T *seg = reinterpret_cast<const T *>(rows_seg[node_rank_of[p.rank]]);
+            copy_rows(in, rows_in.data(), seg, (reverse ? p.far_recv : p.far_send).data(), n, width, reverse && !assign);
+            continue;
         }
+        if (in_place(p)) continue;
+        copy_rows(in, rows_in.data(), (const T *)&xrecv[ro], (const int *)nullptr, n, width, reverse);
         ro += rows_in.size() * width;
     }
+    if (shared_rows) node_barrier(); /* the peers have read this rank's rows before it stages the next */
     if (in_evaluate) {
         times.layer_exchange += MPI_Wtime() - t0;
         for (const peer &p : peers) times.layer_bytes += (double)(p.send.size() + p.recv.size()) * width * sizeof(T);

@@ -36,6 +36,8 @@ class PairCGEqui : public Pair {
      * assigned) what the other ranks contributed to each send node. T: double, or float (float_rows). */
     template <class T>
     void exchange_rows(const T *out, T *in, int width, bool reverse);
+    /* cgq_exchange.stage_rows: this rank's segment of the node's shared window where it holds bytes, else NULL */
+    void *stage_rows(size_t bytes, size_t *capacity);
 
   private:
     cgq_evaluator_params params;
@@ -67,7 +69,7 @@ class PairCGEqui : public Pair {
         long steps = 0, rebuilds = 0;
         double update = 0, node_map = 0, pairs = 0, evaluate = 0, fold = 0; /* node_map + pairs: the rebuilds */
         double layer_exchange = 0; /* inside evaluate: the evaluator's calls of exchange_rows() */
-        double layer_wait = 0;     /* of which in MPI_Waitall (the transport, and waiting for the peers) */
+        double layer_wait = 0;     /* of which in MPI_Waitall and the node's barriers (transport, waiting for peers) */
         double layer_bytes = 0;    /* bytes this rank sent and received in them */
         double first[2] = {0, 0}; /* the first rebuild (in the run's setup): node map, the evaluator's candidate pairs */
     } times;
@@ -80,6 +82,9 @@ class PairCGEqui : public Pair {
         int rank;
         std::vector<int> send, recv;
         int send_block, recv_block;
+        bool on_node = false; /* shared_rows: read from its segment of the window; far_send: per recv row, its
+                                 place in the peer's staged send rows; far_recv: per send row, the peer's ghost row */
+        std::vector<int> far_send, far_recv;
     };
     std::vector<peer> peers;
     std::vector<int32_t> send_nodes;
@@ -98,6 +103,18 @@ class PairCGEqui : public Pair {
     }
     std::vector<double> xsums;
     bool float_rows = false; /* every rank's evaluator is float32: the per-layer rows move as floats */
+    /* the node's shared window of staged rows (pair_cgequi.cpp, "rows shared within a node") */
+    MPI_Comm node_comm = MPI_COMM_NULL;
+    int node_me = 0;
+    std::vector<int> node_rank_of; /* world rank -> rank in node_comm, -1 on another node */
+    bool shared_rows = false;
+    size_t rows_cap = 0;          /* bytes of each rank's segment */
+    std::vector<char *> rows_seg; /* per node rank: its segment */
+#ifndef MPI_STUBS                 /* (LAMMPS's serial stubs have no windows: one rank) */
+    MPI_Win rows_win = MPI_WIN_NULL;
+    std::vector<MPI_Win> retired_wins; /* outgrown windows, kept mapped until the evaluator (which may have pinned
+                                          them) is freed */
+#endif
     bigint plan_ncalls = -1, owners_ncalls = -1;
     bool in_evaluate = false;
 
@@ -109,6 +126,10 @@ class PairCGEqui : public Pair {
     void group_ghosts_by_owner();
     void plan_exchange();
     void fold_ghost_rows(double *data, int width);
+    void setup_node_comm(bool wanted);
+    char *shared_segment(size_t bytes);
+    void node_barrier();
+    void free_shared_rows();
     [[noreturn]] void fail_all(const std::string &what);
     [[noreturn]] void fail_one(const std::string &what);
 };

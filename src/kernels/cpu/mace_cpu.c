@@ -68,7 +68,7 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const c
         const int64_t n_up = t == 0 ? NA : N;
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < n_up; i++) mace_step_up(&c, t, i);
-        if (t > 0 && xc) CGQ_TRY(cgq_exchange_array(xc, c.ls[t].hu, N, m->layers[t].linear_up.out.dim, false));
+        if (t > 0 && xc) CGQ_TRY(cgq_exchange_array(xc, c.ls[t].hu, N, NA, m->layers[t].linear_up.out.dim, false));
 #define CONV(i, s) mace_step_conv_node(&c, t, i, s, 1)
         CGQ_PARALLEL_WITH_SCRATCH(N, work, oom, CONV);
 #undef CONV
@@ -94,7 +94,7 @@ cgq_status cgq_mace_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const c
         CGQ_PARALLEL_WITH_SCRATCH(NA, c.esz, oom, SEND_BWD);
 #undef SEND_BWD
         /* gradients that landed on ghost senders belong to their owners */
-        if (xc) CGQ_TRY(cgq_exchange_array(xc, c.ghu, N, m->layers[t].linear_up.out.dim, true));
+        if (xc) CGQ_TRY(cgq_exchange_array(xc, c.ghu, N, NA, m->layers[t].linear_up.out.dim, true));
 #pragma omp parallel for schedule(static)
         for (int64_t j = 0; j < N; j++) mace_step_up_backward(&c, t, j);
         double *swap = c.gh;

@@ -43,7 +43,7 @@ cgq_status cgq_nequip_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const
         const int64_t n_up = t == 0 ? NA : N;
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < n_up; i++) nq_step_up(&c, t, i);
-        if (t > 0 && xc) CGQ_TRY(cgq_exchange_array(xc, c.h[t], N, nq_layer_in_dim(nq, t), false));
+        if (t > 0 && xc) CGQ_TRY(cgq_exchange_array(xc, c.h[t], N, NA, nq_layer_in_dim(nq, t), false));
 #define CONV(i, s) nq_step_conv(&c, t, i, s)
         CGQ_PARALLEL_WITH_SCRATCH(N, work, oom, CONV);
 #undef CONV
@@ -76,7 +76,7 @@ cgq_status cgq_nequip_cpu_evaluate(const cgq_model *m, const cgq_graph *g, const
         CGQ_PARALLEL_WITH_SCRATCH(NA, c.esz, oom, SEND_BWD);
 #undef SEND_BWD
         /* gradients that landed on ghost senders belong to their owners */
-        if (xc) CGQ_TRY(cgq_exchange_array(xc, c.gh, N, nq_layer_in_dim(nq, t), true));
+        if (xc) CGQ_TRY(cgq_exchange_array(xc, c.gh, N, NA, nq_layer_in_dim(nq, t), true));
 #define UP_BWD(j, s) nq_step_up_backward(&c, t, j, s)
         CGQ_PARALLEL_WITH_SCRATCH(N, c.nsz, oom, UP_BWD);
 #undef UP_BWD

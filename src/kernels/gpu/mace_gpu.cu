@@ -145,6 +145,8 @@ struct cgq_gpu {
     size_t xstage_cap = 0;    /* bytes, as every cap here */
     void *xinc = nullptr;     /* device: the rows an exchange sends (packed) or the sums it adds to local rows */
     size_t xinc_cap = 0;
+    void *xext = nullptr;     /* the caller's staging (cgq_exchange.stage_rows), pinned by cudaHostRegister */
+    size_t xext_bytes = 0;    /* its registered size; 0: not registered (rows then go through pageable copies) */
     int32_t *xnodes = nullptr; /* device: the rows form's send_nodes for this evaluation (exchange_begin) */
     size_t xnodes_cap = 0;
     double *energy_stage = nullptr; /* pinned: the node energies, copied while the reverse runs (energy_download) */
@@ -819,6 +821,7 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFreeHost(g->xstage);
     cudaFree(g->xinc);
     cudaFree(g->xnodes);
+    if (g->xext_bytes) cudaHostUnregister(g->xext);
     if (g->side_fork) cudaEventDestroy(g->side_fork);
     if (g->side_join) cudaEventDestroy(g->side_join);
     if (g->side) cudaStreamDestroy(g->side);
@@ -1489,6 +1492,24 @@ static cgq_status grow_pinned(void **p, size_t *cap, size_t bytes, const char *w
     return CGQ_STATUS_OK;
 }
 
+/* The caller's staging of the rows an exchange hands over (cgq_exchange.stage_rows) for bytes, or NULL (then the
+ * evaluator's own). Page-locked once per buffer, so that the copy from the device runs at the bus's speed; where
+ * that is refused the buffer is still used, through pageable copies. */
+template <class U>
+static U *exchange_stage(cgq_gpu *g, const cgq_exchange *xc, size_t bytes) {
+    if (!xc->stage_rows) return nullptr;
+    size_t cap = 0;
+    void *p = xc->stage_rows(xc->ctx, bytes, &cap);
+    if (!p || cap < bytes) return nullptr;
+    if (p != g->xext || cap > g->xext_bytes) {
+        if (g->xext_bytes) cudaHostUnregister(g->xext);
+        g->xext = p, g->xext_bytes = 0;
+        if (cudaHostRegister(p, cap, cudaHostRegisterPortable) == cudaSuccess) g->xext_bytes = cap;
+        else (void)cudaGetLastError(); /* pageable: correct, slower */
+    }
+    return static_cast<U *>(p);
+}
+
 /* The rows form's send nodes on the device for this evaluation's exchanges (the API checked them: distinct local
  * nodes) */
 static cgq_status exchange_begin(cgq_gpu *g, const cgq_exchange *xc) {
@@ -1515,6 +1536,11 @@ static cgq_status exchange_rows_as(cgq_gpu *g, T *dev, U *staging, int64_t N, in
     const int64_t nout = (by_rows ? xc->n_send : N) * width, ng = (NA - N) * width;
     CGQ_TRY(grow_pinned(&g->xstage, &g->xstage_cap, sizeof(U) * (nout + ng + 1), "the ghost exchange"));
     U *h = static_cast<U *>(g->xstage), *hg = h + nout; /* host: the rows out (or sums in), then the ghost rows */
+    if (by_rows) { /* the rows handed over (forward: the send rows; reverse: the ghost rows) in the caller's staging */
+        U *ext = exchange_stage<U>(g, xc, sizeof(U) * ((reverse ? ng : nout) + 1));
+        if (ext && reverse) hg = ext;
+        if (ext && !reverse) h = ext;
+    }
     U *ghosts = (same ? reinterpret_cast<U *>(dev) : staging) + N * width; /* device U */
     CGQ_TRY(grow(&g->xinc, &g->xinc_cap, sizeof(U) * (nout + 1)));
     U *packed = static_cast<U *>(g->xinc);
