@@ -110,11 +110,22 @@ inline Points make_points(const cgq_model *m, const Case &c, double skin) {
 // Ghost node g (n_local <= g < owner.size()) is a copy of local node owner[g]: exchange copies owner rows to ghosts
 // and sums back (calls counted), in either of cgq_exchange's forms. As across ranks, only the owners' rows are read
 // forward and only the ghosts' backward.
+// A host staging buffer for cgq_exchange.stage_rows that lives as long as the process (a GPU evaluator pins the buffer
+// it is given until it is freed or given another)
+inline void *test_stage(size_t bytes, size_t *capacity) {
+    static std::vector<char> *buf = new std::vector<char>((size_t)16 << 20); // never freed
+    if (bytes > buf->size()) return nullptr;
+    *capacity = buf->size();
+    return buf->data();
+}
+
 struct GhostExchange {
     int64_t n_local;
     const std::vector<int32_t> *owner;
     int forward_calls = 0, reverse_calls = 0;
-    int float_calls = 0; // of which through the float rows (forward_rows_f32, reverse_rows_f32)
+    int float_calls = 0;  // of which through the float rows (forward_rows_f32, reverse_rows_f32)
+    int staged_calls = 0; // of which handed their rows over in the staging (stage_rows)
+    void *staged = nullptr;
     std::vector<int32_t> send_nodes; // rows form: the ghosts' owners, distinct, increasing
     std::vector<int32_t> send_pos;   // rows form: per ghost row, its owner's position in send_nodes
 
@@ -122,8 +133,8 @@ struct GhostExchange {
     int32_t owner_of_ghost(int64_t k) const { return (*owner)[n_local + k]; }
 
     cgq_exchange array_form() { return cgq_exchange{this, fwd, rev, nullptr, 0, nullptr, nullptr}; }
-    // float_rows: with forward_rows_f32 and reverse_rows_f32 too (used by float32 evaluators)
-    cgq_exchange rows_form(bool float_rows = false) {
+    // float_rows: with forward_rows_f32 and reverse_rows_f32 too (used by float32 evaluators); stage: with stage_rows
+    cgq_exchange rows_form(bool float_rows = false, bool stage = false) {
         send_nodes.clear(), send_pos.clear();
         for (int64_t k = 0; k < n_ghosts(); k++) send_nodes.push_back(owner_of_ghost(k));
         std::sort(send_nodes.begin(), send_nodes.end());
@@ -134,7 +145,12 @@ struct GhostExchange {
         cgq_exchange xc{this, nullptr, nullptr, send_nodes.data(), (int64_t)send_nodes.size(), fwd_rows<double>,
                         rev_rows<double>};
         if (float_rows) xc.forward_rows_f32 = fwd_rows<float>, xc.reverse_rows_f32 = rev_rows<float>;
+        if (stage) xc.stage_rows = stage_rows;
         return xc;
+    }
+    static void *stage_rows(void *ctx, size_t bytes, size_t *capacity) {
+        GhostExchange *x = static_cast<GhostExchange *>(ctx);
+        return x->staged = test_stage(bytes, capacity);
     }
 
     static cgq_status fwd(void *ctx, double *data, int width) {
@@ -159,6 +175,7 @@ struct GhostExchange {
         GhostExchange *x = static_cast<GhostExchange *>(ctx);
         x->forward_calls++;
         x->float_calls += sizeof(T) == sizeof(float);
+        x->staged_calls += x->staged && (const void *)send == x->staged;
         for (int64_t k = 0; k < x->n_ghosts(); k++)
             for (int c = 0; c < width; c++) ghosts[k * width + c] = send[(int64_t)x->send_pos[k] * width + c];
         return CGQ_STATUS_OK;
@@ -168,6 +185,7 @@ struct GhostExchange {
         GhostExchange *x = static_cast<GhostExchange *>(ctx);
         x->reverse_calls++;
         x->float_calls += sizeof(T) == sizeof(float);
+        x->staged_calls += x->staged && (const void *)ghosts == x->staged;
         std::fill(sums, sums + x->send_nodes.size() * width, T(0));
         for (int64_t k = 0; k < x->n_ghosts(); k++)
             for (int c = 0; c < width; c++) sums[(int64_t)x->send_pos[k] * width + c] += ghosts[k * width + c];
@@ -176,10 +194,10 @@ struct GhostExchange {
 };
 
 // cgq_evaluate_pairs as an Eval of the local atoms (ghost rows summed into their owners; virials symmetrised
-// like cgq_evaluate_system's). The mixed map's rows form offers float rows unless float_rows is false; calls, if
-// given, receives the exchange's counts.
+// like cgq_evaluate_system's). The mixed map's rows form offers float rows and a staging buffer unless float_rows is
+// false; calls, if given, receives the exchange's counts.
 struct ExchangeCalls {
-    int all = 0, in_float = 0;
+    int all = 0, in_float = 0, staged = 0;
 };
 inline Eval evaluate_pairs(cgq_evaluator *ev, const Points &p, const NodeMap &m, const std::vector<double> &x,
                            bool float_rows = true, ExchangeCalls *calls = nullptr) {
@@ -192,9 +210,11 @@ inline Eval evaluate_pairs(cgq_evaluator *ev, const Points &p, const NodeMap &m,
     res.forces = f.data(), res.node_energies = r.atomic_energies.data(), res.node_virials = w.data();
     GhostExchange gx{p.n, &m.owner};
     // the mixed map (as a rank with other ranks' atoms) through the rows form, as the pair style gives it
-    const cgq_exchange xc = m.rows_form ? gx.rows_form(float_rows) : gx.array_form();
+    const cgq_exchange xc = m.rows_form ? gx.rows_form(float_rows, float_rows) : gx.array_form();
     r.status = cgq_evaluate_pairs(ev, x.data(), ghosts ? &xc : nullptr, &res);
-    if (calls) calls->all = gx.forward_calls + gx.reverse_calls, calls->in_float = gx.float_calls;
+    if (calls)
+        calls->all = gx.forward_calls + gx.reverse_calls, calls->in_float = gx.float_calls,
+        calls->staged = gx.staged_calls;
     r.energy = res.energy;
     if (ghosts) {
         GhostExchange::rev(&gx, f.data(), 3);

@@ -50,9 +50,10 @@ TEST(Ghosts, ExchangeMatchesFoldedGraph) {
                 sender[e] = it->second;
             }
             cgq_graph ghosted{(int64_t)im.owner.size(), n, nl.n_edges, gspecies.data(), nl.row_ptr, sender.data(), nl.vec};
-            for (bool rows : {false, true}) { // cgq_exchange's array form, then its rows form (with float rows)
+            for (int form : {0, 1, 2}) { // cgq_exchange's array form, its rows form (with float rows), and staged
+                const bool rows = form > 0;
                 GhostExchange gx{n, &im.owner};
-                const cgq_exchange xc = rows ? gx.rows_form(true) : gx.array_form();
+                const cgq_exchange xc = rows ? gx.rows_form(true, form == 2) : gx.array_form();
                 double e1 = 0;
                 std::vector<double> ge1(3 * nl.n_edges + 3), ae1(n + 1);
                 ASSERT_EQ(cgq_evaluate_graph(ev.e, &ghosted, &xc, &e1, ae1.data(), ge1.data()), CGQ_STATUS_OK)
@@ -60,8 +61,9 @@ TEST(Ghosts, ExchangeMatchesFoldedGraph) {
                 // one forward exchange per layer after the first, one reverse per layer after the first
                 EXPECT_EQ(gx.forward_calls, gx.reverse_calls);
                 EXPECT_EQ(gx.float_calls, 0) << "a float64 evaluator took the float rows";
+                EXPECT_EQ(gx.staged_calls, form == 2 ? gx.forward_calls + gx.reverse_calls : 0);
                 (rows ? exchanged_rows : exchanged_array) += gx.forward_calls;
-                const std::string what = path + " " + c.name + (rows ? " rows form" : " array form");
+                const std::string what = path + " " + c.name + (form == 2 ? " staged rows" : rows ? " rows form" : " array form");
                 EXPECT_NEAR(e1, e0, 1e-12 * std::fabs(e0)) << what;
                 EXPECT_LE(max_abs_diff(ae1.data(), ae0.data(), n), 1e-12 * std::fmax(max_abs(ae0), 1.0)) << what;
                 EXPECT_LE(max_abs_diff(ge1.data(), ge0.data(), 3 * nl.n_edges), 1e-12 * std::fmax(max_abs(ge0), 1.0))
