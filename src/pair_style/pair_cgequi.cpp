@@ -371,10 +371,16 @@ void PairCGEqui::compute(int eflag, int vflag) {
     r.node_energies = node_energy.data();
     r.node_virials = peratom_virial ? node_virial.data() : nullptr;
     /* the rows form: a GPU evaluator moves only the rows that cross ranks over the bus */
-    cgq_exchange xc{this, nullptr, nullptr, send_nodes.data(), (int64_t)send_nodes.size(), forward_rows_cb<double>,
-                    reverse_rows_cb<double>};
-    if (float_rows) xc.forward_rows_f32 = forward_rows_cb<float>, xc.reverse_rows_f32 = reverse_rows_cb<float>;
-    if (shared_rows) xc.stage_rows = stage_rows_cb; /* peers on this node read the rows where the evaluator puts them */
+    cgq_exchange xc{this,
+                    nullptr,
+                    nullptr,
+                    send_nodes.data(),
+                    (int64_t)send_nodes.size(),
+                    forward_rows_cb<double>,
+                    reverse_rows_cb<double>,
+                    float_rows ? forward_rows_cb<float> : nullptr,
+                    float_rows ? reverse_rows_cb<float> : nullptr,
+                    shared_rows ? stage_rows_cb : nullptr}; /* peers on this node read the rows where they are staged */
     in_evaluate = true;
     const cgq_status st = cgq_evaluate_pairs(evaluator, points.data(), exchanges ? &xc : nullptr, &r);
     in_evaluate = false;
@@ -515,7 +521,7 @@ void PairCGEqui::plan_exchange() {
     peers.clear();
     for (int r = 0; r < nprocs; r++) {
         if (!nwant[r] && !nasked[r]) continue;
-        peer p{r, {}, ghosts[r], -1, -1};
+        peer p{r, {}, ghosts[r], -1, -1, false, {}, {}};
         for (int i = rdisp[r]; i < rdisp[r + 1]; i++) p.send.push_back(position[asked[i]]);
         p.send_block = block_start(p.send), p.recv_block = block_start(p.recv);
         peers.push_back(std::move(p));
@@ -583,7 +589,7 @@ char *PairCGEqui::shared_segment(size_t bytes) {
     if (most > rows_cap) {
         /* the outgrown window stays mapped until the evaluator is freed: it may have pinned it */
         if (rows_win != MPI_WIN_NULL) retired_wins.push_back(rows_win);
-        const size_t cap = ((most + most / 2) | ((size_t)1 << 20) - 1) + 1; /* whole MB, with room to grow */
+        const size_t mb = (size_t)1 << 20, cap = (most + most / 2 + mb - 1) / mb * mb; /* whole MB, room to grow */
         MPI_Info info;
         MPI_Info_create(&info);
         MPI_Info_set(info, "alloc_shared_noncontig", "true"); /* each segment on its own pages */
@@ -680,7 +686,7 @@ void PairCGEqui::exchange_rows(const T *out, T *in, int width, bool reverse) {
         if (out_block(p) < 0) nsend += (reverse ? p.recv : p.send).size();
         if (!in_place(p)) nrecv += (reverse ? p.send : p.recv).size();
     }
-    std::vector<T> &xsend = buffers<T>().send, &xrecv = buffers<T>().recv;
+    std::vector<T> &xsend = buffers(T()).send, &xrecv = buffers(T()).recv;
     xsend.resize(nsend * width + 1);
     xrecv.resize(nrecv * width + 1);
     std::vector<MPI_Request> req;

@@ -82,7 +82,7 @@ class PairCGEqui : public Pair {
         int rank;
         std::vector<int> send, recv;
         int send_block, recv_block;
-        bool on_node = false; /* shared_rows: read from its segment of the window; far_send: per recv row, its
+        bool on_node; /* shared_rows: read from its segment of the window; far_send: per recv row, its
                                  place in the peer's staged send rows; far_recv: per send row, the peer's ghost row */
         std::vector<int> far_send, far_recv;
     };
@@ -96,11 +96,8 @@ class PairCGEqui : public Pair {
     };
     row_buffers<double> xrows;
     row_buffers<float> xrows_f;
-    template <class T>
-    row_buffers<T> &buffers() {
-        if constexpr (sizeof(T) == sizeof(float)) return xrows_f;
-        else return xrows;
-    }
+    row_buffers<double> &buffers(double) { return xrows; }
+    row_buffers<float> &buffers(float) { return xrows_f; }
     std::vector<double> xsums;
     bool float_rows = false; /* every rank's evaluator is float32: the per-layer rows move as floats */
     /* the node's shared window of staged rows (pair_cgequi.cpp, "rows shared within a node") */
