@@ -106,11 +106,13 @@ typedef struct cgq_graph {
  * moving half the bytes; the others ignore them. Give them only when every rank's evaluator is float32 (the ranks'
  * calls must match).
  *
- * Staging (stage_rows; optional, with the rows form): called once before each rows call, it returns a host buffer of
- * at least bytes (*capacity: its size) where the evaluator puts the rows it hands over (forward_rows' send,
- * reverse_rows' ghosts), or NULL for the evaluator's own. Memory the other ranks of a node read directly (an MPI
- * shared-memory window) then needs no copy on the host. A GPU evaluator pins the buffer (page-locks it) until it
- * gets another one or is freed, so the caller keeps it mapped until then.
+ * Staging (stage_rows, stage_rows_in; optional, with the rows form): called once each before each rows call, they
+ * return a host buffer of at least bytes (*capacity: the bytes usable from it) or NULL (the evaluator's own).
+ * stage_rows: where the evaluator puts the rows it hands over (forward_rows' send, reverse_rows' ghosts);
+ * stage_rows_in: where it takes the rows it gets (forward_rows' ghosts, reverse_rows' sums), which the call may find
+ * already written there by a peer. Memory other ranks of a node read or write directly (an MPI shared-memory window)
+ * then needs no copy on the host. A GPU evaluator pins these buffers (page-locks them) until it gets others or is
+ * freed, so the caller keeps them mapped until then.
  *
  * Every rank calls them the same number of times, also with zero local nodes. */
 typedef struct cgq_exchange {
@@ -124,6 +126,7 @@ typedef struct cgq_exchange {
     cgq_status (*forward_rows_f32)(void *ctx, const float *send, float *ghosts, int width);
     cgq_status (*reverse_rows_f32)(void *ctx, const float *ghosts, float *sums, int width);
     void *(*stage_rows)(void *ctx, size_t bytes, size_t *capacity);
+    void *(*stage_rows_in)(void *ctx, size_t bytes, size_t *capacity);
 } cgq_exchange;
 
 /* Energy (sum over local nodes), per-local-node energies (optional, [n_local]) and dE/dvec per edge

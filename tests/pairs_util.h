@@ -111,12 +111,13 @@ inline Points make_points(const cgq_model *m, const Case &c, double skin) {
 // and sums back (calls counted), in either of cgq_exchange's forms. As across ranks, only the owners' rows are read
 // forward and only the ghosts' backward.
 // A host staging buffer for cgq_exchange.stage_rows that lives as long as the process (a GPU evaluator pins the buffer
-// it is given until it is freed or given another)
-inline void *test_stage(size_t bytes, size_t *capacity) {
-    static std::vector<char> *buf = new std::vector<char>((size_t)16 << 20); // never freed
-    if (bytes > buf->size()) return nullptr;
-    *capacity = buf->size();
-    return buf->data();
+// it is given until it is freed or given another); in: the one for the rows that come in (stage_rows_in)
+inline void *test_stage(size_t bytes, size_t *capacity, bool in) {
+    static std::vector<char> *buf[2] = {new std::vector<char>((size_t)16 << 20),
+                                        new std::vector<char>((size_t)16 << 20)}; // never freed
+    if (bytes > buf[in]->size()) return nullptr;
+    *capacity = buf[in]->size();
+    return buf[in]->data();
 }
 
 struct GhostExchange {
@@ -124,8 +125,9 @@ struct GhostExchange {
     const std::vector<int32_t> *owner;
     int forward_calls = 0, reverse_calls = 0;
     int float_calls = 0;  // of which through the float rows (forward_rows_f32, reverse_rows_f32)
-    int staged_calls = 0; // of which handed their rows over in the staging (stage_rows)
-    void *staged = nullptr;
+    int staged_calls = 0;    // of which handed their rows over in the staging (stage_rows)
+    int staged_in_calls = 0; // of which took their rows in the staging (stage_rows_in)
+    void *staged = nullptr, *staged_in = nullptr;
     std::vector<int32_t> send_nodes; // rows form: the ghosts' owners, distinct, increasing
     std::vector<int32_t> send_pos;   // rows form: per ghost row, its owner's position in send_nodes
 
@@ -145,12 +147,16 @@ struct GhostExchange {
         cgq_exchange xc{this, nullptr, nullptr, send_nodes.data(), (int64_t)send_nodes.size(), fwd_rows<double>,
                         rev_rows<double>};
         if (float_rows) xc.forward_rows_f32 = fwd_rows<float>, xc.reverse_rows_f32 = rev_rows<float>;
-        if (stage) xc.stage_rows = stage_rows;
+        if (stage) xc.stage_rows = stage_rows, xc.stage_rows_in = stage_rows_in;
         return xc;
     }
     static void *stage_rows(void *ctx, size_t bytes, size_t *capacity) {
         GhostExchange *x = static_cast<GhostExchange *>(ctx);
-        return x->staged = test_stage(bytes, capacity);
+        return x->staged = test_stage(bytes, capacity, false);
+    }
+    static void *stage_rows_in(void *ctx, size_t bytes, size_t *capacity) {
+        GhostExchange *x = static_cast<GhostExchange *>(ctx);
+        return x->staged_in = test_stage(bytes, capacity, true);
     }
 
     static cgq_status fwd(void *ctx, double *data, int width) {
@@ -176,6 +182,7 @@ struct GhostExchange {
         x->forward_calls++;
         x->float_calls += sizeof(T) == sizeof(float);
         x->staged_calls += x->staged && (const void *)send == x->staged;
+        x->staged_in_calls += x->staged_in && (void *)ghosts == x->staged_in;
         for (int64_t k = 0; k < x->n_ghosts(); k++)
             for (int c = 0; c < width; c++) ghosts[k * width + c] = send[(int64_t)x->send_pos[k] * width + c];
         return CGQ_STATUS_OK;
@@ -186,6 +193,7 @@ struct GhostExchange {
         x->reverse_calls++;
         x->float_calls += sizeof(T) == sizeof(float);
         x->staged_calls += x->staged && (const void *)ghosts == x->staged;
+        x->staged_in_calls += x->staged_in && (void *)sums == x->staged_in;
         std::fill(sums, sums + x->send_nodes.size() * width, T(0));
         for (int64_t k = 0; k < x->n_ghosts(); k++)
             for (int c = 0; c < width; c++) sums[(int64_t)x->send_pos[k] * width + c] += ghosts[k * width + c];
@@ -197,7 +205,7 @@ struct GhostExchange {
 // like cgq_evaluate_system's). The mixed map's rows form offers float rows and a staging buffer unless float_rows is
 // false; calls, if given, receives the exchange's counts.
 struct ExchangeCalls {
-    int all = 0, in_float = 0, staged = 0;
+    int all = 0, in_float = 0, staged = 0, staged_in = 0;
 };
 inline Eval evaluate_pairs(cgq_evaluator *ev, const Points &p, const NodeMap &m, const std::vector<double> &x,
                            bool float_rows = true, ExchangeCalls *calls = nullptr) {
@@ -214,7 +222,7 @@ inline Eval evaluate_pairs(cgq_evaluator *ev, const Points &p, const NodeMap &m,
     r.status = cgq_evaluate_pairs(ev, x.data(), ghosts ? &xc : nullptr, &res);
     if (calls)
         calls->all = gx.forward_calls + gx.reverse_calls, calls->in_float = gx.float_calls,
-        calls->staged = gx.staged_calls;
+        calls->staged = gx.staged_calls, calls->staged_in = gx.staged_in_calls;
     r.energy = res.energy;
     if (ghosts) {
         GhostExchange::rev(&gx, f.data(), 3);

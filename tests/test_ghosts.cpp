@@ -62,6 +62,7 @@ TEST(Ghosts, ExchangeMatchesFoldedGraph) {
                 EXPECT_EQ(gx.forward_calls, gx.reverse_calls);
                 EXPECT_EQ(gx.float_calls, 0) << "a float64 evaluator took the float rows";
                 EXPECT_EQ(gx.staged_calls, form == 2 ? gx.forward_calls + gx.reverse_calls : 0);
+                EXPECT_EQ(gx.staged_in_calls, gx.staged_calls);
                 (rows ? exchanged_rows : exchanged_array) += gx.forward_calls;
                 const std::string what = path + " " + c.name + (form == 2 ? " staged rows" : rows ? " rows form" : " array form");
                 EXPECT_NEAR(e1, e0, 1e-12 * std::fabs(e0)) << what;

@@ -196,6 +196,7 @@ static void check_pairs_on_device(const std::string &file, cgq_precision prec) {
             if (nm.rows_form) { /* float rows where the evaluator is float32, else the double rows; both checked */
                 EXPECT_EQ(calls.in_float, f32 ? calls.all : 0) << what;
                 EXPECT_EQ(calls.staged, calls.all) << what << ": rows not handed over in the caller's staging";
+                EXPECT_EQ(calls.staged_in, calls.all) << what << ": rows not taken in the caller's staging";
                 ExchangeCalls dcalls;
                 check(evaluate_pairs(gpu, p, nm, x, false, &dcalls), what + " double rows");
                 EXPECT_EQ(dcalls.in_float, 0) << what;

@@ -51,26 +51,35 @@ cgq_status cgq_exchange_array(const cgq_exchange *xc, double *data, int64_t n_lo
                               bool reverse) {
     if (!cgq_exchange_has_rows(xc)) return (reverse ? xc->reverse : xc->forward)(xc->ctx, data, width);
     const int64_t ns = xc->n_send;
-    double *rows = malloc(sizeof(double) * (size_t)(ns * width + 1));
-    if (!rows) return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory for the exchange's %lld rows", (long long)ns);
     double *ghosts = data + n_local * width;
-    /* the rows handed over in the caller's staging where it gives one (the send rows, or the ghost rows) */
-    const size_t out_bytes = sizeof(double) * (size_t)((reverse ? n_nodes - n_local : ns) * width);
-    size_t cap = 0;
+    /* the rows handed over (the send rows, or the ghost rows) and those taken (the ghost rows, or the sums) go in the
+     * caller's staging where it gives one */
+    const size_t send_bytes = sizeof(double) * (size_t)(ns * width);
+    const size_t ghost_bytes = sizeof(double) * (size_t)((n_nodes - n_local) * width);
+    const size_t out_bytes = reverse ? ghost_bytes : send_bytes, in_bytes = reverse ? send_bytes : ghost_bytes;
+    size_t cap = 0, cap_in = 0;
     double *staged = xc->stage_rows ? xc->stage_rows(xc->ctx, out_bytes + sizeof(double), &cap) : NULL;
     if (staged && cap < out_bytes) staged = NULL;
+    double *staged_in = xc->stage_rows_in ? xc->stage_rows_in(xc->ctx, in_bytes + sizeof(double), &cap_in) : NULL;
+    if (staged_in && cap_in < in_bytes) staged_in = NULL;
+    /* the send rows (forward) or the sums (reverse) where the caller gives no staging */
+    double *rows = NULL;
+    if (!(reverse ? staged_in : staged) && !(rows = malloc(send_bytes + sizeof(double))))
+        return cgq_fail(CGQ_STATUS_OUT_OF_MEMORY, "out of memory for the exchange's %lld rows", (long long)ns);
     cgq_status st;
     if (!reverse) {
         double *send = staged ? staged : rows;
         for (int64_t i = 0; i < ns; i++)
             memcpy(send + i * width, data + (int64_t)xc->send_nodes[i] * width, sizeof(double) * width);
-        st = xc->forward_rows(xc->ctx, send, ghosts, width);
+        st = xc->forward_rows(xc->ctx, send, staged_in ? staged_in : ghosts, width);
+        if (staged_in && st == CGQ_STATUS_OK) memcpy(ghosts, staged_in, ghost_bytes);
     } else {
         if (staged) memcpy(staged, ghosts, out_bytes);
-        st = xc->reverse_rows(xc->ctx, staged ? staged : ghosts, rows, width);
+        double *sums = staged_in ? staged_in : rows;
+        st = xc->reverse_rows(xc->ctx, staged ? staged : ghosts, sums, width);
         for (int64_t i = 0; st == CGQ_STATUS_OK && i < ns; i++) {
             double *dst = data + (int64_t)xc->send_nodes[i] * width;
-            for (int k = 0; k < width; k++) dst[k] += rows[i * width + k];
+            for (int k = 0; k < width; k++) dst[k] += sums[i * width + k];
         }
     }
     free(rows);

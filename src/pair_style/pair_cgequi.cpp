@@ -43,7 +43,10 @@ cgq_status reverse_rows_cb(void *ctx, const T *ghosts, T *sums, int width) {
     return CGQ_STATUS_OK;
 }
 void *stage_rows_cb(void *ctx, size_t bytes, size_t *capacity) {
-    return static_cast<PairCGEqui *>(ctx)->stage_rows(bytes, capacity);
+    return static_cast<PairCGEqui *>(ctx)->stage_rows(bytes, capacity, false);
+}
+void *stage_rows_in_cb(void *ctx, size_t bytes, size_t *capacity) {
+    return static_cast<PairCGEqui *>(ctx)->stage_rows(bytes, capacity, true);
 }
 template <class T>
 MPI_Datatype mpi_type();
@@ -75,14 +78,16 @@ PairCGEqui::~PairCGEqui() {
         const long later = t.rebuilds > 1 ? t.rebuilds - 1 : 1;
         fprintf(stderr,
                 "pair cgequi timing, rank %d, %ld steps, %ld candidate rebuilds (ms per step): positions and checks "
-                "%.3f, rebuilds %.3f; evaluate %.3f (of which per-layer exchanges %.3f, moving %.2f MB in %s rows, their "
+                "%.3f, rebuilds %.3f; evaluate %.3f (of which per-layer exchanges %.3f, moving %.2f MB in %s rows%s, their "
                 "waits %.3f); forces "
                 "to LAMMPS and ghost rows to their owners %.3f\n"
                 "pair cgequi timing, rank %d, ms per rebuild (node map, the evaluator's candidate pairs): the first "
                 "%.3f, %.3f; the later ones %.3f, %.3f\n",
                 t.rank, t.steps, t.rebuilds, 1e3 * t.update / t.steps, 1e3 * (t.node_map + t.pairs) / t.steps,
                 1e3 * t.evaluate / t.steps, 1e3 * t.layer_exchange / t.steps, 1e-6 * t.layer_bytes / t.steps,
-                float_rows ? "float" : "double", 1e3 * t.layer_wait / t.steps,
+                float_rows ? "float" : "double",
+                direct_rows ? " staged in the peer's memory" : shared_rows ? " shared within the node" : "",
+                1e3 * t.layer_wait / t.steps,
                 1e3 * t.fold / t.steps, t.rank,
                 1e3 * t.first[0], 1e3 * t.first[1],
                 1e3 * (t.node_map - t.first[0]) / later, 1e3 * (t.pairs - t.first[1]) / later);
@@ -222,6 +227,12 @@ void PairCGEqui::init_style() {
     int use_shared = !(sr && !strcmp(sr, "0"));
     MPI_Allreduce(MPI_IN_PLACE, &use_shared, 1, MPI_INT, MPI_MIN, world);
     setup_node_comm(use_shared != 0);
+    /* CGQ_PAIR_DIRECT_ROWS=0: rows through each rank's own out region even where they could go straight into the
+     * peer's (for comparisons); the same on every rank, as the peers agree on direct_rows */
+    const char *dr = getenv("CGQ_PAIR_DIRECT_ROWS");
+    int want_direct = !(dr && !strcmp(dr, "0"));
+    MPI_Allreduce(MPI_IN_PLACE, &want_direct, 1, MPI_INT, MPI_MIN, world);
+    direct_wanted = want_direct != 0;
     /* The graph is built from positions of local and ghost atoms (cgequi's own cell list, with LAMMPS's
      * skin), so no LAMMPS neighbor list is requested: this works the same on every LAMMPS version. */
     cand_skin = neighbor->skin;
@@ -380,7 +391,8 @@ void PairCGEqui::compute(int eflag, int vflag) {
                     reverse_rows_cb<double>,
                     float_rows ? forward_rows_cb<float> : nullptr,
                     float_rows ? reverse_rows_cb<float> : nullptr,
-                    shared_rows ? stage_rows_cb : nullptr}; /* peers on this node read the rows where they are staged */
+                    shared_rows ? stage_rows_cb : nullptr, /* peers on this node read the rows where they are staged */
+                    shared_rows ? stage_rows_in_cb : nullptr};
     in_evaluate = true;
     const cgq_status st = cgq_evaluate_pairs(evaluator, points.data(), exchanges ? &xc : nullptr, &r);
     in_evaluate = false;
@@ -529,19 +541,30 @@ void PairCGEqui::plan_exchange() {
     /* the reverse's sums land straight in place when one peer contributes to every send row, in order */
     sums_in_place = peers.size() == 1 && peers[0].send_block == 0 && peers[0].send.size() == send_nodes.size();
     /* peers on this node: where in their staged rows each row this rank reads sits (their lists for this rank) */
+    /* and whether this rank's rows map onto its only peer's one to one, in order, both ways (direct_rows below) */
+    const int64_t n_ghost = (int64_t)node_atom.size() - cand_local;
+    int one_to_one = peers.size() == 1 && peers[0].send_block == 0 && peers[0].send.size() == send_nodes.size() &&
+                     peers[0].recv_block == 0 && (int64_t)peers[0].recv.size() == n_ghost;
+    std::vector<int> peer_one_to_one(peers.size() + 1, 0);
     std::vector<MPI_Request> req;
-    req.reserve(4 * peers.size());
-    for (peer &p : peers) {
+    req.reserve(6 * peers.size());
+    for (size_t k = 0; k < peers.size(); k++) {
+        peer &p = peers[k];
         p.on_node = shared_rows && node_rank_of[p.rank] >= 0;
         if (!p.on_node) continue;
         p.far_send.assign(p.recv.size() + 1, 0), p.far_recv.assign(p.send.size() + 1, 0);
-        req.resize(req.size() + 4);
+        req.resize(req.size() + 6);
+        MPI_Irecv(&peer_one_to_one[k], 1, MPI_INT, p.rank, 3, world, &req[req.size() - 6]);
+        MPI_Isend(&one_to_one, 1, MPI_INT, p.rank, 3, world, &req[req.size() - 5]);
         MPI_Irecv(p.far_send.data(), (int)p.recv.size(), MPI_INT, p.rank, 1, world, &req[req.size() - 4]);
         MPI_Irecv(p.far_recv.data(), (int)p.send.size(), MPI_INT, p.rank, 2, world, &req[req.size() - 3]);
         MPI_Isend(p.send.data(), (int)p.send.size(), MPI_INT, p.rank, 1, world, &req[req.size() - 2]);
         MPI_Isend(p.recv.data(), (int)p.recv.size(), MPI_INT, p.rank, 2, world, &req[req.size() - 1]);
     }
     if (!req.empty()) MPI_Waitall((int)req.size(), req.data(), MPI_STATUSES_IGNORE);
+    /* one peer, on the node, whose rows map onto this rank's one to one, in order, both ways, and the same seen from
+     * it: each rank's outgoing rows can be staged straight in the other's incoming region */
+    direct_rows = one_to_one && peers[0].on_node && peer_one_to_one[0] && direct_wanted;
     plan_ncalls = neighbor->ncalls;
 }
 
@@ -573,13 +596,26 @@ void PairCGEqui::setup_node_comm(bool wanted) {
     plan_ncalls = -1; /* the peers' far lists follow shared_rows */
 }
 
-void *PairCGEqui::stage_rows(size_t bytes, size_t *capacity) {
+/* A segment is [in 0 | in 1 | out], rows_cap bytes each: the rows a rank hands over in out (its peers on the node read
+ * them there), or, with direct_rows, in its peer's incoming region, which alternates between two so that a rank
+ * stages the next exchange's rows while its peer may still be copying the last ones to its GPU. */
+char *PairCGEqui::in_region(int node_rank, int parity) { return rows_seg[node_rank] + parity * rows_cap; }
+char *PairCGEqui::out_region(int node_rank) { return rows_seg[node_rank] + 2 * rows_cap; }
+
+void *PairCGEqui::stage_rows(size_t bytes, size_t *capacity, bool in) {
     if (!shared_rows || bytes > rows_cap) return nullptr; /* exchange_rows grows the window (collectively) */
-    *capacity = rows_cap;
-    return rows_seg[node_me];
+    if (!direct_rows && in) return nullptr;
+    const int parity = (int)(exchanges & 1);
+    if (!direct_rows) {
+        *capacity = rows_cap;
+        return out_region(node_me);
+    }
+    *capacity = (2 - parity) * rows_cap; /* to the end of the incoming regions: one registration serves both */
+    return in_region(in ? node_me : node_rank_of[peers[0].rank], parity);
 }
 
-/* this rank's segment, at least bytes: collective over the node (every rank calls exchange_rows alike) */
+/* every rank's regions at least bytes; this rank's out region. Collective over the node (every rank calls
+ * exchange_rows alike). */
 char *PairCGEqui::shared_segment(size_t bytes) {
 #ifndef MPI_STUBS
     unsigned long long most = bytes;
@@ -590,11 +626,12 @@ char *PairCGEqui::shared_segment(size_t bytes) {
         /* the outgrown window stays mapped until the evaluator is freed: it may have pinned it */
         if (rows_win != MPI_WIN_NULL) retired_wins.push_back(rows_win);
         const size_t mb = (size_t)1 << 20, cap = (most + most / 2 + mb - 1) / mb * mb; /* whole MB, room to grow */
+        const size_t segment = 3 * cap; /* [in 0 | in 1 | out] */
         MPI_Info info;
         MPI_Info_create(&info);
         MPI_Info_set(info, "alloc_shared_noncontig", "true"); /* each segment on its own pages */
         char *base = nullptr;
-        MPI_Win_allocate_shared((MPI_Aint)cap, 1, info, node_comm, &base, &rows_win);
+        MPI_Win_allocate_shared((MPI_Aint)segment, 1, info, node_comm, &base, &rows_win);
         MPI_Info_free(&info);
         MPI_Win_lock_all(MPI_MODE_NOCHECK, rows_win);
         int node_size = 1;
@@ -610,7 +647,7 @@ char *PairCGEqui::shared_segment(size_t bytes) {
 #else
     (void)bytes;
 #endif
-    return rows_seg[node_me];
+    return out_region(node_me);
 }
 
 /* every rank's staged rows written before any rank reads them (or read before they are written again) */
@@ -656,6 +693,14 @@ void copy_rows(T *dst, const int *dst_rows, const T *src, const int *src_rows, i
             std::memcpy(to, from, sizeof(T) * width);
     }
 }
+/* dst[0, n) = src[0, n), on OpenMP threads where n is large */
+template <class T>
+void copy_block(T *dst, const T *src, int64_t n) {
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+#endif
+    for (int64_t q = 0; q < n; q += 4096) std::memcpy(dst + q, src + q, sizeof(T) * std::min<int64_t>(4096, n - q));
+}
 }  // namespace
 
 /* Forward: the ghost rows (in) from the send rows (out) of their owners. Reverse: the ghost rows' contributions (out)
@@ -665,16 +710,33 @@ void copy_rows(T *dst, const int *dst_rows, const T *src, const int *src_rows, i
 template <class T>
 void PairCGEqui::exchange_rows(const T *out, T *in, int width, bool reverse) {
     const double t0 = MPI_Wtime();
-    if (shared_rows) { /* this rank's rows in its segment of the shared window, for its peers on the node */
-        const int64_t n_out = reverse ? (int64_t)node_atom.size() - cand_local : (int64_t)send_nodes.size();
+    const int64_t n_ghost = (int64_t)node_atom.size() - cand_local, n_send = (int64_t)send_nodes.size();
+    const int64_t n_out = reverse ? n_ghost : n_send, n_in = reverse ? n_send : n_ghost;
+    if (direct_rows) { /* the rows go straight into the peer's incoming region, and come from this rank's */
+        shared_segment(sizeof(T) * std::max(n_out, n_in) * width + sizeof(T));
+        const int parity = (int)(exchanges & 1);
+        T *peer_in = reinterpret_cast<T *>(in_region(node_rank_of[peers[0].rank], parity));
+        T *my_in = reinterpret_cast<T *>(in_region(node_me, parity));
+        if (out != peer_in) copy_block(peer_in, out, n_out * width); /* not staged there (forces, the first calls) */
+        node_barrier();
+        if (in != my_in) copy_block(in, my_in, n_in * width); /* the sums are assigned: one peer gives them all */
+        node_barrier(); /* as many barriers as the node's other ranks, which may exchange by peer */
+    } else {
+        exchange_rows_by_peer(out, in, width, reverse, n_out);
+    }
+    exchanges++;
+    if (in_evaluate) {
+        times.layer_exchange += MPI_Wtime() - t0;
+        for (const peer &p : peers) times.layer_bytes += (double)(p.send.size() + p.recv.size()) * width * sizeof(T);
+    }
+}
+
+/* exchange_rows without direct_rows: peers on the node read this rank's out region, the others get MPI messages */
+template <class T>
+void PairCGEqui::exchange_rows_by_peer(const T *out, T *in, int width, bool reverse, int64_t n_out) {
+    if (shared_rows) { /* this rank's rows in its out region of the shared window, for its peers on the node */
         T *mine = reinterpret_cast<T *>(shared_segment(sizeof(T) * n_out * width + sizeof(T)));
-        if (out != mine) { /* not staged there by the evaluator (the first calls, forces, per-atom virials) */
-            const int64_t n = n_out * width;
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-#endif
-            for (int64_t q = 0; q < n; q += 4096) std::memcpy(mine + q, out + q, sizeof(T) * std::min<int64_t>(4096, n - q));
-        }
+        if (out != mine) copy_block(mine, out, n_out * width); /* not staged there (forces, the first calls) */
         node_barrier();
     }
     /* MPI peers: rows that are one block go out from, or come in to, their place; the others through xsend / xrecv */
@@ -729,7 +791,7 @@ void PairCGEqui::exchange_rows(const T *out, T *in, int width, bool reverse) {
         const std::vector<int> &rows_in = reverse ? p.send : p.recv;
         const int64_t n = (int64_t)rows_in.size();
         if (p.on_node) { /* straight from the peer's staged rows */
-            const T *seg = reinterpret_cast<const T *>(rows_seg[node_rank_of[p.rank]]);
+            const T *seg = reinterpret_cast<const T *>(out_region(node_rank_of[p.rank]));
             copy_rows(in, rows_in.data(), seg, (reverse ? p.far_recv : p.far_send).data(), n, width, reverse && !assign);
             continue;
         }
@@ -738,10 +800,6 @@ void PairCGEqui::exchange_rows(const T *out, T *in, int width, bool reverse) {
         ro += rows_in.size() * width;
     }
     if (shared_rows) node_barrier(); /* the peers have read this rank's rows before it stages the next */
-    if (in_evaluate) {
-        times.layer_exchange += MPI_Wtime() - t0;
-        for (const peer &p : peers) times.layer_bytes += (double)(p.send.size() + p.recv.size()) * width * sizeof(T);
-    }
 }
 
 template void PairCGEqui::exchange_rows<double>(const double *, double *, int, bool);

@@ -36,8 +36,9 @@ class PairCGEqui : public Pair {
      * assigned) what the other ranks contributed to each send node. T: double, or float (float_rows). */
     template <class T>
     void exchange_rows(const T *out, T *in, int width, bool reverse);
-    /* cgq_exchange.stage_rows: this rank's segment of the node's shared window where it holds bytes, else NULL */
-    void *stage_rows(size_t bytes, size_t *capacity);
+    /* cgq_exchange.stage_rows (in: stage_rows_in): where in the node's shared window the evaluator stages an
+     * exchange's rows, if they fit, else NULL */
+    void *stage_rows(size_t bytes, size_t *capacity, bool in);
 
   private:
     cgq_evaluator_params params;
@@ -105,6 +106,9 @@ class PairCGEqui : public Pair {
     int node_me = 0;
     std::vector<int> node_rank_of; /* world rank -> rank in node_comm, -1 on another node */
     bool shared_rows = false;
+    bool direct_rows = false; /* one peer on the node, rows one to one in order: staged in each other's in regions */
+    bool direct_wanted = true; /* CGQ_PAIR_DIRECT_ROWS unset or not 0 */
+    long long exchanges = 0;  /* exchange_rows calls so far (the same on every rank): the in regions' parity */
     size_t rows_cap = 0;          /* bytes of each rank's segment */
     std::vector<char *> rows_seg; /* per node rank: its segment */
 #ifndef MPI_STUBS                 /* (LAMMPS's serial stubs have no windows: one rank) */
@@ -125,6 +129,10 @@ class PairCGEqui : public Pair {
     void fold_ghost_rows(double *data, int width);
     void setup_node_comm(bool wanted);
     char *shared_segment(size_t bytes);
+    char *in_region(int node_rank, int parity);
+    char *out_region(int node_rank);
+    template <class T>
+    void exchange_rows_by_peer(const T *out, T *in, int width, bool reverse, int64_t n_out);
     void node_barrier();
     void free_shared_rows();
     [[noreturn]] void fail_all(const std::string &what);

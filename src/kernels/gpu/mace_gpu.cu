@@ -145,8 +145,11 @@ struct cgq_gpu {
     size_t xstage_cap = 0;    /* bytes, as every cap here */
     void *xinc = nullptr;     /* device: the rows an exchange sends (packed) or the sums it adds to local rows */
     size_t xinc_cap = 0;
-    void *xext = nullptr;     /* the caller's staging (cgq_exchange.stage_rows), pinned by cudaHostRegister */
-    size_t xext_bytes = 0;    /* its registered size; 0: not registered (rows then go through pageable copies) */
+    /* the caller's staging (cgq_exchange.stage_rows, stage_rows_in), pinned by cudaHostRegister: [0] the rows that go
+     * out, [1] those that come in; xext_bytes: the registered size (0: not registered, rows go through pageable
+     * copies) */
+    char *xext[2] = {nullptr, nullptr};
+    size_t xext_bytes[2] = {0, 0};
     int32_t *xnodes = nullptr; /* device: the rows form's send_nodes for this evaluation (exchange_begin) */
     size_t xnodes_cap = 0;
     double *energy_stage = nullptr; /* pinned: the node energies, copied while the reverse runs (energy_download) */
@@ -821,7 +824,8 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     cudaFreeHost(g->xstage);
     cudaFree(g->xinc);
     cudaFree(g->xnodes);
-    if (g->xext_bytes) cudaHostUnregister(g->xext);
+    for (int k = 0; k < 2; k++)
+        if (g->xext_bytes[k]) cudaHostUnregister(g->xext[k]);
     if (g->side_fork) cudaEventDestroy(g->side_fork);
     if (g->side_join) cudaEventDestroy(g->side_join);
     if (g->side) cudaStreamDestroy(g->side);
@@ -1492,22 +1496,26 @@ static cgq_status grow_pinned(void **p, size_t *cap, size_t bytes, const char *w
     return CGQ_STATUS_OK;
 }
 
-/* The caller's staging of the rows an exchange hands over (cgq_exchange.stage_rows) for bytes, or NULL (then the
- * evaluator's own). Page-locked once per buffer, so that the copy from the device runs at the bus's speed; where
- * that is refused the buffer is still used, through pageable copies. */
+/* The caller's staging of an exchange's rows for bytes (in: stage_rows_in, the rows that come in; else stage_rows, the
+ * rows that go out), or NULL (then the evaluator's own). Page-locked once per buffer (a buffer within the one
+ * registered last is not registered again), so that the copies run at the bus's speed; where that is refused the
+ * buffer is still used, through pageable copies. */
 template <class U>
-static U *exchange_stage(cgq_gpu *g, const cgq_exchange *xc, size_t bytes) {
-    if (!xc->stage_rows) return nullptr;
+static U *exchange_stage(cgq_gpu *g, const cgq_exchange *xc, size_t bytes, bool in) {
+    void *(*stage)(void *, size_t, size_t *) = in ? xc->stage_rows_in : xc->stage_rows;
+    if (!stage) return nullptr;
     size_t cap = 0;
-    void *p = xc->stage_rows(xc->ctx, bytes, &cap);
+    char *p = static_cast<char *>(stage(xc->ctx, bytes, &cap));
     if (!p || cap < bytes) return nullptr;
-    if (p != g->xext || cap > g->xext_bytes) {
-        if (g->xext_bytes) cudaHostUnregister(g->xext);
-        g->xext = p, g->xext_bytes = 0;
-        if (cudaHostRegister(p, cap, cudaHostRegisterPortable) == cudaSuccess) g->xext_bytes = cap;
+    char *&base = g->xext[in];
+    size_t &reg = g->xext_bytes[in];
+    if (!(reg && p >= base && p + cap <= base + reg)) {
+        if (reg) cudaHostUnregister(base);
+        base = p, reg = 0;
+        if (cudaHostRegister(p, cap, cudaHostRegisterPortable) == cudaSuccess) reg = cap;
         else (void)cudaGetLastError(); /* pageable: correct, slower */
     }
-    return static_cast<U *>(p);
+    return reinterpret_cast<U *>(p);
 }
 
 /* The rows form's send nodes on the device for this evaluation's exchanges (the API checked them: distinct local
@@ -1536,10 +1544,12 @@ static cgq_status exchange_rows_as(cgq_gpu *g, T *dev, U *staging, int64_t N, in
     const int64_t nout = (by_rows ? xc->n_send : N) * width, ng = (NA - N) * width;
     CGQ_TRY(grow_pinned(&g->xstage, &g->xstage_cap, sizeof(U) * (nout + ng + 1), "the ghost exchange"));
     U *h = static_cast<U *>(g->xstage), *hg = h + nout; /* host: the rows out (or sums in), then the ghost rows */
-    if (by_rows) { /* the rows handed over (forward: the send rows; reverse: the ghost rows) in the caller's staging */
-        U *ext = exchange_stage<U>(g, xc, sizeof(U) * ((reverse ? ng : nout) + 1));
-        if (ext && reverse) hg = ext;
-        if (ext && !reverse) h = ext;
+    if (by_rows) { /* the caller's staging: the rows handed over (forward: the send rows; reverse: the ghost rows), and
+                    * those taken (forward: the ghost rows; reverse: the sums) */
+        U *out = exchange_stage<U>(g, xc, sizeof(U) * ((reverse ? ng : nout) + 1), false);
+        U *in = exchange_stage<U>(g, xc, sizeof(U) * ((reverse ? nout : ng) + 1), true);
+        if (out) (reverse ? hg : h) = out;
+        if (in) (reverse ? h : hg) = in;
     }
     U *ghosts = (same ? reinterpret_cast<U *>(dev) : staging) + N * width; /* device U */
     CGQ_TRY(grow(&g->xinc, &g->xinc_cap, sizeof(U) * (nout + 1)));
