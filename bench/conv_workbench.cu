@@ -361,7 +361,8 @@ static int run_layer_table(const cgq_gpu *g, const cgq_model *m, int t, bool in_
     printf("layer %d: %lld receivers, %lld edges, %d channels, %d instructions (%.0f CG nonzeros), fp32, weights from "
            "the %s table (%s kernels%s), blocks of %d / %d threads\n", t, (long long)N, (long long)E, p.C, p.n_ins, h.nnz,
            cw.tab.ad ? "compact" : "float", p.std_form ? "std" : "general", in_step ? ", as the step runs this layer" :
-           ", not what the step runs for this layer", p.threads, p.threads_bwd);
+           "; the step runs this layer another way where it can (factored through the senders' species, or fused with "
+           "the radial MLP)", p.threads, p.threads_bwd);
     printf("  check vs float64 (weights from the CPU's radial MLP; %zu receivers, %zu edges): M %.2e, dE/dY %.2e, "
            "dE/dx %.2e, dE/dr %.2e%s (tolerance %.0e) %s\n", recv.size(), edges.size(), eM, eY, ex, er,
            with_cut ? (std::string(", dE/dcut ") + std::to_string(ec)).c_str() : "", tol, ok ? "ok" : "FAILED");
@@ -409,8 +410,9 @@ int main(int argc, char **argv) {
            argv[1], argv[2], (long long)s.n_atoms, prop.name, seed, reps, pk.gbs, pk.gflops);
     std::mt19937_64 rng(seed);
     int rc = 0;
-    /* layer 0 of a fp32 step runs factored through the species where it can (species_conv.cuh), not on its table */
-    const bool sconv = fp32 && sc_runs(g->plans[0], g->sconv, g->smem_optin);
+    /* layer 0 of an fp32 step runs factored through the senders' species where the graph's species classes allow
+     * (species_conv.cuh, sc_runs: known per graph; the water boxes' do), not on its table */
+    const bool sconv = fp32 && g->sconv.ok;
     for (int t = 0; t < m->n_layers; t++) {
         int r = 0;
         if (!g->plans[t].ok) {

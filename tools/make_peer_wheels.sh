@@ -4,9 +4,10 @@
 #   DIR/        mace-torch 0.3.16 and the imports the GPU machine lacks (models, mace-torch timings)
 #   DIR/cueq/   cuequivariance(-torch) 0.13.0; its two cu13 ops wheels (70 MiB) re-zipped without compression and
 #               packed into one .tar.xz (~26 MiB) to fit the 64 MiB transfer limit (device_peers.sh unpacks it)
-#   DIR/oeq/    openequivariance 0.7.0: PyPI has only its sdist, whose build downloads libtorch, so it is built
-#               here against an installed torch 2.11 (pip install torch==2.11.0) with --oeq (session 5 ran this
-#               pip wheel command by hand; the script form is not exercised by CI); plus ninja
+#   DIR/oeq/    openequivariance 0.7.0: PyPI has only its sdist, whose build downloads libtorch, so with --oeq it is
+#               built here in a Python 3.12 venv (PY312) against torch 2.11.0 from PyPI (CUDA 13) and the CUDA
+#               toolkit's nvcc (session 45 ran these commands by hand; the script form is not exercised by CI);
+#               plus ninja
 # usage: tools/make_peer_wheels.sh [DIR] [--oeq]
 set -euo pipefail
 DIR=${1:-.whl}
@@ -42,14 +43,20 @@ with tarfile.open(out, "w:xz", preset=9) as t:
 print(f"{out}: {os.path.getsize(out) / 2**20:.1f} MiB")
 EOF
 rm -rf "$ops"
-if [ $OEQ = 1 ]; then # needs torch 2.11 and openequivariance's build requirements (its pyproject.toml) installed
-  torch_dir=$(python3 -c "import torch, os; print(os.path.dirname(torch.__file__))")
+if [ $OEQ = 1 ]; then # the GPU machine's Python (3.12) and torch (2.11.0, CUDA 13: PyPI's default build) in a venv
+  PY=${PY312:-python3.12}  # e.g. PY312=/root/.pyenv/versions/3.12.1/bin/python3.12
+  venv=$(mktemp -d)
+  "$PY" -m venv "$venv"
+  "$venv/bin/pip" install -q torch==2.11.0 setuptools setuptools-scm scikit-build-core nanobind cmake ninja numpy
+  torch_dir=$("$venv/bin/python" -c "import torch, os; print(os.path.dirname(torch.__file__))")
   sdist=$(mktemp -d)
-  python3 -m pip download -q --no-deps --no-binary=:all: -d "$sdist" openequivariance==0.7.0
+  "$venv/bin/pip" download -q --no-deps --no-binary=:all: -d "$sdist" openequivariance==0.7.0
   tar xf "$sdist"/openequivariance-0.7.0.tar.gz -C "$sdist"
-  python3 -m pip wheel -q --no-deps --no-build-isolation -w "$DIR/oeq" "$sdist/openequivariance-0.7.0" \
+  # nvcc on PATH (CUDA 13 toolkit); libtorch from the venv's torch instead of a download
+  PATH=$venv/bin:$PATH:/usr/local/cuda/bin CMAKE_BUILD_PARALLEL_LEVEL=2 "$venv/bin/pip" wheel -q --no-deps \
+    --no-build-isolation -w "$DIR/oeq" "$sdist/openequivariance-0.7.0" \
     -C cmake.define.FETCHCONTENT_SOURCE_DIR_LIBTORCH="$torch_dir" \
     -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_hip=ON -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_rocblas=ON
-  rm -rf "$sdist"
+  rm -rf "$sdist" "$venv"
 fi
 du -sh "$DIR"
