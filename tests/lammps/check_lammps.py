@@ -59,10 +59,17 @@ run 0
     # /tmp can race on creating /tmp/ompi.<host>.<uid> ("mkdir ... File exists", orte_init fails)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1",
                OMPI_MCA_orte_tmpdir_base=work, TMPDIR=work)
+    if args.expect_rows:
+        env["CGQ_PAIR_TIMING"] = "1"  # each rank's timing line says how its rows traveled
     p = subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env)
     log = open(os.path.join(work, "log.check")).read() if os.path.exists(os.path.join(work, "log.check")) else ""
     if p.returncode != 0:
         sys.exit(f"LAMMPS failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}\n{log[-3000:]}")
+    if args.expect_rows:
+        lines = [l for l in p.stderr.splitlines() if l.startswith("pair cgequi timing, rank") and " rows" in l]
+        if len(lines) != args.ranks or not all(args.expect_rows in l for l in lines):
+            sys.exit(f"expected every rank's rows to travel '{args.expect_rows}'; the ranks' timing lines:\n" +
+                     "\n".join(lines))
     lines = log.splitlines()
     k = next(i for i, l in enumerate(lines) if l.split()[:2] == ["Step", "PotEng"])
     vals = [float(x) for x in lines[k + 1].split()]
@@ -118,6 +125,8 @@ def main():
     ap.add_argument("--precision", default="fp64", choices=["fp64", "fp32"])
     ap.add_argument("--gpu-id", type=int, default=-1, help="every rank on this GPU (default: one GPU per rank)")
     ap.add_argument("--mpirun", default="mpirun.openmpi --oversubscribe", help="MPI launcher (must match LAMMPS's MPI)")
+    ap.add_argument("--expect-rows", default="", help="text every rank's timing line must show about how its rows "
+                    "traveled between ranks (e.g. \"staged in the peer's memory\")")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as work:
         th, atoms = run_lammps(args, work)
