@@ -97,7 +97,8 @@ lammps_variants() {
 # lammps_gpu_checks: tests/lammps/check_lammps.py with the pair style on the GPU (/tmp/lmpbuild/lmp, build_lammps)
 # against `cgequi eval` on the CPU in float64 (build-gpu/cgequi): energy, forces, pressure tensor, per-atom energies and
 # virials of one configuration, on 1, 2 and 4 ranks (one GPU per rank where there are enough, else all on GPU 0),
-# newton on and off, open boundaries, empty ranks, and NequIP's per-layer ghost exchange. One line per case.
+# newton on and off, open boundaries, empty ranks, and NequIP's per-layer ghost exchange; on 2 and 4 ranks also which
+# path the rows took (--expect-rows). One line per case.
 lammps_gpu_checks() {
   local ngpu share2="" share4="--gpu-id 0" d=examples/lammps t=tests/lammps
   ngpu=$(nvidia-smi -L | wc -l)
@@ -111,15 +112,16 @@ lammps_gpu_checks() {
   echo "GPUs: $ngpu"
   chk $mace $water --elements "O H" --tol 1e-9
   chk $mace $water --elements "O H" --tol 1e-9 --newton off
-  chk $mace $water --elements "O H" --tol 1e-9 --ranks 2 $share2
-  chk $mace $water --elements "O H" --tol 1e-9 --ranks 4 $share4
+  chk $mace $water --elements "O H" --tol 1e-9 --ranks 2 $share2 "--expect-rows=double rows staged in the peer's memory"
+  chk $mace $water --elements "O H" --tol 1e-9 --ranks 4 $share4 "--expect-rows=double rows shared within the node"
   chk $mace --data $t/triclinic_small.data --elements "H O C" --tol 1e-9 --ranks 2 --newton off $share2
   chk $mace --data $t/cluster_corner.data --elements "C H O" --tol 1e-9 --ranks 4 --processors "4 1 1" $share4
   chk $mace --data $t/cluster_corner.data --elements "C H O" --tol 1e-9 --boundary "f f f" --ranks 2 $share2
   chk $mace --data $t/water_sparse_ids.data --elements "O H" --tol 1e-9
   chk --model potentials/water-nequip-small.h5 $water --elements "O H" --tol 1e-9 --ranks 2 $share2
   chk --model potentials/water-nequip-small.h5 $water --elements "O H" --tol 2e-5 --precision fp32 --ranks 2 $share2
-  chk --model potentials/water-mace-small.h5 $water --elements "O H" --tol 2e-5 --precision fp32 --ranks 2 $share2
+  chk --model potentials/water-mace-small.h5 $water --elements "O H" --tol 2e-5 --precision fp32 --ranks 2 $share2 \
+    "--expect-rows=float rows staged in the peer's memory"
 }
 
 # lammps_ranks: the shipped MACE and NequIP water models on the 5,184-atom box (lammps_water_run) on 1 rank and on
