@@ -273,9 +273,10 @@ static int run_layer_table(const cgq_gpu *g, const cgq_model *m, int t, bool in_
         if (q) cudaMemcpy(q, src, bytes, cudaMemcpyHostToDevice);
         return q;
     };
-    auto up_f = [&](const std::vector<double> &v) {
-        const std::vector<float> f(v.begin(), v.end());
-        return static_cast<float *>(up(f.data(), sizeof(float) * f.size()));
+    auto up_f = [&](const std::vector<double> &v) { /* to_device, freed with the others */
+        float *q = to_device<float>(v);
+        if (q) bufs.push_back(q);
+        return q;
     };
     const int64_t *d_row = static_cast<int64_t *>(up(nl.row_ptr, sizeof(int64_t) * (N + 1)));
     const int32_t *d_sender = static_cast<int32_t *>(up(nl.sender, sizeof(int32_t) * E));
