@@ -5,6 +5,8 @@
 # --pairs. Wheels as bench/device_peers.sh: .whl/*.whl (mace-torch 0.3.16 and its imports), .whl/cueq (cuequivariance
 # 0.13; tools/make_peer_wheels.sh makes both). LMP=1: LAMMPS is also built from .device/lammps (Debian's source), at
 # nice 19 on cores 8-15 while the peers run, and the shipped water models' MD timed after them (lammps_water_boxes).
+# CONV=1: conv_workbench is built the same way, and after the peers the step is checked against the CPU, its phases
+# profiled, the layer-1 convolution timed (`conv_workbench --tables`) and 98,304 atoms timed.
 # Logs in $OUT; the summary last.
 set -u
 OUT=${OUT:-device-out}
@@ -27,6 +29,11 @@ if [ "${LMP:-0}" = 1 ]; then
 else
   build_gpu --no-tests bench_eval
 fi
+if [ "${CONV:-0}" = 1 ]; then
+  ( taskset -c 8-15 nice -n 19 cmake --build build-gpu -j8 --target conv_workbench >"$OUT/conv_build.log" 2>&1 ||
+      echo "CONV_WORKBENCH BUILD FAILED" >>"$OUT/conv_build.log" ) &
+  CONV_PID=$!
+fi
 wait $MODELS_PID $CUEQ_PID
 M=$M/mace_mp0_medium_arch W=.device/models/water_192.xyz
 CG="build-gpu/bench_eval $M.h5 $W 3 3 3 cuda 10 --fp32 --pairs"
@@ -38,6 +45,16 @@ PYTHONPATH=/tmp/site timeout 150 python3 bench/mace_torch_bench.py $M.model $W 3
   echo "fp64 --pairs: $(build-gpu/bench_eval $M.h5 $W 3 3 3 cuda 5 --pairs | grep ms/step)"
   echo "fp64 graph from the host: $(build-gpu/bench_eval $M.h5 $W 3 3 3 cuda 5 | grep ms/step)"
 } >"$OUT/fp64.log" 2>&1
+if [ "${CONV:-0}" = 1 ]; then
+  wait $CONV_PID
+  {
+    echo "check: $(build-gpu/bench_eval $M.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
+    echo "$(CGQ_GPU_PROFILE=1 build-gpu/bench_eval $M.h5 $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
+    build-gpu/conv_workbench $M.h5 $W 3 3 3 --tables --peak-gbs ${PEAK_GBS:-4800} --peak-gflops ${PEAK_GFLOPS:-66900} |
+      grep -E "^layer|check|forward|reverse|sums|all three" | tr -s ' '
+    echo "98,304 atoms: $(build-gpu/bench_eval $M.h5 $W 8 8 8 cuda 5 --fp32 --pairs | grep -E 'ms/step|memory' | tr '\n' ' ')"
+  } >"$OUT/conv.txt" 2>&1
+fi
 if [ "${LMP:-0}" = 1 ]; then
   wait $LMP_PID
   tail -1 "$OUT/lammps_build.log"
@@ -46,4 +63,5 @@ fi
 echo "==== summary"
 grep -h -E "^round|^alternated|^cueq|^converted|^mace-torch|Error|error" "$OUT/cueq.log" "$OUT/e3nn.log" | cut -c1-240
 cat "$OUT/fp64.log"
+if [ "${CONV:-0}" = 1 ]; then tail -2 "$OUT/conv_build.log"; cat "$OUT/conv.txt"; fi
 if [ "${LMP:-0}" = 1 ]; then cat "$OUT/lammps.txt"; fi

@@ -264,12 +264,12 @@ __device__ inline void conv_fwd_stage(const conv_plan &p, int64_t eb, int nb, co
 
 /* The std forward's P entries of one edge and instruction Q, P_k[a][c] = pw sum_b C_k[a,b,c] Y[b] into the edge's row
  * Pe (at p_off): the shape a compile-time constant, the couplings (cg: the plan's, in instruction order) read at
- * constant offsets, Y from the edge's row in global memory */
+ * constant offsets, Y from the edge's row in global memory; the block stored 16 bytes at a time, its pad entries 0 */
 template <int NL1, int NY, int Q>
 __device__ __forceinline__ void conv_std_p_ins(const float *cg, float pw, const float *Ye, float *Pe) {
     constexpr conv_std_ins I = conv_std_at(NL1, sh_lmax<NY>(), Q);
-    constexpr int D1 = 2 * I.l1 + 1, D2 = 2 * I.l2 + 1, D3 = 2 * I.l3 + 1;
-    float y[D2];
+    constexpr int D1 = 2 * I.l1 + 1, D2 = 2 * I.l2 + 1, D3 = 2 * I.l3 + 1, NP4 = (D1 * D3 + 3) / 4;
+    float y[D2], v[4 * NP4];
 #pragma unroll
     for (int b = 0; b < D2; b++) y[b] = Ye[I.l2 * I.l2 + b];
 #pragma unroll
@@ -279,8 +279,13 @@ __device__ __forceinline__ void conv_std_p_ins(const float *cg, float pw, const 
             float t = 0;
 #pragma unroll
             for (int b = 0; b < D2; b++) t += __ldg(cg + I.c_off + (a * D2 + b) * D3 + c) * y[b];
-            Pe[I.p_off + a * D3 + c] = pw * t;
+            v[a * D3 + c] = pw * t;
         }
+#pragma unroll
+    for (int j = D1 * D3; j < 4 * NP4; j++) v[j] = 0.0f;
+    float4 *P4 = reinterpret_cast<float4 *>(Pe + I.p_off);
+#pragma unroll
+    for (int j = 0; j < NP4; j++) P4[j] = make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
 }
 template <int NL1, int NY, int... Q>
 __device__ __forceinline__ void conv_std_p_at(std::integer_sequence<int, Q...>, const conv_plan &p, int q,
@@ -291,7 +296,10 @@ __device__ __forceinline__ void conv_std_p_at(std::integer_sequence<int, Q...>, 
 /* The std forward's shared tables for the row's edges [eb, eb + nb): senders, table intervals and wtable_basis (C12:
  * the compact table's Hermite weights), and the P rows (sp_dim, pw in), one task per edge and instruction with the
  * instruction list compiled in (conv_fwd_stage's general P entries, each finding its instruction, block and couplings
- * through the plan in global memory, were a chain of dependent loads per entry); one barrier before and one after. */
+ * through the plan in global memory, were a chain of dependent loads per entry); one barrier before and one after.
+ * Consecutive tasks are consecutive edges of one instruction, so that a warp's lanes take the same instruction's code
+ * (with the instruction varying fastest, every warp ran all NI instructions' code one after another, its lanes masked:
+ * ~1,090 SASS instructions per warp and pass for MP-0's layer 1, a third of the edge loop's per edge). */
 template <int NL1, int NY, bool C12>
 __device__ inline void conv_fwd_stage_std(const conv_plan &p, int64_t eb, int nb, const int32_t *sender, const float *Y,
                                           const conv_weights<float> &cw, float *Pb, int32_t *sid, int32_t *kb,
@@ -300,8 +308,8 @@ __device__ inline void conv_fwd_stage_std(const conv_plan &p, int64_t eb, int nb
     __syncthreads(); /* the previous batch's tables are no longer read */
     conv_fwd_stage_edges<float, true, C12>(eb, nb, sender, cw, sid, kb, hb);
     for (int j = threadIdx.x; j < nb * NI; j += blockDim.x) {
-        const int el = j / NI;
-        conv_std_p_at<NL1, NY>(std::make_integer_sequence<int, NI>{}, p, j - el * NI, Y + (eb + el) * NY,
+        const int q = j / nb, el = j - q * nb;
+        conv_std_p_at<NL1, NY>(std::make_integer_sequence<int, NI>{}, p, q, Y + (eb + el) * NY,
                                Pb + (size_t)el * p.sp_dim);
     }
     __syncthreads();
@@ -519,9 +527,9 @@ __device__ __forceinline__ void group_scatter_sum(T (&v)[CONV_MAX_Y + 1], int nY
 
 /* One instruction's reverse for one edge and channel (G_k, the path weight folded in, in channel u's row), with
  * t[a] = sum_b Y[b] G[a][b]: gy[b] += w sum_a x[a] G[a][b], gx[a] += w t[a]; returns sum_a x[a] t[a]. */
-template <class T, int L1, int L2>
-__device__ __forceinline__ T conv_bwd_ins(const T (&xv)[CONV_MAX_XDIM], const T (&yv)[CONV_MAX_Y], const T *Gk, T pww,
-                                          T (&gx)[CONV_MAX_XDIM], T (&gy)[CONV_MAX_Y + 1]) {
+template <class T, int L1, int L2, class GA>
+__device__ __forceinline__ T conv_bwd_ins_at(const T (&xv)[CONV_MAX_XDIM], const T (&yv)[CONV_MAX_Y], const GA &Gk,
+                                             T pww, T (&gx)[CONV_MAX_XDIM], T (&gy)[CONV_MAX_Y + 1]) {
     constexpr int D1 = 2 * L1 + 1, D2 = 2 * L2 + 1, XO = L1 * L1, YO = L2 * L2;
     T s = 0;
 #pragma unroll
@@ -530,7 +538,7 @@ __device__ __forceinline__ T conv_bwd_ins(const T (&xv)[CONV_MAX_XDIM], const T 
         T t = 0;
 #pragma unroll
         for (int b = 0; b < D2; b++) {
-            const T Gab = Gk[a * D2 + b];
+            const T Gab = Gk(a * D2 + b);
             t += yv[YO + b] * Gab;
             gy[YO + b] += pww * xa * Gab;
         }
@@ -538,6 +546,12 @@ __device__ __forceinline__ T conv_bwd_ins(const T (&xv)[CONV_MAX_XDIM], const T 
         gx[XO + a] += pww * t;
     }
     return s;
+}
+/* the same with G_k's entries at Gk[j] */
+template <class T, int L1, int L2>
+__device__ __forceinline__ T conv_bwd_ins(const T (&xv)[CONV_MAX_XDIM], const T (&yv)[CONV_MAX_Y], const T *Gk, T pww,
+                                          T (&gx)[CONV_MAX_XDIM], T (&gy)[CONV_MAX_Y + 1]) {
+    return conv_bwd_ins_at<T, L1, L2>(xv, yv, [&](int j) { return Gk[j]; }, pww, gx, gy);
 }
 
 /* Reverse of k_conv_fwd for receivers [i0, i0 + gridDim.x), given gM = dE/dM. Writes per edge: gw (dE/d raw
@@ -565,6 +579,13 @@ __host__ __device__ inline int conv_g_stride(const conv_plan &p) {
     return p.g_dim | 1;
 }
 
+/* k_conv_bwd_warp's G row stride: a multiple of 4 floats, an odd number of 16-byte units, so that its lanes read their
+ * rows 16 bytes at a time without bank conflicts (each quarter-warp's 8 rows fall in 8 different 16-byte bank groups) */
+__host__ __device__ inline int conv_g_stride4(const conv_plan &p) {
+    const int s = (p.g_dim + 3) / 4;
+    return 4 * (s | 1);
+}
+
 /* Elements of T of k_conv_bwd's reduction buffers and G, the weights' offset (16-byte aligned when tabled) */
 __host__ __device__ inline size_t conv_bwd_ws_offset(const conv_plan &p, bool tabled) {
     const int width = p.cw < CGQ_WARP ? p.cw : CGQ_WARP;
@@ -584,9 +605,10 @@ __host__ __device__ inline size_t conv_bwd_table_offset(const conv_plan &p, size
  * division, no branch per shuffle step (with the width read at run time they were ~70 of the MP-0 reverse's ~920
  * instructions per edge). */
 template <class T, int NY>
-__device__ __forceinline__ void conv_bwd_group_sums(T (&gy)[CONV_MAX_Y + 1], T gt, bool tabled, int width, T *rb) {
+__device__ __forceinline__ void conv_bwd_group_sums(T (&gy)[CONV_MAX_Y + 1], T gt, bool tabled, int width, T *rb,
+                                                    bool cut = true) {
     T *rg = rb + (threadIdx.x / width) * CONV_RED_W; /* the group: slot * groups + group within the slot */
-    group_sum_to_red(gy[CONV_MAX_Y], width, rg + NY); /* dE/dcut */
+    if (cut) group_sum_to_red(gy[CONV_MAX_Y], width, rg + NY); /* dE/dcut (cut: the model has one on the weights) */
     if (tabled) group_sum_to_red(gt, width, rg + NY + 1);
     if (NY == 1)
         group_sum_to_red(gy[0], width, rg);
@@ -601,9 +623,12 @@ __device__ __forceinline__ void conv_bwd_group_sums(T (&gy)[CONV_MAX_Y + 1], T g
 
 /* The std reverse's instruction Q for one edge and channel (conv_bwd_ins): G_Q in the channel's row Gu, the table's 4
  * values wv(Q) (k_conv_bwd: staged at ws4[Q B], B the block's threads; k_conv_bwd_warp: in registers), hd: the edge's
- * wtable_basis, cs its cutoff (1 without one). (Staged per thread instead, [thread][Q], an odd number of 16-byte
- * values apart, the reverse took 4.97 ms for MP-0's layer 1 instead of 2.87: session 19.) */
-template <int NL1, int NY, int Q, class WV>
+ * wtable_basis, cs its cutoff. (Staged per thread instead, [thread][Q], an odd number of 16-byte values apart, the
+ * reverse took 4.97 ms for MP-0's layer 1 instead of 2.87: session 19.) CUT: the model multiplies the weights by the
+ * cutoff (else cs is not read and dE/dcut not formed: 3 instructions fewer per weight). G4: Gu is 16-byte aligned
+ * (conv_g_stride4), and G_Q's entries are read as the 16-byte pieces that hold them (29 shared loads per channel and
+ * edge instead of 88 for MP-0's layer 1). */
+template <int NL1, int NY, int Q, bool CUT, bool G4, class WV>
 __device__ __forceinline__ void conv_bwd_std_ins(const float *Gu, const WV &wv, const float (&hd)[3], float cs,
                                                  const float (&xv)[CONV_MAX_XDIM],
                                                  const float (&yv)[CONV_MAX_Y], float (&gx)[CONV_MAX_XDIM],
@@ -611,23 +636,41 @@ __device__ __forceinline__ void conv_bwd_std_ins(const float *Gu, const WV &wv, 
     constexpr conv_std_ins I = conv_std_at(NL1, sh_lmax<NY>(), Q);
     const float4 v = wv(Q);
     const float wraw = wtable_value(v, hd[0]), slope = wtable_slope(v, hd[1], hd[2]);
-    /* without a cutoff cs is 1 (exact products) and dE/dcut is not read: no selects between the two forms */
-    const float s = conv_bwd_ins<float, I.l1, I.l2>(xv, yv, Gu + I.g_off, wraw * cs, gx, gy); /* dE/d(w cut) */
-    gy[CONV_MAX_Y] += s * wraw;
-    gt += s * cs * slope;
+    const float w = CUT ? wraw * cs : wraw;
+    float s; /* dE/d(w cut) */
+    if constexpr (G4) {
+        constexpr int N = (2 * I.l1 + 1) * (2 * I.l2 + 1), c0 = I.g_off / 4, NC = (I.g_off + N - 1) / 4 - c0 + 1;
+        constexpr int o = I.g_off - 4 * c0;
+        float g[4 * NC];
+        const float4 *G4p = reinterpret_cast<const float4 *>(Gu) + c0;
+#pragma unroll
+        for (int j = 0; j < NC; j++) {
+            const float4 c = G4p[j];
+            g[4 * j] = c.x, g[4 * j + 1] = c.y, g[4 * j + 2] = c.z, g[4 * j + 3] = c.w;
+        }
+        s = conv_bwd_ins_at<float, I.l1, I.l2>(xv, yv, [&](int j) { return g[o + j]; }, w, gx, gy);
+    } else {
+        s = conv_bwd_ins<float, I.l1, I.l2>(xv, yv, Gu + I.g_off, w, gx, gy);
+    }
+    if constexpr (CUT) {
+        gy[CONV_MAX_Y] += s * wraw;
+        gt += s * cs * slope;
+    } else {
+        gt += s * slope;
+    }
 }
-template <int NL1, int NY, class WV, int... Q>
+template <int NL1, int NY, bool CUT, bool G4, class WV, int... Q>
 __device__ __forceinline__ void conv_bwd_std(std::integer_sequence<int, Q...>, const float *Gu, const WV &wv,
                                              const float (&hd)[3], float cs,
                                              const float (&xv)[CONV_MAX_XDIM], const float (&yv)[CONV_MAX_Y],
                                              float (&gx)[CONV_MAX_XDIM], float (&gy)[CONV_MAX_Y + 1], float &gt) {
-    (conv_bwd_std_ins<NL1, NY, Q>(Gu, wv, hd, cs, xv, yv, gx, gy, gt), ...);
+    (conv_bwd_std_ins<NL1, NY, Q, CUT, G4>(Gu, wv, hd, cs, xv, yv, gx, gy, gt), ...);
 }
 
 /* G_q[a][b] = pw sum_c C_q[a,b,c] gM[u,c] of instruction q for channel u (g: the receiver's row of gM), into u's row of
  * G: the reverse's per-receiver fold (the path weight folded in) */
 template <class T>
-__device__ __forceinline__ void conv_bwd_fold(const conv_plan &p, const T *g, int u, int q, T *G) {
+__device__ __forceinline__ void conv_bwd_fold(const conv_plan &p, const T *g, int u, int q, T *G, int stride) {
     const conv_ins &k = p.ins[q];
     T gc[CONV_MAX_D];
     for (int c = 0; c < k.d3; c++) gc[c] = g[k.out_off + u * k.d3 + c];
@@ -636,8 +679,37 @@ __device__ __forceinline__ void conv_bwd_fold(const conv_plan &p, const T *g, in
         for (int b = 0; b < k.d2; b++) {
             T s = 0;
             for (int c = 0; c < k.d3; c++) s += C[(a * k.d2 + b) * k.d3 + c] * gc[c];
-            G[(size_t)u * conv_g_stride(p) + k.g_off + a * k.d2 + b] = pw * s;
+            G[(size_t)u * stride + k.g_off + a * k.d2 + b] = pw * s;
         }
+}
+
+/* conv_bwd_fold for the std form's instruction Q (its shape and offsets compile-time constants: the couplings read at
+ * immediate offsets, g's entries in registers; the generic fold indexed a local array and took ~2,000 instructions
+ * per channel and receiver for MP-0's layer 1), into channel u's row Gu; the same sums in the same order */
+template <int NL1, int NY, int Q>
+__device__ __forceinline__ void conv_bwd_fold_std(const conv_plan &p, const float *g, int u, float *Gu) {
+    constexpr conv_std_ins I = conv_std_at(NL1, sh_lmax<NY>(), Q);
+    constexpr int D1 = 2 * I.l1 + 1, D2 = 2 * I.l2 + 1, D3 = 2 * I.l3 + 1;
+    const conv_ins &k = p.ins[Q];
+    float gc[D3];
+#pragma unroll
+    for (int c = 0; c < D3; c++) gc[c] = g[k.out_off + u * D3 + c];
+    const float *C = p.cg_f + I.c_off, pw = k.pwf;
+#pragma unroll
+    for (int a = 0; a < D1; a++)
+#pragma unroll
+        for (int b = 0; b < D2; b++) {
+            float s = 0;
+#pragma unroll
+            for (int c = 0; c < D3; c++) s += __ldg(C + (a * D2 + b) * D3 + c) * gc[c];
+            Gu[I.g_off + a * D2 + b] = pw * s;
+        }
+}
+/* not inlined: inlined in the loop over channels, the couplings' loads were hoisted out of it into 402 spilled values */
+template <int NL1, int NY, int... Q>
+__device__ __noinline__ void conv_bwd_fold_std_all(std::integer_sequence<int, Q...>, const conv_plan &p,
+                                                   const float *g, int u, float *Gu) {
+    (conv_bwd_fold_std<NL1, NY, Q>(p, g, u, Gu), ...);
 }
 
 template <class T, int NL1, int NY, bool TAB, bool STD = false, int GW = 0>
@@ -666,7 +738,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1];
     const bool active = u < p.C;
     if (active) /* the slots share G; slot s folds instructions s, s + S, ... */
-        for (int q = slot; q < p.n_ins; q += S) conv_bwd_fold<T>(p, gM + i * p.dM, u, q, G);
+        for (int q = slot; q < p.n_ins; q += S) conv_bwd_fold<T>(p, gM + i * p.dM, u, q, G, conv_g_stride(p));
     __syncthreads(); /* G and the tables */
     const T *Gu = G + (size_t)u * conv_g_stride(p); /* this channel's row of G */
     /* the thread's edge operands: its weights (ws), sender features, SH and cutoff, loaded for the next edge as soon
@@ -744,8 +816,8 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
             if constexpr (STD) {
                 const float hd[3] = {h0, h1, h2};
                 const int B = blockDim.x;
-                conv_bwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, Gu, [&](int q) { return ws4[q * B]; },
-                                      hd, cs, xv, yv, gx, gy, gt);
+                conv_bwd_std<NL1, NY, true, false>(std::make_integer_sequence<int, NI>{}, Gu,
+                                                   [&](int q) { return ws4[q * B]; }, hd, cs, xv, yv, gx, gy, gt);
             } else
                 for (int q = 0; q < p.n_ins; q++) {
                     const conv_ins &k = ins[q];
@@ -818,7 +890,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
  * and its channel sums are done once per edge and warp instead of once per edge and channel thread, and
  * dE/dY, dE/dcut and dE/dr are summed over the lane's channels in registers, then over the warp by shuffles: no
  * block-wide sums, no barrier after G's fold. An instruction's table values are read into registers (the warp's 32
- * lanes: 512 consecutive bytes). Blocks of 4 warps per receiver (G, 46 KB for MP-0, allows 4 per SM). Per channel
+ * lanes: 512 consecutive bytes). Blocks of 4 warps per receiver (G, 47 KB for MP-0, allows 4 per SM). Per channel
  * and edge ~630 SASS instructions instead of ~960: MP-0's layer 1 2.44 -> 2.26 ms (H100, session 33). The values are
  * a ring: each slot wv[q] takes the lane's next item's (the next channel, or the next edge's first) as soon as
  * instruction q has read it (after the warp's last edge, that edge's first channel's again: valid, unused), so the
@@ -829,9 +901,11 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
  * ms, session 33: the copies' addresses cost more than the latency), fetched into L1 by prefetch instructions (2.30
  * ms, session 34), the in1 offsets held in registers (a spill in the channel loop, session 35), an L2
  * access-policy window keeping the table persistent (2.24-2.54 ms) and streaming stores of the dE/dx rows (no change,
- * session 35). */
+ * session 35). Session 46: G's rows 16-byte aligned (conv_g_stride4) and read 16 bytes at a time, the cutoff's products
+ * only where the model has one (CUT), and G folded with the instruction list compiled in (conv_bwd_fold_std): 506 ->
+ * 403 SASS instructions per channel and edge, 1.97 -> 1.58 ms (H200). */
 #define CONV_BWD_WARPS 4
-template <int NL1, int NY>
+template <int NL1, int NY, bool CUT>
 __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
     k_conv_bwd_warp(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const float *Y,
                     const float *hu, conv_weights<float> cw, const float *cut, const float *gM, float *gw, float *gY,
@@ -839,12 +913,13 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
     (void)gw; /* tabled: no dE/dw rows */
     extern __shared__ __align__(16) unsigned char smem_raw[];
     constexpr int NI = conv_std_count(NL1, sh_lmax<NY>());
-    float *G = reinterpret_cast<float *>(smem_raw), *red = G + (size_t)conv_g_stride(p) * p.C;
+    const int gs = conv_g_stride4(p); /* G's rows, 16-byte aligned */
+    float *G = reinterpret_cast<float *>(smem_raw), *red = G + (size_t)gs * p.C;
     conv_block *in1b = reinterpret_cast<conv_block *>(red + CONV_BWD_WARPS * CONV_RED_W);
     for (int l = threadIdx.x; l < p.n_in1; l += blockDim.x) in1b[l] = p.in1b[l];
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1], e0 = cw.e0;
-    for (int j = threadIdx.x; j < p.C * p.n_ins; j += blockDim.x)
-        conv_bwd_fold<float>(p, gM + i * p.dM, j % p.C, j / p.C, G);
+    for (int u = threadIdx.x; u < p.C; u += blockDim.x)
+        conv_bwd_fold_std_all<NL1, NY>(std::make_integer_sequence<int, NI>{}, p, gM + i * p.dM, u, G + (size_t)u * gs);
     __syncthreads(); /* G and in1b */
     const int lane = threadIdx.x % CGQ_WARP, warp = threadIdx.x / CGQ_WARP;
     const float *rw = red + warp * CONV_RED_W; /* the warp's sums (conv_bwd_group_sums) */
@@ -874,7 +949,7 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
 #pragma unroll
             for (int j = 0; j < NY; j++) yv[j] = Y[e * NY + j];
         }
-        const float cs = cut ? cut[e] : 1.0f;
+        const float cs = CUT ? cut[e] : 1.0f;
         const float te = tn;
         wtable_basis(te, hd);
         const float4 *knn = e + CONV_BWD_WARPS < r1 ? edge_table(e + CONV_BWD_WARPS, tn) : kn; /* the next edge's */
@@ -889,7 +964,7 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
             conv_load_x<float, NL1>(in1b, xs, u, xv);
 #pragma unroll
             for (int a = 0; a < CONV_MAX_XDIM; a++) gx[a] = 0;
-            conv_bwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, G + (size_t)u * conv_g_stride(p),
+            conv_bwd_std<NL1, NY, CUT, true>(std::make_integer_sequence<int, NI>{}, G + (size_t)u * gs,
                                   [&](int q) {
                                       const float4 v = wv[q];
                                       wv[q] = nx[(int64_t)q * p.C];
@@ -903,12 +978,12 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
                     if (in1b[l].d) gxe[in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
         }
         if (!wtable_inside(te)) gt = 0; /* past r_max: w is flat */
-        conv_bwd_group_sums<float, NY>(gy, gt, true, CGQ_WARP, red);
+        conv_bwd_group_sums<float, NY>(gy, gt, true, CGQ_WARP, red, CUT);
         CGQ_SYNCWARP();
         if (lane < NY) {
             gY[e * NY + lane] = accumulate ? gY[e * NY + lane] + rw[lane] : rw[lane];
         } else if (lane == NY) {
-            if (gcut) gcut[e] = cut ? rw[NY] : 0.0f;
+            if (gcut) gcut[e] = CUT ? rw[NY] : 0.0f;
         } else if (lane == NY + 1) { /* dE/dr: added to the earlier plans' (as gY) */
             const double v = (double)rw[NY + 1] / cw.tab.step;
             gr[e - e0] = accumulate ? gr[e - e0] + v : v;
@@ -920,7 +995,7 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
 
 /* Its shared memory: G, the warps' sums, the in1 blocks */
 static size_t conv_bwd_warp_smem(const conv_plan &p) {
-    return sizeof(float) * ((size_t)conv_g_stride(p) * p.C + CONV_BWD_WARPS * CONV_RED_W) +
+    return sizeof(float) * ((size_t)conv_g_stride4(p) * p.C + CONV_BWD_WARPS * CONV_RED_W) +
            sizeof(conv_block) * p.n_in1;
 }
 
@@ -970,26 +1045,27 @@ static bool conv_bwd_warp_wanted() {
     return on;
 }
 
-/* k_conv_bwd_warp for the plan: std and tabled (fp32), C a multiple of the warp; null where it does not apply */
+/* k_conv_bwd_warp for the plan: std and tabled (fp32), C a multiple of the warp; null where it does not apply. cut:
+ * the model multiplies the weights by the cutoff. */
 template <class T>
-static conv_bwd_fn<T> conv_bwd_warp_kernel(int n_in1, int nY) {
+static conv_bwd_fn<T> conv_bwd_warp_kernel(int n_in1, int nY, bool cut) {
     if constexpr (sizeof(T) == sizeof(float)) {
 #define CONV_BWD_WARP_KERNEL(NL1, NY) \
-    if (n_in1 == NL1 && nY == NY) return k_conv_bwd_warp<NL1, NY>;
+    if (n_in1 == NL1 && nY == NY) return cut ? k_conv_bwd_warp<NL1, NY, true> : k_conv_bwd_warp<NL1, NY, false>;
 #define CONV_BWD_WARP_KERNELS(NL1) \
     CONV_BWD_WARP_KERNEL(NL1, 4) CONV_BWD_WARP_KERNEL(NL1, 9) CONV_BWD_WARP_KERNEL(NL1, 16)
         CONV_BWD_WARP_KERNELS(1) CONV_BWD_WARP_KERNELS(2) CONV_BWD_WARP_KERNELS(3)
 #undef CONV_BWD_WARP_KERNELS
 #undef CONV_BWD_WARP_KERNEL
     }
-    (void)n_in1, (void)nY;
+    (void)n_in1, (void)nY, (void)cut;
     return nullptr;
 }
 template <class T>
-static conv_bwd_fn<T> conv_bwd_warp_kernel(const conv_plan &p, bool tabled) {
+static conv_bwd_fn<T> conv_bwd_warp_kernel(const conv_plan &p, bool tabled, bool cut) {
     if (!(tabled && p.std_form && p.C % CGQ_WARP == 0 && conv_std_instantiated(p.n_in1, p.nY) && conv_bwd_warp_wanted()))
         return nullptr;
-    return conv_bwd_warp_kernel<T>(p.n_in1, p.nY);
+    return conv_bwd_warp_kernel<T>(p.n_in1, p.nY, cut);
 }
 
 /* first position in sedge[r0, r1) (increasing edge ids) whose edge id is >= e */
@@ -1176,7 +1252,7 @@ static void conv_bwd_launch(const conv_plan &p, bool tabled, int64_t n, int64_t 
                             const int32_t *sender, const T *Y, const T *hu, conv_weights<T> cw, const T *cut,
                             const T *gM, T *gw, T *gY, T *gcut, T *gx1e, double *gr, int accumulate) {
     if (n <= 0) return;
-    if (conv_bwd_fn<T> k = conv_bwd_warp_kernel<T>(p, tabled)) {
+    if (conv_bwd_fn<T> k = conv_bwd_warp_kernel<T>(p, tabled, cut != nullptr)) {
         k<<<(unsigned)n, CONV_BWD_WARPS * CGQ_WARP, conv_bwd_warp_smem(p)>>>(p, i0, row_ptr, sender, Y, hu, cw, cut, gM,
                                                                             gw, gY, gcut, gx1e, gr, accumulate);
         return;

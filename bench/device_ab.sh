@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# device_ab.sh: on the GPU machine, this tree against the base tree in .device/base (`git archive BASE | tar -x -C
+# .device/base`) on the MACE-MP-0-medium-architecture step and its convolution kernels, in one call: bench_eval and
+# conv_workbench built for both trees side by side, then ROUNDS (default 3) alternated rounds of the step (5,184
+# water atoms, fp32, --pairs) and of `conv_workbench --tables`, each tree's phase profile, and each switch set of
+# VARIANTS on the new tree (';'-separated sets of 'VAR=value ...', e.g. 'CGQ_A=0;CGQ_A=1 CGQ_B=2'). Carry .whl
+# (mace-torch's wheels make the model). For kernel changes before their `ctest -L gpu` proof (device_ctest.sh).
+set -u
+OUT=${OUT:-device-out}
+mkdir -p "$OUT"
+source bench/device_build.sh
+make_models
+build_base bench_eval conv_workbench &
+BASE_PID=$!
+build_gpu --no-tests bench_eval conv_workbench
+wait $BASE_PID || { echo "base build failed"; tail -5 "$OUT/build_base.log"; }
+wait $MODELS_PID
+B=build-gpu/bench_eval B0=.device/base/build/bench_eval CW=build-gpu/conv_workbench CW0=.device/base/build/conv_workbench
+W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch.h5
+PK="--peak-gbs ${PEAK_GBS:-4800} --peak-gflops ${PEAK_GFLOPS:-66900}"
+ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)' | tr '\n' ' '; }
+cw() { "$@" $MP $W 3 3 3 --tables $PK 2>&1 | grep -E "^layer|check|forward|reverse|sums|all three" | tr -s ' '; }
+prof() { CGQ_GPU_PROFILE=1 "$@" $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1; }
+{
+  nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+  echo "check new: $($B $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
+  for round in $(seq "${ROUNDS:-3}"); do
+    echo "MP-0 round $round base: $($B0 $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
+    echo "MP-0 round $round new:  $($B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
+  done
+  echo "== conv_workbench --tables, base"; cw $CW0
+  echo "== conv_workbench --tables, new"; cw $CW
+  echo "base $(prof $B0)"
+  echo "new  $(prof $B)"
+  IFS=';' read -ra sets <<<"${VARIANTS:-}"
+  for v in "${sets[@]}"; do
+    [ -z "$v" ] && continue
+    echo "== new with $v"
+    echo "check: $(env $v $B $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
+    echo "MP-0: $(env $v $B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
+    echo "$(env $v CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
+    env $v $CW $MP $W 3 3 3 --tables $PK 2>&1 | grep -E "check|forward|reverse|sums|all three" | tr -s ' '
+  done
+  echo "MP-0 round last base: $($B0 $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
+  echo "MP-0 round last new:  $($B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
+} >"$OUT/ab.txt" 2>&1
+cat "$OUT/ab.txt"
