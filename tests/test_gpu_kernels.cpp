@@ -441,7 +441,9 @@ TEST_P(GpuKernels, SpeciesConvolutionMatchesCpu) {
 // has one, on long_rows_graph with random features, edge lengths, SH, cutoff values and dE/dM, against the float64
 // CPU functions with the weights from the MLP itself (w = alpha a(r) W, times the cutoff where the model applies it to
 // the weights): the messages, dE/dY, dE/dcut, dE/dx of the senders and dE/dr = sum_k dE/dw_k cut dw_k/dr (the MLP's
-// exact derivative). The table's own error (1e-8 of the values, 1e-6 of the slopes) is within the fp32 limit.
+// exact derivative). The table's own error (1e-8 of the values, 1e-6 of the slopes) is within the fp32 limit. A model
+// that applies its cutoff to the radial basis runs the kernels again with a cutoff on the weights too, so that both
+// forms of each kernel (k_conv_bwd_warp's CUT) run on every fixture.
 /* Whether a MACE layer's convolution has the form of the std kernels (conv.cuh conv_std_at), from the model itself:
  * in1 blocks l = 0, 1, ... (at most 3), SH degree 1 to 3, and instruction q the q-th path l1 x l2 -> l3 (l3, l1, l2
  * ascending, |l1 - l2| <= l3 <= min(l1 + l2, lmax_sh), l1 + l2 + l3 even) with its weights at q mul. */
@@ -464,44 +466,50 @@ TEST_P(GpuKernels, WeightTableConvolutionMatchesCpu) {
     const int nY = (m->lmax_sh + 1) * (m->lmax_sh + 1);
     cgq_radial_mlps mlps;
     const std::vector<RadialCase> cases = radial_cases(m, mlps);
+    /* with the cutoff on the weights: the model's form, then (if it applies the cutoff elsewhere) that form too */
+    const std::vector<bool> weight_cut = m->apply_cutoff ? std::vector<bool>{false, true} : std::vector<bool>{true};
     for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
-        for (const RadialCase &rc : cases) {
-            const int t = rc.layer;
-            const cgq_tp *tp = &m->layers[t].conv_tp;
-            const int64_t n = 97, din = tp->in1.dim, dM = tp->out.dim, wn = tp->weight_numel;
-            std::vector<int32_t> sender;
-            std::vector<int64_t> row;
-            long_rows_graph(rng, n, row, sender);
-            const int64_t E = row[n];
-            std::uniform_real_distribution<double> ur(rc.lo, rc.rm.r_max), uc(0.0, 1.0);
-            std::vector<double> r(E), cut(m->apply_cutoff ? 0 : E);
-            for (double &v : r) v = ur(rng);
-            for (double &v : cut) v = uc(rng);
-            const std::vector<double> x = uniform(rng, n * din), Y = uniform(rng, E * nY), gM = uniform(rng, n * dM);
-            std::vector<double> M(n * dM, NAN), gY(E * nY, NAN), gcut(E, NAN), gx(n * din, NAN), gr(E, NAN);
-            const cgq_status st = cgq_gpu_table_conv(g, t, n, row.data(), sender.data(), r.data(),
-                                                     cut.empty() ? nullptr : cut.data(), x.data(), Y.data(), gM.data(),
-                                                     M.data(), gY.data(), gcut.data(), gx.data(), gr.data());
-            if (st == CGQ_STATUS_UNSUPPORTED) {
-                std::printf("  layer %d %s: %s\n", t, fp32 ? "fp32" : "fp64", cgq_last_error());
-                continue;
+        for (const RadialCase &rc : cases)
+            for (const bool wc : weight_cut) {
+                const int t = rc.layer;
+                const cgq_tp *tp = &m->layers[t].conv_tp;
+                const int64_t n = 97, din = tp->in1.dim, dM = tp->out.dim, wn = tp->weight_numel;
+                std::vector<int32_t> sender;
+                std::vector<int64_t> row;
+                long_rows_graph(rng, n, row, sender);
+                const int64_t E = row[n];
+                std::uniform_real_distribution<double> ur(rc.lo, rc.rm.r_max), uc(0.0, 1.0);
+                std::vector<double> r(E), cut(wc ? E : 0);
+                for (double &v : r) v = ur(rng);
+                for (double &v : cut) v = uc(rng);
+                const std::vector<double> x = uniform(rng, n * din), Y = uniform(rng, E * nY),
+                                          gM = uniform(rng, n * dM);
+                std::vector<double> M(n * dM, NAN), gY(E * nY, NAN), gcut(E, NAN), gx(n * din, NAN), gr(E, NAN);
+                const cgq_status st = cgq_gpu_table_conv(
+                    g, t, n, row.data(), sender.data(), r.data(), cut.empty() ? nullptr : cut.data(), x.data(),
+                    Y.data(), gM.data(), M.data(), gY.data(), gcut.data(), gx.data(), gr.data());
+                if (st == CGQ_STATUS_UNSUPPORTED) {
+                    std::printf("  layer %d %s: %s\n", t, fp32 ? "fp32" : "fp64", cgq_last_error());
+                    continue;
+                }
+                ASSERT_EQ(st, CGQ_STATUS_OK) << cgq_last_error();
+                const char *std_env = std::getenv("CGQ_GPU_CONV_STD");
+                const bool want_std = !(std_env && std_env[0] == '0') && has_std_conv_form(tp, m->lmax_sh);
+                EXPECT_EQ(cgq_gpu_conv_std(g, t), want_std ? 1 : 0) << "layer " << t;
+                const char *c12_env =
+                    std::getenv("CGQ_GPU_WTAB12"); /* unset: by the table's size (the fixtures' small) */
+                if (c12_env && *c12_env)
+                    EXPECT_EQ(cgq_gpu_weight_table_compact(g, t), c12_env[0] == '0' ? 0 : 1) << "layer " << t;
+                std::printf("  layer %d: %s kernels, %s table, %s\n", t, cgq_gpu_conv_std(g, t) ? "std" : "general",
+                            cgq_gpu_weight_table_compact(g, t) ? "compact" : "float",
+                            wc ? "the cutoff on the weights" : "no cutoff on the weights");
+                const ConvReference ref(rc, tp, nY, row, sender, r, cut, x, Y, gM);
+                expect_close(GetParam(), t, fp32, seed, "M (table)", M, ref.M);
+                expect_close(GetParam(), t, fp32, seed, "dE/dY (table)", gY, ref.gY);
+                expect_close(GetParam(), t, fp32, seed, "dE/dx (table)", gx, ref.gx);
+                if (!cut.empty()) expect_close(GetParam(), t, fp32, seed, "dE/dcut (table)", gcut, ref.gcut);
+                expect_close(GetParam(), t, fp32, seed, "dE/dr (table)", gr, ref.gr);
             }
-            ASSERT_EQ(st, CGQ_STATUS_OK) << cgq_last_error();
-            const char *std_env = std::getenv("CGQ_GPU_CONV_STD");
-            const bool want_std = !(std_env && std_env[0] == '0') && has_std_conv_form(tp, m->lmax_sh);
-            EXPECT_EQ(cgq_gpu_conv_std(g, t), want_std ? 1 : 0) << "layer " << t;
-            const char *c12_env = std::getenv("CGQ_GPU_WTAB12"); /* unset: by the table's size (the fixtures' small) */
-            if (c12_env && *c12_env)
-                EXPECT_EQ(cgq_gpu_weight_table_compact(g, t), c12_env[0] == '0' ? 0 : 1) << "layer " << t;
-            std::printf("  layer %d: %s kernels, %s table\n", t, cgq_gpu_conv_std(g, t) ? "std" : "general",
-                        cgq_gpu_weight_table_compact(g, t) ? "compact" : "float");
-            const ConvReference ref(rc, tp, nY, row, sender, r, cut, x, Y, gM);
-            expect_close(GetParam(), t, fp32, seed, "M (table)", M, ref.M);
-            expect_close(GetParam(), t, fp32, seed, "dE/dY (table)", gY, ref.gY);
-            expect_close(GetParam(), t, fp32, seed, "dE/dx (table)", gx, ref.gx);
-            if (!cut.empty()) expect_close(GetParam(), t, fp32, seed, "dE/dcut (table)", gcut, ref.gcut);
-            expect_close(GetParam(), t, fp32, seed, "dE/dr (table)", gr, ref.gr);
-        }
     });
 }
 
