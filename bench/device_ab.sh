@@ -17,9 +17,7 @@ wait $BASE_PID || { echo "base build failed"; tail -5 "$OUT/build_base.log"; }
 wait $MODELS_PID
 B=build-gpu/bench_eval B0=.device/base/build/bench_eval CW=build-gpu/conv_workbench CW0=.device/base/build/conv_workbench
 W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch.h5
-PK="--peak-gbs ${PEAK_GBS:-4800} --peak-gflops ${PEAK_GFLOPS:-66900}"
 ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)' | tr '\n' ' '; }
-cw() { "$@" $MP $W 3 3 3 --tables $PK 2>&1 | grep -E "^layer|check|forward|reverse|sums|all three" | tr -s ' '; }
 prof() { CGQ_GPU_PROFILE=1 "$@" $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1; }
 {
   nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
@@ -28,8 +26,8 @@ prof() { CGQ_GPU_PROFILE=1 "$@" $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep p
     echo "MP-0 round $round base: $($B0 $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
     echo "MP-0 round $round new:  $($B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
   done
-  echo "== conv_workbench --tables, base"; cw $CW0
-  echo "== conv_workbench --tables, new"; cw $CW
+  echo "== conv_workbench --tables, base"; conv_tables $CW0 $MP $W
+  echo "== conv_workbench --tables, new"; conv_tables $CW $MP $W
   echo "base $(prof $B0)"
   echo "new  $(prof $B)"
   IFS=';' read -ra sets <<<"${VARIANTS:-}"
@@ -38,8 +36,8 @@ prof() { CGQ_GPU_PROFILE=1 "$@" $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep p
     echo "== new with $v"
     echo "check: $(env $v $B $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
     echo "MP-0: $(env $v $B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
-    echo "$(env $v CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
-    env $v $CW $MP $W 3 3 3 --tables $PK 2>&1 | grep -E "check|forward|reverse|sums|all three" | tr -s ' '
+    prof env $v $B
+    conv_tables env $v $CW $MP $W
   done
   echo "MP-0 round last base: $($B0 $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
   echo "MP-0 round last new:  $($B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"

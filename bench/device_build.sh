@@ -24,6 +24,15 @@ build_base() {
       -DCGQ_BUILD_TESTS=OFF >"$out/cmake_base.log" 2>&1 && cmake --build build -j8 $targets >"$out/build_base.log" 2>&1 )
 }
 
+# conv_tables CMD... MODEL STRUCTURE: `CMD MODEL STRUCTURE 3 3 3 --tables` (CMD: conv_workbench, with `env VAR=value`
+# before it for a switch), its summary lines: each layer, its check against float64 and its times. PEAK_GBS and
+# PEAK_GFLOPS as device_conv.sh.
+conv_tables() {
+  local n=$# cmd=("${@:1:$#-2}")
+  "${cmd[@]}" "${@:n-1:1}" "${@:n:1}" 3 3 3 --tables --peak-gbs ${PEAK_GBS:-4800} --peak-gflops ${PEAK_GFLOPS:-66900} \
+    2>&1 | grep -E "^layer|check|forward|reverse|sums|all three" | tr -s ' '
+}
+
 # make_models: makes the MACE-MP-0-medium-architecture model in $M (default /tmp/models) in the background, unless it
 # is there (mace-torch from the wheels carried in .whl; log in $OUT/make_models.log). `wait $MODELS_PID` before use.
 make_models() {

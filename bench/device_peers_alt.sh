@@ -50,8 +50,7 @@ if [ "${CONV:-0}" = 1 ]; then
   {
     echo "check: $(build-gpu/bench_eval $M.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
     echo "$(CGQ_GPU_PROFILE=1 build-gpu/bench_eval $M.h5 $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
-    build-gpu/conv_workbench $M.h5 $W 3 3 3 --tables --peak-gbs ${PEAK_GBS:-4800} --peak-gflops ${PEAK_GFLOPS:-66900} |
-      grep -E "^layer|check|forward|reverse|sums|all three" | tr -s ' '
+    conv_tables build-gpu/conv_workbench $M.h5 $W
     echo "98,304 atoms: $(build-gpu/bench_eval $M.h5 $W 8 8 8 cuda 5 --fp32 --pairs | grep -E 'ms/step|memory' | tr '\n' ' ')"
   } >"$OUT/conv.txt" 2>&1
 fi
