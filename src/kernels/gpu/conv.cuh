@@ -885,6 +885,50 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     }
 }
 
+/* The edge's SH row into yv, 16 bytes at a time where Y is 16-byte aligned (y16; k_conv_bwd_gshare) */
+template <int NY>
+__device__ __forceinline__ void conv_load_y(const float *Y, int64_t e, bool y16, float (&yv)[CONV_MAX_Y]) {
+    if (y16 && NY % 4 == 0) {
+        const float4 *Y4 = reinterpret_cast<const float4 *>(Y + e * NY);
+#pragma unroll
+        for (int j = 0; j < NY / 4; j++) {
+            const float4 v = Y4[j];
+            yv[4 * j] = v.x, yv[4 * j + 1] = v.y, yv[4 * j + 2] = v.z, yv[4 * j + 3] = v.w;
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < NY; j++) yv[j] = Y[e * NY + j];
+    }
+}
+
+/* One item of k_conv_bwd_gshare (k_conv_bwd_warp writes the same out, so that its code stays as session 46 proved it on
+ * the GPU until the trial replaces it or is taken out): channel u of an edge from sender row xs,
+ * its G row Gu, its table values in the ring wv (each replaced by the next item's, nx, once read), hd the edge's
+ * wtable_basis; its dE/dx row into gxe, its dE/dY, dE/dcut and dE/dr terms added to gy and gt */
+template <int NL1, int NY, bool CUT, int NI>
+__device__ __forceinline__ void conv_bwd_table_item(const conv_plan &p, const conv_block *in1b, const float *xs, int u,
+                                                    const float *Gu, float4 (&wv)[NI], const float4 *nx,
+                                                    const float (&hd)[3], float cs, const float (&yv)[CONV_MAX_Y],
+                                                    float (&gy)[CONV_MAX_Y + 1], float &gt, float *gxe) {
+    float xv[CONV_MAX_XDIM], gx[CONV_MAX_XDIM];
+    conv_load_x<float, NL1>(in1b, xs, u, xv);
+#pragma unroll
+    for (int a = 0; a < CONV_MAX_XDIM; a++) gx[a] = 0;
+    conv_bwd_std<NL1, NY, CUT, true>(
+        std::make_integer_sequence<int, NI>{}, Gu,
+        [&](int q) {
+            const float4 v = wv[q];
+            wv[q] = nx[(int64_t)q * p.C];
+            return v;
+        },
+        hd, cs, xv, yv, gx, gy, gt);
+#pragma unroll
+    for (int l = 0; l < NL1; l++)
+#pragma unroll
+        for (int a = 0; a < 2 * l + 1; a++)
+            if (in1b[l].d) gxe[in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
+}
+
 /* The std reverse with a warp per edge (k_conv_bwd_warp, CGQ_GPU_CONV_BWD_WARP=0 turns it off): lane j takes channels
  * j, j + 32, ... of the warp's edge (the C / 32 of them in turn), so the edge's loads, its table interval and t terms
  * and its channel sums are done once per edge and warp instead of once per edge and channel thread, and
@@ -999,6 +1043,99 @@ static size_t conv_bwd_warp_smem(const conv_plan &p) {
            sizeof(conv_block) * p.n_in1;
 }
 
+/* The std reverse with CONV_BWD_EW edges per warp (k_conv_bwd_gshare; CGQ_GPU_CONV_BWD_GSHARE=1, off by default
+ * until timed): lane l takes edge slot l % EW of the warp and the channels l / EW, l / EW + L, l / EW + 2L, ... in
+ * turn (L = CGQ_WARP / EW), so that lanes l and l ^ 1 (and l ^ 2) read the same 16 bytes of G for their two edges.
+ * k_conv_bwd_warp is bound by the L1's data pipe (80% of its wavefronts, ncu, session 47), most of them the lanes'
+ * 16-byte reads of their rows of G; the L1 returns 128 bytes a cycle to a warp, 4 cycles for a 16-byte read by 32
+ * lanes, but packs a read whose lane pairs l, l ^ 1 (or l, l ^ 2) share their addresses into 2 (NVIDIA's forums, for
+ * compute capability 7.x; to be measured on the H200). The table's reads stay 4 x 128 bytes per warp-wide read (per
+ * edge slot, L consecutive channels of its interval). The per-edge work (interval, SH row) is each lane's for its
+ * slot's edge, the sums over the channels a butterfly over the slot's lanes (the same total in each of them, in a
+ * fixed order). The ring of table values as k_conv_bwd_warp's. */
+#define CONV_BWD_EW 4
+template <int NL1, int NY, bool CUT>
+__global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
+    k_conv_bwd_gshare(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const float *Y,
+                      const float *hu, conv_weights<float> cw, const float *cut, const float *gM, float *gw, float *gY,
+                      float *gcut, float *gx1e, double *gr, int accumulate) {
+    (void)gw; /* tabled: no dE/dw rows */
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    constexpr int NI = conv_std_count(NL1, sh_lmax<NY>()), EW = CONV_BWD_EW, L = CGQ_WARP / EW;
+    constexpr int EB = CONV_BWD_WARPS * EW; /* the block's edges at once */
+    const int gs = conv_g_stride4(p);       /* G's rows, 16-byte aligned */
+    float *G = reinterpret_cast<float *>(smem_raw);
+    conv_block *in1b = reinterpret_cast<conv_block *>(G + (size_t)gs * p.C);
+    for (int l = threadIdx.x; l < p.n_in1; l += blockDim.x) in1b[l] = p.in1b[l];
+    const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1], e0 = cw.e0;
+    for (int u = threadIdx.x; u < p.C; u += blockDim.x)
+        conv_bwd_fold_std_all<NL1, NY>(std::make_integer_sequence<int, NI>{}, p, gM + i * p.dM, u, G + (size_t)u * gs);
+    __syncthreads();                                          /* G and in1b */
+    const int lane = threadIdx.x % CGQ_WARP, c = lane / EW;   /* the lane's first channel */
+    const int slot = threadIdx.x / CGQ_WARP * EW + lane % EW; /* its edge slot in the block */
+    const bool y16 = (reinterpret_cast<uintptr_t>(Y) & 15) == 0;
+    const float4 *tf = reinterpret_cast<const float4 *>(cw.tab.knots);
+    auto item = [&](int k, int u) { return tf + (size_t)k * cw.tab.width + u; }; /* (interval k, channel u)'s column */
+    float4 wv[NI]; /* the ring: the table values of the lane's item, each replaced by its next item's once read */
+    int kn = 0;    /* the slot's next edge's table interval and t */
+    float tn = 0;
+    if (r0 + slot < r1) {
+        kn = hermite_interval(cw.tab, cw.r[r0 + slot], tn);
+#pragma unroll
+        for (int q = 0; q < NI; q++) wv[q] = item(kn, c)[(size_t)q * p.C];
+    }
+    for (int64_t eb = r0; eb < r1; eb += EB) { /* the same count for every lane: the sums' shuffles */
+        const int64_t e = eb + slot;
+        const bool valid = e < r1;
+        float yv[CONV_MAX_Y], hd[3];
+        conv_load_y<NY>(Y, valid ? e : r0, y16, yv); /* an edge past the row's end reads the row's first: unused */
+        const float cs = CUT && valid ? cut[e] : 1.0f;
+        const float te = tn;
+        const int ke = kn;
+        wtable_basis(te, hd);
+        if (e + EB < r1) kn = hermite_interval(cw.tab, cw.r[e + EB], tn); /* the slot's next edge's */
+        float gy[CONV_MAX_Y + 1], gt = 0; /* gy[CONV_MAX_Y]: dE/dcut; gt: dE/dr / step */
+#pragma unroll
+        for (int j = 0; j <= CONV_MAX_Y; j++) gy[j] = 0;
+        if (valid) {
+            const float *xs = hu + (int64_t)sender[e] * p.dhu;
+            float *gxe = gx1e + (e - e0) * p.dhu;
+            for (int u = c; u < p.C; u += L) {
+                const float4 *nx = u + L < p.C ? item(ke, u + L) : item(kn, c); /* the next item's column */
+                conv_bwd_table_item<NL1, NY, CUT>(p, in1b, xs, u, G + (size_t)u * gs, wv, nx, hd, cs, yv, gy, gt, gxe);
+            }
+        }
+        if (!wtable_inside(te)) gt = 0; /* past r_max: w is flat */
+        /* the slot's sums: NY dE/dY, dE/dcut, dE/dr per step, in every one of its lanes */
+        float v[NY + 2];
+#pragma unroll
+        for (int j = 0; j < NY; j++) v[j] = gy[j];
+        v[NY] = gy[CONV_MAX_Y], v[NY + 1] = gt;
+#pragma unroll
+        for (int off = EW; off < CGQ_WARP; off *= 2)
+#pragma unroll
+            for (int j = 0; j < NY + 2; j++) v[j] += CGQ_SHFL_XOR_W(v[j], off, CGQ_WARP);
+        if (valid)
+#pragma unroll
+            for (int j = 0; j < NY + 2; j++) {
+                if (j % L != c) continue;
+                if (j < NY) {
+                    gY[e * NY + j] = accumulate ? gY[e * NY + j] + v[j] : v[j];
+                } else if (j == NY) {
+                    if (gcut) gcut[e] = CUT ? v[NY] : 0.0f;
+                } else { /* dE/dr: added to the earlier plans' (as gY) */
+                    const double d = (double)v[NY + 1] / cw.tab.step;
+                    gr[e - e0] = accumulate ? gr[e - e0] + d : d;
+                }
+            }
+    }
+}
+
+/* Its shared memory: G, the in1 blocks */
+static size_t conv_bwd_gshare_smem(const conv_plan &p) {
+    return sizeof(float) * (size_t)conv_g_stride4(p) * p.C + sizeof(conv_block) * p.n_in1;
+}
+
 template <class T>
 using conv_bwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const T *, const T *,
                              conv_weights<T>, const T *, const T *, T *, T *, T *, T *, double *, int);
@@ -1066,6 +1203,32 @@ static conv_bwd_fn<T> conv_bwd_warp_kernel(const conv_plan &p, bool tabled, bool
     if (!(tabled && p.std_form && p.C % CGQ_WARP == 0 && conv_std_instantiated(p.n_in1, p.nY) && conv_bwd_warp_wanted()))
         return nullptr;
     return conv_bwd_warp_kernel<T>(p.n_in1, p.nY, cut);
+}
+
+/* k_conv_bwd_gshare for in1 blocks l < n_in1 and SH width nY (cut: the model multiplies the weights by the cutoff);
+ * null where none is instantiated */
+template <class T>
+static conv_bwd_fn<T> conv_bwd_gshare_kernel(int n_in1, int nY, bool cut) {
+    if constexpr (sizeof(T) == sizeof(float)) {
+#define CONV_BWD_GSHARE_KERNEL(NL1, NY) \
+    if (n_in1 == NL1 && nY == NY) return cut ? k_conv_bwd_gshare<NL1, NY, true> : k_conv_bwd_gshare<NL1, NY, false>;
+#define CONV_BWD_GSHARE_KERNELS(NL1) \
+    CONV_BWD_GSHARE_KERNEL(NL1, 4) CONV_BWD_GSHARE_KERNEL(NL1, 9) CONV_BWD_GSHARE_KERNEL(NL1, 16)
+        CONV_BWD_GSHARE_KERNELS(1) CONV_BWD_GSHARE_KERNELS(2) CONV_BWD_GSHARE_KERNELS(3)
+#undef CONV_BWD_GSHARE_KERNELS
+#undef CONV_BWD_GSHARE_KERNEL
+    }
+    (void)n_in1, (void)nY, (void)cut;
+    return nullptr;
+}
+/* Whether k_conv_bwd_gshare runs where k_conv_bwd_warp would (CGQ_GPU_CONV_BWD_GSHARE=1; off by default: not yet
+ * timed), read once */
+static bool conv_bwd_gshare_wanted() {
+    static const bool on = [] {
+        const char *env = getenv("CGQ_GPU_CONV_BWD_GSHARE");
+        return env && env[0] == '1';
+    }();
+    return on;
 }
 
 /* first position in sedge[r0, r1) (increasing edge ids) whose edge id is >= e */
@@ -1252,6 +1415,12 @@ static void conv_bwd_launch(const conv_plan &p, bool tabled, int64_t n, int64_t 
                             const int32_t *sender, const T *Y, const T *hu, conv_weights<T> cw, const T *cut,
                             const T *gM, T *gw, T *gY, T *gcut, T *gx1e, double *gr, int accumulate) {
     if (n <= 0) return;
+    if (conv_bwd_gshare_wanted() && conv_bwd_warp_kernel<T>(p, tabled, cut != nullptr)) { /* C % the warp = 0 */
+        const conv_bwd_fn<T> k = conv_bwd_gshare_kernel<T>(p.n_in1, p.nY, cut != nullptr);
+        k<<<(unsigned)n, CONV_BWD_WARPS * CGQ_WARP, conv_bwd_gshare_smem(p)>>>(p, i0, row_ptr, sender, Y, hu, cw, cut,
+                                                                              gM, gw, gY, gcut, gx1e, gr, accumulate);
+        return;
+    }
     if (conv_bwd_fn<T> k = conv_bwd_warp_kernel<T>(p, tabled, cut != nullptr)) {
         k<<<(unsigned)n, CONV_BWD_WARPS * CGQ_WARP, conv_bwd_warp_smem(p)>>>(p, i0, row_ptr, sender, Y, hu, cw, cut, gM,
                                                                             gw, gY, gcut, gx1e, gr, accumulate);
