@@ -1182,20 +1182,22 @@ static bool conv_bwd_warp_wanted() {
     return on;
 }
 
-/* k_conv_bwd_warp for the plan: std and tabled (fp32), C a multiple of the warp; null where it does not apply. cut:
- * the model multiplies the weights by the cutoff. */
+/* k_conv_bwd_warp (gshare: the trial k_conv_bwd_gshare) for the plan: std and tabled (fp32), C a multiple of the warp;
+ * null where it does not apply. cut: the model multiplies the weights by the cutoff. */
 template <class T>
-static conv_bwd_fn<T> conv_bwd_warp_kernel(int n_in1, int nY, bool cut) {
+static conv_bwd_fn<T> conv_bwd_warp_kernel(int n_in1, int nY, bool cut, bool gshare = false) {
     if constexpr (sizeof(T) == sizeof(float)) {
-#define CONV_BWD_WARP_KERNEL(NL1, NY) \
-    if (n_in1 == NL1 && nY == NY) return cut ? k_conv_bwd_warp<NL1, NY, true> : k_conv_bwd_warp<NL1, NY, false>;
+#define CONV_BWD_WARP_KERNEL(NL1, NY)                                                                \
+    if (n_in1 == NL1 && nY == NY)                                                                    \
+        return gshare ? (cut ? k_conv_bwd_gshare<NL1, NY, true> : k_conv_bwd_gshare<NL1, NY, false>) \
+                      : (cut ? k_conv_bwd_warp<NL1, NY, true> : k_conv_bwd_warp<NL1, NY, false>);
 #define CONV_BWD_WARP_KERNELS(NL1) \
     CONV_BWD_WARP_KERNEL(NL1, 4) CONV_BWD_WARP_KERNEL(NL1, 9) CONV_BWD_WARP_KERNEL(NL1, 16)
         CONV_BWD_WARP_KERNELS(1) CONV_BWD_WARP_KERNELS(2) CONV_BWD_WARP_KERNELS(3)
 #undef CONV_BWD_WARP_KERNELS
 #undef CONV_BWD_WARP_KERNEL
     }
-    (void)n_in1, (void)nY, (void)cut;
+    (void)n_in1, (void)nY, (void)cut, (void)gshare;
     return nullptr;
 }
 template <class T>
@@ -1205,22 +1207,6 @@ static conv_bwd_fn<T> conv_bwd_warp_kernel(const conv_plan &p, bool tabled, bool
     return conv_bwd_warp_kernel<T>(p.n_in1, p.nY, cut);
 }
 
-/* k_conv_bwd_gshare for in1 blocks l < n_in1 and SH width nY (cut: the model multiplies the weights by the cutoff);
- * null where none is instantiated */
-template <class T>
-static conv_bwd_fn<T> conv_bwd_gshare_kernel(int n_in1, int nY, bool cut) {
-    if constexpr (sizeof(T) == sizeof(float)) {
-#define CONV_BWD_GSHARE_KERNEL(NL1, NY) \
-    if (n_in1 == NL1 && nY == NY) return cut ? k_conv_bwd_gshare<NL1, NY, true> : k_conv_bwd_gshare<NL1, NY, false>;
-#define CONV_BWD_GSHARE_KERNELS(NL1) \
-    CONV_BWD_GSHARE_KERNEL(NL1, 4) CONV_BWD_GSHARE_KERNEL(NL1, 9) CONV_BWD_GSHARE_KERNEL(NL1, 16)
-        CONV_BWD_GSHARE_KERNELS(1) CONV_BWD_GSHARE_KERNELS(2) CONV_BWD_GSHARE_KERNELS(3)
-#undef CONV_BWD_GSHARE_KERNELS
-#undef CONV_BWD_GSHARE_KERNEL
-    }
-    (void)n_in1, (void)nY, (void)cut;
-    return nullptr;
-}
 /* Whether k_conv_bwd_gshare runs where k_conv_bwd_warp would (CGQ_GPU_CONV_BWD_GSHARE=1; off by default: not yet
  * timed), read once */
 static bool conv_bwd_gshare_wanted() {
@@ -1415,15 +1401,11 @@ static void conv_bwd_launch(const conv_plan &p, bool tabled, int64_t n, int64_t 
                             const int32_t *sender, const T *Y, const T *hu, conv_weights<T> cw, const T *cut,
                             const T *gM, T *gw, T *gY, T *gcut, T *gx1e, double *gr, int accumulate) {
     if (n <= 0) return;
-    if (conv_bwd_gshare_wanted() && conv_bwd_warp_kernel<T>(p, tabled, cut != nullptr)) { /* C % the warp = 0 */
-        const conv_bwd_fn<T> k = conv_bwd_gshare_kernel<T>(p.n_in1, p.nY, cut != nullptr);
-        k<<<(unsigned)n, CONV_BWD_WARPS * CGQ_WARP, conv_bwd_gshare_smem(p)>>>(p, i0, row_ptr, sender, Y, hu, cw, cut,
-                                                                              gM, gw, gY, gcut, gx1e, gr, accumulate);
-        return;
-    }
     if (conv_bwd_fn<T> k = conv_bwd_warp_kernel<T>(p, tabled, cut != nullptr)) {
-        k<<<(unsigned)n, CONV_BWD_WARPS * CGQ_WARP, conv_bwd_warp_smem(p)>>>(p, i0, row_ptr, sender, Y, hu, cw, cut, gM,
-                                                                            gw, gY, gcut, gx1e, gr, accumulate);
+        const bool gshare = conv_bwd_gshare_wanted();
+        if (gshare) k = conv_bwd_warp_kernel<T>(p.n_in1, p.nY, cut != nullptr, true);
+        k<<<(unsigned)n, CONV_BWD_WARPS * CGQ_WARP, gshare ? conv_bwd_gshare_smem(p) : conv_bwd_warp_smem(p)>>>(
+            p, i0, row_ptr, sender, Y, hu, cw, cut, gM, gw, gY, gcut, gx1e, gr, accumulate);
         return;
     }
     conv_bwd_kernel<T>(p, tabled)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(T), tabled)>>>(

@@ -763,7 +763,8 @@ static cudaError_t set_smem_limits(int cap) {
             for (bool cut : {false, true}) {
                 if (const void *k = (const void *)conv_bwd_warp_kernel<T>(n_in1, nY, cut)) kernels.push_back(k);
                 if (conv_bwd_gshare_wanted()) /* the trial's: only where it runs */
-                    if (const void *k = (const void *)conv_bwd_gshare_kernel<T>(n_in1, nY, cut)) kernels.push_back(k);
+                    if (const void *k = (const void *)conv_bwd_warp_kernel<T>(n_in1, nY, cut, true))
+                        kernels.push_back(k);
             }
             if (F && conv_std_instantiated(n_in1, nY))
                 for (bool c12 : {false, true})
