@@ -5,17 +5,22 @@
 # water atoms, fp32, --pairs) and of `conv_workbench --tables`, each tree's phase profile, and each switch set of
 # VARIANTS on the new tree (';'-separated sets of 'VAR=value ...', e.g. 'CGQ_A=0;CGQ_A=1 CGQ_B=2'). Carry .whl
 # (mace-torch's wheels make the model). For kernel changes before their `ctest -L gpu` proof (device_ctest.sh).
+# BASE=0: no base tree (its build and rounds left out): the new tree's default against its VARIANTS only, ~200 s less.
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 source bench/device_build.sh
 make_models
-build_base bench_eval conv_workbench &
-BASE_PID=$!
+BASE_PID=""
+if [ "${BASE:-1}" = 1 ]; then
+  build_base bench_eval conv_workbench &
+  BASE_PID=$!
+fi
 build_gpu --no-tests bench_eval conv_workbench
-wait $BASE_PID || { echo "base build failed"; tail -5 "$OUT/build_base.log"; }
+[ -z "$BASE_PID" ] || wait $BASE_PID || { echo "base build failed"; tail -5 "$OUT/build_base.log"; }
 wait $MODELS_PID
 B=build-gpu/bench_eval B0=.device/base/build/bench_eval CW=build-gpu/conv_workbench CW0=.device/base/build/conv_workbench
+[ -z "$BASE_PID" ] && B0="" CW0=""
 W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch.h5
 ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)' | tr '\n' ' '; }
 prof() { CGQ_GPU_PROFILE=1 "$@" $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1; }
@@ -23,12 +28,12 @@ prof() { CGQ_GPU_PROFILE=1 "$@" $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep p
   nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
   echo "check new: $($B $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
   for round in $(seq "${ROUNDS:-3}"); do
-    echo "MP-0 round $round base: $($B0 $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
+    [ -n "$B0" ] && echo "MP-0 round $round base: $($B0 $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
     echo "MP-0 round $round new:  $($B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
   done
-  echo "== conv_workbench --tables, base"; conv_tables $CW0 $MP $W
+  [ -n "$CW0" ] && { echo "== conv_workbench --tables, base"; conv_tables $CW0 $MP $W; }
   echo "== conv_workbench --tables, new"; conv_tables $CW $MP $W
-  echo "base $(prof $B0)"
+  [ -n "$B0" ] && echo "base $(prof $B0)"
   echo "new  $(prof $B)"
   IFS=';' read -ra sets <<<"${VARIANTS:-}"
   for v in "${sets[@]}"; do
@@ -39,7 +44,7 @@ prof() { CGQ_GPU_PROFILE=1 "$@" $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep p
     prof env $v $B
     conv_tables env $v $CW $MP $W
   done
-  echo "MP-0 round last base: $($B0 $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
+  [ -n "$B0" ] && echo "MP-0 round last base: $($B0 $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
   echo "MP-0 round last new:  $($B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
 } >"$OUT/ab.txt" 2>&1
 cat "$OUT/ab.txt"
