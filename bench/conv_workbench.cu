@@ -242,7 +242,8 @@ static int run_layer_table(const cgq_gpu *g, const cgq_model *m, int t, bool in_
     const double fl_fwd = h.fl_fwd * E * p.C, fl_bwd = h.fl_bwd * E * p.C;
     const cgq_fcnet &fc = m->layers[t].radial_mlp;
     if (fc.h[fc.n_layers] != p.wn) {
-        fprintf(stderr, "layer %d: the radial MLP gives %d weights, the plan takes %lld\n", t, fc.h[fc.n_layers], (long long)p.wn);
+        fprintf(stderr, "layer %d: the radial MLP gives %d weights, the plan takes %lld\n", t, fc.h[fc.n_layers],
+                (long long)p.wn);
         return 1;
     }
     /* the edges' lengths and, where the model applies the cutoff to the messages (not inside the MLP), its values */
