@@ -6,6 +6,9 @@
 # VARIANTS on the new tree (';'-separated sets of 'VAR=value ...', e.g. 'CGQ_A=0;CGQ_A=1 CGQ_B=2'). Carry .whl
 # (mace-torch's wheels make the model). For kernel changes before their `ctest -L gpu` proof (device_ctest.sh).
 # BASE=0: no base tree (its build and rounds left out): the new tree's default against its VARIANTS only, ~200 s less.
+# TESTS='VAR=value ...': the kernel tests of the weight-table convolutions and test_gpu's fp32 tests built too (carry
+# .device/googletest) and run with those switches first, for a trial kernel's first call (its ctest variants), and
+# last compute-sanitizer memcheck and racecheck on the kernel tests SAN_FILTER (default MP-0's widths) with them.
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
@@ -16,7 +19,8 @@ if [ "${BASE:-1}" = 1 ]; then
   build_base bench_eval conv_workbench &
   BASE_PID=$!
 fi
-build_gpu --no-tests bench_eval conv_workbench
+if [ -n "${TESTS:-}" ]; then build_gpu bench_eval conv_workbench test_gpu_kernels test_gpu
+else build_gpu --no-tests bench_eval conv_workbench; fi
 [ -z "$BASE_PID" ] || wait $BASE_PID || { echo "base build failed"; tail -5 "$OUT/build_base.log"; }
 wait $MODELS_PID
 B=build-gpu/bench_eval B0=.device/base/build/bench_eval CW=build-gpu/conv_workbench CW0=.device/base/build/conv_workbench
@@ -26,6 +30,10 @@ ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)' | tr '\n' ' '
 prof() { CGQ_GPU_PROFILE=1 "$@" $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1; }
 {
   nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+  if [ -n "${TESTS:-}" ]; then
+    echo "tests with $TESTS: $(env $TESTS build-gpu/tests/test_gpu_kernels --gtest_filter='*WeightTable*' 2>&1 | grep -E '^\[  (PASSED|FAILED) ' | tr '\n' ' ')"
+    echo "  $(env $TESTS build-gpu/tests/test_gpu --gtest_filter='*Float32*:*PairsOnDeviceFp32*' 2>&1 | grep -E '^\[  (PASSED|FAILED) ' | tr '\n' ' ')"
+  fi
   echo "check new: $($B $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
   for round in $(seq "${ROUNDS:-3}"); do
     [ -n "$B0" ] && echo "MP-0 round $round base: $($B0 $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
@@ -46,5 +54,11 @@ prof() { CGQ_GPU_PROFILE=1 "$@" $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep p
   done
   [ -n "$B0" ] && echo "MP-0 round last base: $($B0 $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
   echo "MP-0 round last new:  $($B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
+  if [ -n "${TESTS:-}" ]; then # last, as they take the GPU a while: memcheck and racecheck with the switches
+    for tool in memcheck racecheck; do
+      echo "$tool with $TESTS: $(env $TESTS timeout 150 compute-sanitizer --tool $tool build-gpu/tests/test_gpu_kernels \
+        --gtest_filter="${SAN_FILTER:-*WeightTable*mace_res_l3_mul128*}" 2>&1 | grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED) ' | tr '\n' ' ')"
+    done
+  fi
 } >"$OUT/ab.txt" 2>&1
 cat "$OUT/ab.txt"

@@ -760,12 +760,8 @@ static cudaError_t set_smem_limits(int cap) {
                 if (F && conv_std_instantiated(n_in1, nY))
                     kernels.push_back((const void *)conv_bwd_kernel<T>(n_in1, nY, true, true, warps));
             }
-            for (bool cut : {false, true}) {
+            for (bool cut : {false, true})
                 if (const void *k = (const void *)conv_bwd_warp_kernel<T>(n_in1, nY, cut)) kernels.push_back(k);
-                if (conv_bwd_gshare_wanted()) /* the trial's: only where it runs */
-                    if (const void *k = (const void *)conv_bwd_warp_kernel<T>(n_in1, nY, cut, true))
-                        kernels.push_back(k);
-            }
             if (F && conv_std_instantiated(n_in1, nY))
                 for (bool c12 : {false, true})
                     for (int C : {0, 128}) kernels.push_back((const void *)conv_fwd_std_kernel(n_in1, nY, c12, C));
