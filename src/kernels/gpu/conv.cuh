@@ -999,129 +999,6 @@ static size_t conv_bwd_warp_smem(const conv_plan &p) {
            sizeof(conv_block) * p.n_in1;
 }
 
-/* The std reverse with G in registers (k_conv_bwd_greg; a trial, off by default: CGQ_GPU_CONV_BWD_GREG=1). Session 47
- * measured k_conv_bwd_warp bound by the L1's data pipe, mostly its lanes' reads of their rows of G from shared memory
- * (by the SASS's count 88 of ~150 wavefronts per channel and edge), read again for every edge of the row although G
- * is fixed along it. Here a block of C threads takes a receiver, thread u channel u, and folds its row of G into its
- * own registers (GD of them: 88 for MACE-MP-0's layer 1), so that no edge reads G at all. Every warp then runs every
- * edge of the row for its 32 channels; per batch of CONV_GREG_BATCH edges the block first stages their table
- * intervals, t, cutoffs, senders and SH rows in shared memory (one thread per edge: the interval found once per edge,
- * as k_conv_bwd_warp does), each warp puts its channel sums of each edge (conv_bwd_group_sums) in the edge's slot for
- * the warp, and after the batch the block adds the warps' slots in a fixed order. The table values of the lane's next
- * edge are a ring as in k_conv_bwd_warp (wv[q] reloaded once instruction q has read it). MIN_BLOCKS: blocks per SM
- * the registers are kept for (G, the ring and the edge's values: ~190 registers at 2). */
-#define CONV_GREG_BATCH 32
-#define CONV_GREG_MAX_C 128 /* channels of a block (threads) */
-template <int NL1, int NY, int... Q>
-__device__ __forceinline__ void conv_bwd_fold_std_regs(std::integer_sequence<int, Q...>, const conv_plan &p,
-                                                       const float *g, int u, float *Gu) {
-    (conv_bwd_fold_std<NL1, NY, Q>(p, g, u, Gu), ...);
-}
-template <int NL1, int NY, bool CUT, int MIN_BLOCKS>
-__global__ void __launch_bounds__(CONV_GREG_MAX_C, MIN_BLOCKS)
-    k_conv_bwd_greg(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const float *Y,
-                    const float *hu, conv_weights<float> cw, const float *cut, const float *gM, float *gw, float *gY,
-                    float *gcut, float *gx1e, double *gr, int accumulate) {
-    (void)gw; /* tabled: no dE/dw rows */
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    constexpr int LY = sh_lmax<NY>(), NI = conv_std_count(NL1, LY), GD = conv_std_at(NL1, LY, NI).g_off;
-    constexpr int B = CONV_GREG_BATCH, NW = CONV_GREG_MAX_C / CGQ_WARP;
-    float *red = reinterpret_cast<float *>(smem_raw);        /* [B][NW][CONV_RED_W]: each warp's sums of each edge */
-    float *ys = red + B * NW * CONV_RED_W;                   /* [B][NY]: the batch's SH rows */
-    float *et = ys + B * NY, *ec = et + B;                   /* [B]: t, the cutoff */
-    int *ek = reinterpret_cast<int *>(ec + B), *es = ek + B; /* [B]: the table interval, the sender */
-    conv_block *in1b = reinterpret_cast<conv_block *>(es + B);
-    for (int l = threadIdx.x; l < p.n_in1; l += blockDim.x) in1b[l] = p.in1b[l];
-    const int u = threadIdx.x, nw = blockDim.x / CGQ_WARP;
-    const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1], e0 = cw.e0;
-    float Gr[GD]; /* channel u's row of G: every index a compile-time constant after unrolling */
-    conv_bwd_fold_std_regs<NL1, NY>(std::make_integer_sequence<int, NI>{}, p, gM + i * p.dM, u, Gr);
-    for (int64_t b0 = r0; b0 < r1; b0 += B) {
-        const int nb = (int)(r1 - b0 < B ? r1 - b0 : B);
-        if (u < nb) {
-            float t;
-            ek[u] = hermite_interval(cw.tab, cw.r[b0 + u], t);
-            et[u] = t, ec[u] = CUT ? cut[b0 + u] : 1.0f, es[u] = sender[b0 + u];
-        }
-        for (int j = u; j < nb * NY; j += blockDim.x) ys[j] = Y[b0 * NY + j];
-        __syncthreads(); /* the batch's edges (and in1b) */
-        float4 wv[NI];   /* the lane's (edge, channel) table values; the next edge's loaded as these are read */
-        {
-            const float4 *kn = wtable_at(cw.tab, ek[0], u);
-#pragma unroll
-            for (int q = 0; q < NI; q++) wv[q] = kn[(int64_t)q * p.C];
-        }
-        for (int k = 0; k < nb; k++) {
-            const int64_t e = b0 + k;
-            const float te = et[k], cs = ec[k];
-            float hd[3], yv[CONV_MAX_Y];
-            wtable_basis(te, hd);
-            if constexpr (NY % 4 == 0) {
-#pragma unroll
-                for (int j = 0; j < NY / 4; j++) {
-                    const float4 v = reinterpret_cast<const float4 *>(ys + k * NY)[j];
-                    yv[4 * j] = v.x, yv[4 * j + 1] = v.y, yv[4 * j + 2] = v.z, yv[4 * j + 3] = v.w;
-                }
-            } else {
-#pragma unroll
-                for (int j = 0; j < NY; j++) yv[j] = ys[k * NY + j];
-            }
-            /* the next edge's column (after the batch's last edge: its own again, valid and unused) */
-            const float4 *nx = wtable_at(cw.tab, ek[k + 1 < nb ? k + 1 : k], u);
-            const float *xs = hu + (int64_t)es[k] * p.dhu;
-            float xv[CONV_MAX_XDIM], gx[CONV_MAX_XDIM], gy[CONV_MAX_Y + 1], gt = 0;
-            conv_load_x<float, NL1>(in1b, xs, u, xv);
-#pragma unroll
-            for (int a = 0; a < CONV_MAX_XDIM; a++) gx[a] = 0;
-#pragma unroll
-            for (int j = 0; j <= CONV_MAX_Y; j++) gy[j] = 0;
-            conv_bwd_std<NL1, NY, CUT, false>(
-                std::make_integer_sequence<int, NI>{}, Gr,
-                [&](int q) {
-                    const float4 v = wv[q];
-                    wv[q] = nx[(int64_t)q * p.C];
-                    return v;
-                },
-                hd, cs, xv, yv, gx, gy, gt);
-            float *gxe = gx1e + (e - e0) * p.dhu;
-#pragma unroll
-            for (int l = 0; l < NL1; l++)
-#pragma unroll
-                for (int a = 0; a < 2 * l + 1; a++)
-                    if (in1b[l].d) gxe[in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
-            if (!wtable_inside(te)) gt = 0; /* past r_max: w is flat */
-            conv_bwd_group_sums<float, NY>(gy, gt, true, CGQ_WARP, red + k * NW * CONV_RED_W, CUT);
-        }
-        __syncthreads(); /* the warps' sums */
-        for (int j = u; j < nb * (NY + 2); j += blockDim.x) {
-            const int k = j / (NY + 2), c = j - k * (NY + 2);
-            const int64_t e = b0 + k;
-            if (c == NY && !CUT) { /* no dE/dcut sums (none written) */
-                if (gcut) gcut[e] = 0.0f;
-                continue;
-            }
-            const float *rk = red + k * NW * CONV_RED_W + c;
-            float s = rk[0];
-            for (int w = 1; w < nw; w++) s += rk[w * CONV_RED_W];
-            if (c < NY) {
-                gY[e * NY + c] = accumulate ? gY[e * NY + c] + s : s;
-            } else if (c == NY) {
-                if (gcut) gcut[e] = s;
-            } else { /* dE/dr: added to the earlier plans' (as gY) */
-                const double v = (double)s / cw.tab.step;
-                gr[e - e0] = accumulate ? gr[e - e0] + v : v;
-            }
-        }
-    }
-}
-
-/* Its shared memory: the warps' sums, the batch's edges, the in1 blocks */
-static size_t conv_bwd_greg_smem(const conv_plan &p) {
-    const int B = CONV_GREG_BATCH, NW = CONV_GREG_MAX_C / CGQ_WARP;
-    return sizeof(float) * ((size_t)B * NW * CONV_RED_W + (size_t)B * p.nY + 4 * (size_t)B) +
-           sizeof(conv_block) * p.n_in1;
-}
-
 template <class T>
 using conv_bwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const T *, const T *,
                              conv_weights<T>, const T *, const T *, T *, T *, T *, T *, double *, int);
@@ -1189,35 +1066,6 @@ static conv_bwd_fn<T> conv_bwd_warp_kernel(const conv_plan &p, bool tabled, bool
     if (!(tabled && p.std_form && p.C % CGQ_WARP == 0 && conv_std_instantiated(p.n_in1, p.nY) && conv_bwd_warp_wanted()))
         return nullptr;
     return conv_bwd_warp_kernel<T>(p.n_in1, p.nY, cut);
-}
-
-/* Whether k_conv_bwd_greg runs where k_conv_bwd_warp would (CGQ_GPU_CONV_BWD_GREG=1; off by default: a trial), read
- * once */
-static bool conv_bwd_greg_wanted() {
-    static const bool on = [] {
-        const char *env = getenv("CGQ_GPU_CONV_BWD_GREG");
-        return env && env[0] == '1';
-    }();
-    return on;
-}
-/* k_conv_bwd_greg for the plan's form where its row of G fits the registers (at most 96 floats), else null */
-template <class T>
-static conv_bwd_fn<T> conv_bwd_greg_kernel(int n_in1, int nY, bool cut) {
-    if constexpr (sizeof(T) == sizeof(float)) {
-#define CONV_BWD_GREG_KERNEL(NL1, NY) \
-    if (n_in1 == NL1 && nY == NY) return cut ? k_conv_bwd_greg<NL1, NY, true, 3> : k_conv_bwd_greg<NL1, NY, false, 3>;
-        CONV_BWD_GREG_KERNEL(1, 4)
-        CONV_BWD_GREG_KERNEL(1, 9) CONV_BWD_GREG_KERNEL(1, 16) CONV_BWD_GREG_KERNEL(2, 4) CONV_BWD_GREG_KERNEL(2, 9)
-            CONV_BWD_GREG_KERNEL(2, 16) CONV_BWD_GREG_KERNEL(3, 4)
-#undef CONV_BWD_GREG_KERNEL
-    }
-    (void)n_in1, (void)nY, (void)cut;
-    return nullptr;
-}
-template <class T>
-static conv_bwd_fn<T> conv_bwd_greg_kernel(const conv_plan &p, bool tabled, bool cut) {
-    if (!(conv_bwd_greg_wanted() && p.C <= CONV_GREG_MAX_C && conv_bwd_warp_kernel<T>(p, tabled, cut))) return nullptr;
-    return conv_bwd_greg_kernel<T>(p.n_in1, p.nY, cut);
 }
 
 /* first position in sedge[r0, r1) (increasing edge ids) whose edge id is >= e */
@@ -1397,21 +1245,16 @@ static size_t conv_bwd_smem(const conv_plan &p, size_t es = sizeof(double), bool
     return conv_bwd_table_offset(p, es, tabled) + sizeof(conv_ins) * p.n_ins + sizeof(conv_block) * p.n_in1;
 }
 
-/* The reverse for receivers [i0, i0 + n) (k_conv_bwd's arguments): k_conv_bwd_warp where it applies (the trial
- * k_conv_bwd_greg when wanted), else conv_bwd_kernel's */
+/* The reverse for receivers [i0, i0 + n) (k_conv_bwd's arguments): k_conv_bwd_warp where it applies, else
+ * conv_bwd_kernel's */
 template <class T>
 static void conv_bwd_launch(const conv_plan &p, bool tabled, int64_t n, int64_t i0, const int64_t *row_ptr,
                             const int32_t *sender, const T *Y, const T *hu, conv_weights<T> cw, const T *cut,
                             const T *gM, T *gw, T *gY, T *gcut, T *gx1e, double *gr, int accumulate) {
     if (n <= 0) return;
-    if (conv_bwd_fn<T> k = conv_bwd_greg_kernel<T>(p, tabled, cut != nullptr)) {
-        k<<<(unsigned)n, p.C, conv_bwd_greg_smem(p)>>>(p, i0, row_ptr, sender, Y, hu, cw, cut, gM, gw, gY, gcut, gx1e,
-                                                       gr, accumulate);
-        return;
-    }
     if (conv_bwd_fn<T> k = conv_bwd_warp_kernel<T>(p, tabled, cut != nullptr)) {
         k<<<(unsigned)n, CONV_BWD_WARPS * CGQ_WARP, conv_bwd_warp_smem(p)>>>(p, i0, row_ptr, sender, Y, hu, cw, cut, gM,
-                                                                             gw, gY, gcut, gx1e, gr, accumulate);
+                                                                            gw, gY, gcut, gx1e, gr, accumulate);
         return;
     }
     conv_bwd_kernel<T>(p, tabled)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(T), tabled)>>>(
