@@ -8,7 +8,8 @@
 # BASE=0: no base tree (its build and rounds left out): the new tree's default against its VARIANTS only, ~200 s less.
 # TESTS='VAR=value ...': the kernel tests of the weight-table convolutions and test_gpu's fp32 tests built too (carry
 # .device/googletest) and run with those switches first, for a trial kernel's first call (its ctest variants), and
-# last compute-sanitizer memcheck and racecheck on the kernel tests SAN_FILTER (default MP-0's widths) with them.
+# last compute-sanitizer memcheck and racecheck (SAN_TOOLS) on the kernel tests SAN_FILTER (default MP-0's widths)
+# with them.
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
@@ -55,7 +56,7 @@ prof() { CGQ_GPU_PROFILE=1 "$@" $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep p
   [ -n "$B0" ] && echo "MP-0 round last base: $($B0 $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
   echo "MP-0 round last new:  $($B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
   if [ -n "${TESTS:-}" ]; then # last, as they take the GPU a while: memcheck and racecheck with the switches
-    for tool in memcheck racecheck; do
+    for tool in ${SAN_TOOLS:-memcheck racecheck}; do
       echo "$tool with $TESTS: $(env $TESTS timeout 150 compute-sanitizer --tool $tool build-gpu/tests/test_gpu_kernels \
         --gtest_filter="${SAN_FILTER:-*WeightTable*mace_res_l3_mul128*}" 2>&1 | grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED) ' | tr '\n' ' ')"
     done

@@ -415,28 +415,6 @@ __device__ __forceinline__ void conv_fwd_std12(std::integer_sequence<int, Q...>,
     const float t = hb[0], h10 = hb[1], h11 = hb[2], kt = wtable12_bias(h10, h11);
     (conv_fwd_std_ins<NL1, NY, Q>(wtable12_value(ta[Q], te[Q], es[Q], t, h10, h11, kt), xv, Pe, racc), ...);
 }
-/* The compact table's weights of one edge and channel from its chunks already in registers (ca: the (a_k, d) chunks,
- * ce: the departures' chunks; conv_fwd_std12's values, bit for bit), for the prefetching forward (k_conv_fwd_std PF) */
-template <int NI, int CA, int CE>
-__device__ __forceinline__ void conv_fwd_std12_weights(const float4 (&ca)[CA], const uint4 (&ce)[CE],
-                                                       const float (&es)[NI], const float *hb, float (&w)[NI]) {
-    const float t = hb[0], h10 = hb[1], h11 = hb[2], kt = wtable12_bias(h10, h11);
-#pragma unroll
-    for (int q = 0; q < NI; q++) {
-        const float4 a = ca[q / 2];
-        const uint4 e = ce[q / 4];
-        const float2 v = q % 2 ? make_float2(a.z, a.w) : make_float2(a.x, a.y);
-        const uint32_t d = q % 4 == 0 ? e.x : q % 4 == 1 ? e.y : q % 4 == 2 ? e.z : e.w;
-        w[q] = wtable12_value(v, d, es[q], t, h10, h11, kt);
-    }
-}
-/* every instruction's products of one edge and channel with its weights w */
-template <int NL1, int NY, int NA, int NI, int... Q>
-__device__ __forceinline__ void conv_fwd_std_products(std::integer_sequence<int, Q...>, const float (&w)[NI],
-                                                      const float (&xv)[CONV_MAX_XDIM], const float *Pe,
-                                                      float (&racc)[NA]) {
-    (conv_fwd_std_ins<NL1, NY, Q>(w[Q], xv, Pe, racc), ...);
-}
 /* racc's instruction Q into the slot's sums my (the output block's entries at acc_off) */
 template <int NL1, int NY, int Q, int NA>
 __device__ __forceinline__ void conv_fwd_std_put(const conv_plan &p, const float (&racc)[NA], float *my) {
@@ -451,55 +429,13 @@ __device__ __forceinline__ void conv_fwd_std_puts(std::integer_sequence<int, Q..
     (conv_fwd_std_put<NL1, NY, Q>(p, racc, my), ...);
 }
 
-/* The std forward's edges of one staged batch from the compact table with the next edge's loads in flight
- * (k_conv_fwd_std PF; a trial, off by default: CGQ_GPU_CONV_FWD_PF=1). Session 47's ncu: k_conv_fwd_std waits on
- * its global loads (long scoreboard 2.9 per issue), issued at the start of each edge. Here an edge's weights are
- * formed first, from its chunks already in registers, and then the slot's next edge's chunks and sender features are
- * loaded into the same registers while this edge's products run. */
-template <int NL1, int NY, int NI, int NA>
-__device__ __forceinline__ void conv_fwd_std12_pf(const conv_plan &p, const conv_weights<float> &cw, const float *cut,
-                                                  const float *hu, int64_t eb, int nb, int slot, int S, int nc, int u,
-                                                  const int (&xo)[NL1], const int32_t *sid, const int32_t *kb,
-                                                  const float *hb, const float (&es)[NI], const float *Pb,
-                                                  float (&racc)[NA]) {
-    constexpr int CA = wtable12_ad_row(NI) / 2, CE = wtable12_ev_row(NI) / 4; /* 16-byte chunks */
-    float4 ca[CA];
-    uint4 ce[CE];
-    float xn[CONV_MAX_XDIM];
-    auto load = [&](int el) {
-        const size_t k = (size_t)kb[el] * nc;
-        const float4 *ka = reinterpret_cast<const float4 *>(cw.tab.ad) + k * CA + u;
-        const uint4 *ke = reinterpret_cast<const uint4 *>(cw.tab.ev) + k * CE + u;
-#pragma unroll
-        for (int j = 0; j < CA; j++) ca[j] = __ldg(ka + (size_t)j * nc);
-#pragma unroll
-        for (int j = 0; j < CE; j++) ce[j] = __ldg(ke + (size_t)j * nc);
-        const float *xs = hu + (int64_t)sid[el] * p.dhu, c = cut ? cut[eb + el] : 1.0f;
-#pragma unroll
-        for (int l = 0; l < NL1; l++)
-#pragma unroll
-            for (int a = 0; a < 2 * l + 1; a++) xn[l * l + a] = c * xs[xo[l] + a];
-    };
-    if (slot < nb) load(slot);
-    for (int el = slot; el < nb; el += S) {
-        float w[NI], xv[CONV_MAX_XDIM];
-        conv_fwd_std12_weights<NI>(ca, ce, es, hb + 3 * el, w);
-#pragma unroll
-        for (int j = 0; j < NL1 * NL1; j++) xv[j] = xn[j];
-        load(el + S < nb ? el + S : el); /* after the batch's last: its own again (valid, unused; no branch, so that the
-                                          * loads are scheduled with the products rather than after them) */
-        conv_fwd_std_products<NL1, NY>(std::make_integer_sequence<int, NI>{}, w, xv, Pb + (size_t)el * p.sp_dim, racc);
-    }
-}
-
 /* k_conv_fwd for a std_form plan with weight tables (fp32): the slot's edges one after another, each sender's features
  * read once per edge, every instruction's messages summed in registers over the whole row (the instruction list is
  * the compile-time conv_std_at(NL1, lmax): no switch, P and the table read 16 bytes at a time). C12: from the table's
  * compact form (radial_table.ad); CC: the plan's channels p.C, where the launch knows them at compile time (else 0). */
-template <int NL1, int NY, bool C12, int CC, bool PF>
-__device__ __forceinline__ void conv_fwd_std_block(const conv_plan &p, int64_t i0, const int64_t *row_ptr,
-                                                   const int32_t *sender, const float *Y, const float *hu,
-                                                   const conv_weights<float> &cw, const float *cut, float *M) {
+template <int NL1, int NY, bool C12 = false, int CC = 0>
+__global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const float *Y,
+                               const float *hu, conv_weights<float> cw, const float *cut, float *M) {
     constexpr int LY = sh_lmax<NY>(), NI = conv_std_count(NL1, LY), NA = conv_std_at(NL1, LY, NI).a_off;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int u = threadIdx.x % p.cw, slot = threadIdx.x / p.cw, S = p.slots, stride = p.acc_dim * p.C, EB = p.fwd_eb;
@@ -523,27 +459,23 @@ __device__ __forceinline__ void conv_fwd_std_block(const conv_plan &p, int64_t i
         const int nb = (int)(r1 - eb < EB ? r1 - eb : EB);
         conv_fwd_stage_std<NL1, NY, C12>(p, eb, nb, sender, Y, cw, Pb, sid, kb, hb);
         if (!active) continue;
-        if constexpr (C12 && PF) {
-            conv_fwd_std12_pf<NL1, NY, NI, NA>(p, cw, cut, hu, eb, nb, slot, S, nc, u, xo, sid, kb, hb, es, Pb, racc);
-        } else {
-            for (int el = slot; el < nb; el += S) {
-                const float *xs = hu + (int64_t)sid[el] * p.dhu, ce = cut ? cut[eb + el] : 1.0f;
-                float xv[CONV_MAX_XDIM];
+        for (int el = slot; el < nb; el += S) {
+            const float *xs = hu + (int64_t)sid[el] * p.dhu, ce = cut ? cut[eb + el] : 1.0f;
+            float xv[CONV_MAX_XDIM];
 #pragma unroll
-                for (int l = 0; l < NL1; l++)
+            for (int l = 0; l < NL1; l++)
 #pragma unroll
-                    for (int a = 0; a < 2 * l + 1; a++) xv[l * l + a] = ce * xs[xo[l] + a];
-                if constexpr (C12) {
-                    constexpr int CA = wtable12_ad_row(NI) / 2, CE = wtable12_ev_row(NI) / 4; /* 16-byte chunks */
-                    const size_t k = (size_t)kb[el] * nc;
-                    conv_fwd_std12<NL1, NY>(std::make_integer_sequence<int, NI>{},
-                                            reinterpret_cast<const float4 *>(cw.tab.ad) + k * CA + u,
-                                            reinterpret_cast<const uint4 *>(cw.tab.ev) + k * CE + u, nc, hb + 3 * el,
-                                            es, xv, Pb + (size_t)el * p.sp_dim, racc);
-                } else {
-                    conv_fwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, wtable_at(cw.tab, kb[el], u), p.C,
-                                          hb + 3 * el, xv, Pb + (size_t)el * p.sp_dim, racc);
-                }
+                for (int a = 0; a < 2 * l + 1; a++) xv[l * l + a] = ce * xs[xo[l] + a];
+            if constexpr (C12) {
+                constexpr int CA = wtable12_ad_row(NI) / 2, CE = wtable12_ev_row(NI) / 4; /* 16-byte chunks */
+                const size_t k = (size_t)kb[el] * nc;
+                conv_fwd_std12<NL1, NY>(std::make_integer_sequence<int, NI>{},
+                                        reinterpret_cast<const float4 *>(cw.tab.ad) + k * CA + u,
+                                        reinterpret_cast<const uint4 *>(cw.tab.ev) + k * CE + u, nc, hb + 3 * el, es,
+                                        xv, Pb + (size_t)el * p.sp_dim, racc);
+            } else {
+                conv_fwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, wtable_at(cw.tab, kb[el], u), p.C,
+                                      hb + 3 * el, xv, Pb + (size_t)el * p.sp_dim, racc);
             }
         }
     }
@@ -552,19 +484,6 @@ __device__ __forceinline__ void conv_fwd_std_block(const conv_plan &p, int64_t i
         conv_fwd_std_puts<NL1, NY>(std::make_integer_sequence<int, NI>{}, p, racc, acc + (size_t)slot * stride + u);
     __syncthreads();
     conv_fwd_write(p, acc, M + i * p.dM);
-}
-template <int NL1, int NY, bool C12 = false, int CC = 0, bool PF = false>
-__global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const float *Y,
-                               const float *hu, conv_weights<float> cw, const float *cut, float *M) {
-    conv_fwd_std_block<NL1, NY, C12, CC, PF>(p, i0, row_ptr, sender, Y, hu, cw, cut, M);
-}
-/* the prefetching forward (PF) of 128 channels held to 128 registers, 4 blocks of 128 threads per SM as the default
- * (a few spills; unbounded it takes 140: 3 blocks); CGQ_GPU_CONV_FWD_PF=4 */
-template <int NL1, int NY>
-__global__ void __launch_bounds__(128, 4)
-    k_conv_fwd_std_pf4(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const float *Y,
-                       const float *hu, conv_weights<float> cw, const float *cut, float *M) {
-    conv_fwd_std_block<NL1, NY, true, 128, true>(p, i0, row_ptr, sender, Y, hu, cw, cut, M);
 }
 
 /* Sum of v over each group of `width` consecutive lanes (a power of two <= the warp) in a fixed shuffle
@@ -1298,14 +1217,11 @@ using conv_fwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t 
 /* the std forward for in1 blocks l < n_in1 and SH width nY, from the compact table when c12 (NULL: none
  * instantiated); the compact one with C = 128 channels (MACE-MP-0's) at compile time: its chunks' strides become
  * immediate offsets, 16 fewer SASS instructions per edge (of 274) */
-static conv_fwd_fn<float> conv_fwd_std_kernel(int n_in1, int nY, bool c12, int C, int pf = 0) {
-#define CONV_FWD_STD_NY(NL1, NY)                                     \
-    if (n_in1 == NL1 && nY == NY)                                    \
-        return !c12       ? k_conv_fwd_std<NL1, NY>                  \
-               : C != 128 ? k_conv_fwd_std<NL1, NY, true>            \
-               : pf == 4  ? k_conv_fwd_std_pf4<NL1, NY>              \
-               : pf       ? k_conv_fwd_std<NL1, NY, true, 128, true> \
-                          : k_conv_fwd_std<NL1, NY, true, 128>;
+static conv_fwd_fn<float> conv_fwd_std_kernel(int n_in1, int nY, bool c12, int C) {
+#define CONV_FWD_STD_NY(NL1, NY)                                                                \
+    if (n_in1 == NL1 && nY == NY)                                                               \
+        return !c12 ? k_conv_fwd_std<NL1, NY> : C == 128 ? k_conv_fwd_std<NL1, NY, true, 128> \
+                                                         : k_conv_fwd_std<NL1, NY, true>;
 #define CONV_FWD_STD(NL1) CONV_FWD_STD_NY(NL1, 4) CONV_FWD_STD_NY(NL1, 9) CONV_FWD_STD_NY(NL1, 16)
     CONV_FWD_STD(1)
     CONV_FWD_STD(2)
@@ -1315,23 +1231,13 @@ static conv_fwd_fn<float> conv_fwd_std_kernel(int n_in1, int nY, bool c12, int C
     return nullptr;
 }
 
-/* Whether the compact-table forward of 128 channels loads each edge's chunks during the one before (k_conv_fwd_std PF;
- * CGQ_GPU_CONV_FWD_PF=1, or 4: k_conv_fwd_std_pf4; 0, off, by default: a trial), read once */
-static int conv_fwd_pf_wanted() {
-    static const int on = [] {
-        const char *env = getenv("CGQ_GPU_CONV_FWD_PF");
-        return env && (env[0] == '1' || env[0] == '4') ? env[0] - '0' : 0;
-    }();
-    return on;
-}
-
 /* the forward kernel for the plan's message sums (tabled: from a weight table; c12: it has the compact form) */
 template <class T>
 static conv_fwd_fn<T> conv_fwd_kernel(const conv_plan &p, bool tabled = false, bool c12 = false) {
     constexpr bool F = sizeof(T) == sizeof(float); /* the tables are fp32's */
     if constexpr (F)
         if (tabled && p.std_form && conv_std_instantiated(p.n_in1, p.nY))
-            return conv_fwd_std_kernel(p.n_in1, p.nY, c12, p.C, conv_fwd_pf_wanted());
+            return conv_fwd_std_kernel(p.n_in1, p.nY, c12, p.C);
     if (tabled && F) return p.double_sums ? k_conv_fwd<T, double, F> : k_conv_fwd<T, T, F>;
     return p.double_sums ? k_conv_fwd<T, double> : k_conv_fwd<T, T>;
 }

@@ -764,8 +764,7 @@ static cudaError_t set_smem_limits(int cap) {
                 if (const void *k = (const void *)conv_bwd_warp_kernel<T>(n_in1, nY, cut)) kernels.push_back(k);
             if (F && conv_std_instantiated(n_in1, nY))
                 for (bool c12 : {false, true})
-                    for (int C : {0, 128})
-                        kernels.push_back((const void *)conv_fwd_std_kernel(n_in1, nY, c12, C, conv_fwd_pf_wanted()));
+                    for (int C : {0, 128}) kernels.push_back((const void *)conv_fwd_std_kernel(n_in1, nY, c12, C));
         }
     for (const void *k : kernels) {
         cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, cap);
