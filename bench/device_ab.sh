@@ -24,16 +24,19 @@ if [ -n "${TESTS:-}" ]; then build_gpu bench_eval conv_workbench test_gpu_kernel
 else build_gpu --no-tests bench_eval conv_workbench; fi
 [ -z "$BASE_PID" ] || wait $BASE_PID || { echo "base build failed"; tail -5 "$OUT/build_base.log"; }
 wait $MODELS_PID
-B=build-gpu/bench_eval B0=.device/base/build/bench_eval CW=build-gpu/conv_workbench CW0=.device/base/build/conv_workbench
-[ -z "$BASE_PID" ] && B0="" CW0=""
+B=build-gpu/bench_eval CW=build-gpu/conv_workbench B0="" CW0="" # the base tree's, where it is built
+[ -n "$BASE_PID" ] && B0=.device/base/build/bench_eval CW0=.device/base/build/conv_workbench
 W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch.h5
 ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)' | tr '\n' ' '; }
 prof() { CGQ_GPU_PROFILE=1 "$@" $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1; }
+# the summary lines of a googletest (or compute-sanitizer) run on one line
+passed() { grep -E '^\[  (PASSED|FAILED) |ERROR SUMMARY|RACECHECK SUMMARY' | tr '\n' ' '; }
 {
   nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
   if [ -n "${TESTS:-}" ]; then
-    echo "tests with $TESTS: $(env $TESTS build-gpu/tests/test_gpu_kernels --gtest_filter='*WeightTable*' 2>&1 | grep -E '^\[  (PASSED|FAILED) ' | tr '\n' ' ')"
-    echo "  $(env $TESTS build-gpu/tests/test_gpu --gtest_filter='*Float32*:*PairsOnDeviceFp32*' 2>&1 | grep -E '^\[  (PASSED|FAILED) ' | tr '\n' ' ')"
+    echo "tests with $TESTS: $(env $TESTS build-gpu/tests/test_gpu_kernels --gtest_filter='*WeightTable*' 2>&1 |
+      passed)"
+    echo "  $(env $TESTS build-gpu/tests/test_gpu --gtest_filter='*Float32*:*PairsOnDeviceFp32*' 2>&1 | passed)"
   fi
   echo "check new: $($B $MP $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET')"
   for round in $(seq "${ROUNDS:-3}"); do
@@ -56,9 +59,10 @@ prof() { CGQ_GPU_PROFILE=1 "$@" $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep p
   [ -n "$B0" ] && echo "MP-0 round last base: $($B0 $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
   echo "MP-0 round last new:  $($B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
   if [ -n "${TESTS:-}" ]; then # last, as they take the GPU a while: memcheck and racecheck with the switches
+    SF=${SAN_FILTER:-*WeightTable*mace_res_l3_mul128*}
     for tool in ${SAN_TOOLS:-memcheck racecheck}; do
-      echo "$tool with $TESTS: $(env $TESTS timeout 150 compute-sanitizer --tool $tool build-gpu/tests/test_gpu_kernels \
-        --gtest_filter="${SAN_FILTER:-*WeightTable*mace_res_l3_mul128*}" 2>&1 | grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED) ' | tr '\n' ' ')"
+      echo "$tool with $TESTS: $(env $TESTS timeout 150 compute-sanitizer --tool $tool \
+        build-gpu/tests/test_gpu_kernels --gtest_filter="$SF" 2>&1 | passed)"
     done
   fi
 } >"$OUT/ab.txt" 2>&1

@@ -37,6 +37,8 @@ def build(root, headers, source, out, nvcc):
     return cubin
 
 
+# Each function's listing with the addresses left out but the encodings kept (the second /* 0x... */ word of each
+# instruction holds its scheduling bits), so "the same" is stricter than sass_loops.kernels' instruction text.
 def functions(cubin, cuobjdump, rename=None):
     text = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True, check=True).stdout
     out = {}
@@ -44,8 +46,7 @@ def functions(cubin, cuobjdump, rename=None):
         name = part.split("\n", 1)[0].strip()
         if rename:
             name = re.sub(rename[0], rename[1], name)
-        body = [re.sub(r"/\*[0-9a-f]{4,}\*/", "", l).strip() for l in part.split("\n")[1:]
-                if re.match(r"\s*/\*[0-9a-f]{4,}\*/", l)]
+        body = [re.sub(r"/\*[0-9a-f]{4,}\*/", "", l).strip() for l in part.split("\n")[1:] if "/*" in l]
         out[name] = body
     return out
 
