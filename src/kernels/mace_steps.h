@@ -525,9 +525,11 @@ CGQ_INTERNAL void mace_step_node_backward(const mace_ctx *c, int t, int64_t i, d
 /* Last part of an edge's reverse pass, shared by the backends: from dE/d(edge features) gef, dE/d(cutoff)
  * gcut and dE/dY gY to dE/dvec (+=), through the Bessel basis, the Agnesi transform, the polynomial cutoff,
  * the spherical harmonics (degrees <= lmax, nY = (lmax + 1)^2: the model's; the GPU passes them as constants, so
- * that its arrays stay in registers) and (layer 0) the ZBL pair term. B, dB: n_bessel each. */
-CGQ_INTERNAL void mace_edge_tail_sh(const mace_ctx *c, int t, int64_t i, int64_t e, const double *gef, double gcut,
-                                    const double *gY, double *B, double *dB, int lmax) {
+ * that its arrays stay in registers) and, where pair is set (layer 0's tail on the CPU; the GPU adds it beside the
+ * forward, k_energy_start), the ZBL pair term; gr: dE/dr found elsewhere (the GPU's radial tables), added with
+ * them. B, dB: n_bessel each. */
+CGQ_INTERNAL void mace_edge_tail_sh(const mace_ctx *c, int64_t i, int64_t e, const double *gef, double gcut, double gr,
+                                    const double *gY, double *B, double *dB, int lmax, int pair) {
     const cgq_model *m = c->m;
     const int nb = c->nb;
     const double *v = c->vec + 3 * e, r = c->r[e];
@@ -543,8 +545,8 @@ CGQ_INTERNAL void mace_edge_tail_sh(const mace_ctx *c, int t, int64_t i, int64_t
             if (m->apply_cutoff) gcut += gef[n] * B[n];
         }
     }
-    double gr = gb * drb + gcut * dcut;
-    if (t == 0 && m->zbl) { /* pair repulsion, once */
+    gr += gb * drb + gcut * dcut;
+    if (pair && m->zbl) { /* pair repulsion, once */
         double dz;
         cgq_zbl_edge(m, su, sv, r, &dz);
         gr += m->scale * dz;
@@ -557,7 +559,7 @@ CGQ_INTERNAL void mace_edge_tail_sh(const mace_ctx *c, int t, int64_t i, int64_t
 
 CGQ_INTERNAL void mace_edge_tail(const mace_ctx *c, int t, int64_t i, int64_t e, const double *gef, double gcut,
                                  const double *gY, double *B, double *dB) {
-    mace_edge_tail_sh(c, t, i, e, gef, gcut, gY, B, dB, c->m->lmax_sh);
+    mace_edge_tail_sh(c, i, e, gef, gcut, 0.0, gY, B, dB, c->m->lmax_sh, t == 0);
 }
 
 /* dE/dv of edge e (receiver i) of layer t through Y, the radial MLP, the density (+=); each edge is

@@ -2099,7 +2099,7 @@ static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
 /* NY: the SH width (sh_lmax; with the width read at run time the tail's arrays went through local memory: 0.26 ms per
  * layer at 5,184 water atoms, DRAM 66% busy) */
 template <class T, int NY>
-__global__ void k_edge_tail(mace_ctx c, int t, int64_t e0, int64_t e1, const T *gef, const T *gY, const T *gcut,
+__global__ void k_edge_tail(mace_ctx c, int64_t e0, int64_t e1, const T *gef, const T *gY, const T *gcut,
                             const double *gr) {
     constexpr int LMAX = sh_lmax<NY>();
     for (int64_t e = e0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < e1; e += (int64_t)gridDim.x * blockDim.x) {
@@ -2108,32 +2108,31 @@ __global__ void k_edge_tail(mace_ctx c, int t, int64_t e0, int64_t e1, const T *
             for (int n = 0; n < c.nb; n++) ge[n] = (double)gef[(e - e0) * c.nb + n];
 #pragma unroll
         for (int j = 0; j < NY; j++) gy[j] = (double)gY[e * NY + j];
-        mace_edge_tail_sh(&c, t, c.erecv[e], e, gef ? ge : nullptr, (double)gcut[e], gy, B, dB, LMAX);
-        if (gr) { /* dE/dr through the radial table (radial_spline.cuh) */
-            const double s = gr[e - e0] / c.r[e];
-            for (int k = 0; k < 3; k++) c.edge_grad[3 * e + k] += s * c.vec[3 * e + k];
-        }
+        /* gr: dE/dr through the radial table (radial_spline.cuh) */
+        mace_edge_tail_sh(&c, c.erecv[e], e, gef ? ge : nullptr, (double)gcut[e], gr ? gr[e - e0] : 0.0, gy, B, dB,
+                          LMAX, 0);
     }
 }
 
-/* dE/dvec of edges [e0, e1) of layer t (+=): k_edge_tail for the model's SH width */
+/* dE/dvec of edges [e0, e1) of a layer (+=): k_edge_tail for the model's SH width. The pair repulsion's part is
+ * k_energy_start's, beside the forward. */
 template <class T>
-static void edge_tail(const mace_ctx &c, int t, int64_t e0, int64_t e1, const T *gef, const T *gY, const T *gcut,
+static void edge_tail(const mace_ctx &c, int64_t e0, int64_t e1, const T *gef, const T *gY, const T *gcut,
                       const double *gr, cudaStream_t st = 0) {
     if (e1 <= e0) return;
     const unsigned blocks = blocks_wide(e1 - e0);
     switch (c.nY) {
         case 1:
-            k_edge_tail<T, 1><<<blocks, CGQ_GPU_THREADS, 0, st>>>(c, t, e0, e1, gef, gY, gcut, gr);
+            k_edge_tail<T, 1><<<blocks, CGQ_GPU_THREADS, 0, st>>>(c, e0, e1, gef, gY, gcut, gr);
             break;
         case 4:
-            k_edge_tail<T, 4><<<blocks, CGQ_GPU_THREADS, 0, st>>>(c, t, e0, e1, gef, gY, gcut, gr);
+            k_edge_tail<T, 4><<<blocks, CGQ_GPU_THREADS, 0, st>>>(c, e0, e1, gef, gY, gcut, gr);
             break;
         case 9:
-            k_edge_tail<T, 9><<<blocks, CGQ_GPU_THREADS, 0, st>>>(c, t, e0, e1, gef, gY, gcut, gr);
+            k_edge_tail<T, 9><<<blocks, CGQ_GPU_THREADS, 0, st>>>(c, e0, e1, gef, gY, gcut, gr);
             break;
         default:
-            k_edge_tail<T, 16><<<blocks, CGQ_GPU_THREADS, 0, st>>>(c, t, e0, e1, gef, gY, gcut, gr);
+            k_edge_tail<T, 16><<<blocks, CGQ_GPU_THREADS, 0, st>>>(c, e0, e1, gef, gY, gcut, gr);
             break;
     }
 }
@@ -2622,11 +2621,12 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     symcon_groups groups; /* the product basis's nodes by species, beside layer 0's node maps as well */
     CGQ_TRY(symcon_group_nodes<T>(g, N, c.species, ss, &groups));
     if (NA) k_embed<T><<<blocks_for(NA * hm->node_embedding.out.dim), TH>>>(c, a.h[0]);
-    if (N) k_energy_start<<<blocks_for(N * CGQ_WARP), TH, 0, ss>>>(c, a.e_acc); /* the pair repulsion reads r */
-    CGQ_LAUNCH_CHECK();
-    /* the edge gradients' sums start from zero: set here, beside the forward, not between the passes (gh is zeroed
-     * there: the reverse's arrays reuse the forward's, v2_layout) */
+    /* the edge gradients' sums start from zero (then the pair repulsion's part): set here, beside the forward, not
+     * between the passes (gh is zeroed there: the reverse's arrays reuse the forward's, v2_layout) */
     if (want_grad && E) CGQ_CHECK_GPU(cudaMemsetAsync(c.edge_grad, 0, sizeof(double) * 3 * E, ss));
+    if (N) /* the pair repulsion reads r */
+        k_energy_start<<<blocks_for(N * CGQ_WARP), TH, 0, ss>>>(c, a.e_acc, want_grad ? c.edge_grad : nullptr);
+    CGQ_LAUNCH_CHECK();
     const T *Y = a.Y, *ef = a.ef, *cut = a.cut;
     const unsigned ro_blocks = (unsigned)std::min<int64_t>((N + RO_GROUPS - 1) / RO_GROUPS, 65535);
     const T *cut_w = hm->apply_cutoff ? nullptr : cut; /* weights times the cutoff */
@@ -2797,7 +2797,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
                                       reinterpret_cast<const float *>(cut_w), reinterpret_cast<const float *>(gM),
                                       reinterpret_cast<float *>(gY), reinterpret_cast<float *>(gcut), b.gr);
                 prof.mark("species_conv_bwd");
-                edge_tail<T>(c, t, ch.e0, ch.e1, nullptr, gY, gcut, b.gr);
+                edge_tail<T>(c, ch.e0, ch.e1, nullptr, gY, gcut, b.gr);
                 CGQ_LAUNCH_CHECK();
                 prof.mark("edge_tail");
                 continue;
@@ -2833,7 +2833,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             }
             cudaStream_t st = 0;
             if (t > 0) CGQ_TRY(side.fork(&st)); /* beside the sender sums and what follows, up to the next join */
-            edge_tail<T>(c, t, ch.e0, ch.e1, gef_tail, gY, gcut, gr_tail, st);
+            edge_tail<T>(c, ch.e0, ch.e1, gef_tail, gY, gcut, gr_tail, st);
             CGQ_LAUNCH_CHECK();
             prof.mark("edge_tail");
             if (t > 0) /* the chunk's dE/dx rows into their senders' sums (layer 0's input is the embedding) */

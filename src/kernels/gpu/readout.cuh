@@ -113,14 +113,20 @@ __device__ double warp_ordered_sum(int64_t r0, int64_t r1, F f) {
 }
 
 /* e_acc[i] = receiver i's ZBL pair energies (0 without ZBL) in row order, the interaction energy's first terms as on
- * the CPU; one warp per receiver (launch CGQ_WARP threads per node) */
-__global__ void k_energy_start(mace_ctx c, double *e_acc) {
+ * the CPU; eg (NULL: energy only): each edge's dE/dvec from its pair term, added to the zeros there, so that layer 0's
+ * edge tail on the step's critical path does not evaluate the ZBL again. One warp per receiver (launch CGQ_WARP
+ * threads per node). */
+__global__ void k_energy_start(mace_ctx c, double *e_acc, double *eg) {
     const int64_t warps = (int64_t)gridDim.x * blockDim.x / CGQ_WARP;
     for (int64_t i = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / CGQ_WARP; i < c.N; i += warps) {
         double s = 0.0;
         if (c.m->zbl)
             s = warp_ordered_sum(c.row_ptr[i], c.row_ptr[i + 1], [&](int64_t e) {
-                return cgq_zbl_edge(c.m, c.species[c.sender[e]], c.species[i], c.r[e], NULL);
+                double dz;
+                const double z = cgq_zbl_edge(c.m, c.species[c.sender[e]], c.species[i], c.r[e], eg ? &dz : NULL);
+                if (eg) /* as the tail adds its gr: (gr v_k) / r */
+                    for (int k = 0; k < 3; k++) eg[3 * e + k] += c.m->scale * dz * c.vec[3 * e + k] / c.r[e];
+                return z;
             });
         if (threadIdx.x % CGQ_WARP == 0) e_acc[i] = s;
     }
