@@ -13,6 +13,7 @@
 #define RO_GROUPS 4   /* nodes per block */
 #define RO_PER_LANE 4 /* hidden units per thread: readouts up to 128 wide */
 #define RO_MAX_HIDDEN (RO_LANES * RO_PER_LANE)
+#define RO_STAGE 256 /* a node's input rows staged in shared memory at a time (ro_row_sum) */
 
 /* One readout of the model as dense matrices on the device. The linear kind is a hidden layer of one unit (the head's
  * column) without activation, whose output is that unit. */
@@ -147,18 +148,37 @@ __device__ void ro_rounds(int64_t N, double (*sa)[RO_MAX_HIDDEN], Body body) {
         body(base + grp, base + grp < N, lane, sa[grp]);
 }
 
+/* Hidden unit j's first-layer sum over node row hi's input rows, in row order (the reference's terms and bits). The
+ * group's lanes first stage the node's inputs in shared memory sx, RO_STAGE rows at a time, one load each: read row
+ * by row, each product waited on its own chain of two global loads (the row index, then h). on: the group has a node;
+ * every thread of the block calls it alike (it synchronises the block). */
+template <class T>
+__device__ double ro_row_sum(const readout_plan &p, const T *hi, bool on, int lane, int j, double *sx) {
+    double s = 0.0;
+    for (int r0 = 0; r0 < p.nrows; r0 += RO_STAGE) {
+        const int n = min(RO_STAGE, p.nrows - r0);
+        if (on)
+            for (int r = lane; r < n; r += RO_LANES) sx[r] = (double)hi[p.rows[r0 + r]];
+        __syncthreads();
+        if (on && j < p.H)
+            for (int r = 0; r < n; r++) s += p.w1[(int64_t)(r0 + r) * p.H + j] * sx[r];
+        __syncthreads(); /* sx is the next stage's */
+    }
+    return s;
+}
+
 /* The readout of the N rows h (row width dH): e_acc[i] += its output; z: the pre-activations (zw per node). */
 template <class T>
 __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
     k_readout_fwd(readout_plan p, int64_t N, const T *h, int dH, double *z, double *e_acc) {
-    __shared__ double sa[RO_GROUPS][RO_MAX_HIDDEN];
+    __shared__ double sa[RO_GROUPS][RO_MAX_HIDDEN], sx[RO_GROUPS][RO_STAGE];
     ro_rounds(N, sa, [&](int64_t i, bool on, int lane, double *sg) {
-        for (int q = 0; q < RO_PER_LANE; q++) { /* the first linear and the activation */
+        /* the first linear and the activation (every thread takes the same units' rounds: ro_row_sum synchronises) */
+        for (int q = 0; q < RO_PER_LANE && q * RO_LANES < p.H; q++) {
             const int j = lane + q * RO_LANES;
-            if (!on || j >= p.H) break;
-            double s = 0.0;
-            for (int r = 0; r < p.nrows; r++) s += p.w1[(int64_t)r * p.H + j] * (double)h[i * dH + p.rows[r]];
-            s += p.b1[j];
+            const double rs = ro_row_sum(p, h + i * dH, on, lane, j, sx[threadIdx.x / RO_LANES]);
+            if (!on || j >= p.H) continue;
+            const double s = rs + p.b1[j];
             if (p.linear) {
                 sg[j] = s;
                 continue;
