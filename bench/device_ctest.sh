@@ -7,14 +7,19 @@
 # BASE=1 also those of the base commit in .device/base (`git archive BASE | tar -x -C .device/base`), alternated, and
 # the shipped models'. VARIANTS: space-separated switches (VAR=value) of the new tree, timed one after another on
 # MP-0, mace01 and the water MACE. PAIRS_FILTER: memcheck on those test_gpu tests too (whole steps on the device);
-# RACE_PAIRS_FILTER: racecheck on those.
+# RACE_PAIRS_FILTER: racecheck on those. The steps' times come first, on a quiet GPU, and every result reaches $OUT as
+# it comes, so a call cut at its limit still returns them (session 49: with BASE=1 and a racecheck of a whole fp32
+# step of ssmace_zbl_agnesi_l2, which takes more than 120 s, the old order, ctest first, passed 600 s and returned
+# nothing). ctest is bounded by CT seconds (default 400).
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 source bench/device_build.sh
 { [ "${BENCH:-0}" = 1 ] || [ "${LAMMPS:-0}" = 1 ]; } && make_models
+BASE_PID=""
 if [ "${BASE:-0}" = 1 ]; then
   build_base bench_eval &
+  BASE_PID=$!
 fi
 # LAMMPS=1: LAMMPS (.device/lammps, carried) built with this tree's pair style beside ctest, then the MACE water box
 # (5,184 atoms, fp32, 500 steps) run once per switch of LAMMPS_VARIANTS (VAR=value), two rounds alternated; then the
@@ -22,34 +27,9 @@ fi
 # 1 and 2 ranks (lammps_ranks; lammps_scale: MP-0 on 5,184 and 93,312 atoms)
 # only what `ctest -L gpu` runs (and bench_eval for BENCH): a fresh machine's whole build passed 380 s in session 27
 build_gpu test_gpu test_gpu_kernels $([ "${BENCH:-0}" = 1 ] && echo bench_eval) $([ "${LAMMPS:-0}" = 1 ] && echo cgequi_cli)
-K=build-gpu/tests/test_gpu_kernels F=${FILTER:-'*Fused*:*RadialTable*'}
-R=${RACE_FILTER:-'*Fused*mace01*:*Fused*water_mace*:*RadialTable*mace01*:*RadialTable*nequip_l2_parity_2layer_wide*'}
-# SAN_ENV: switches (VAR=value) for the sanitizer runs only
-[ "${SANITIZE:-1}" = 1 ] && ( [ -n "${SAN_ENV:-}" ] && export ${SAN_ENV}
-  compute-sanitizer --tool memcheck $K --gtest_filter="$F" >/tmp/memcheck.log 2>&1
-  compute-sanitizer --tool racecheck $K --gtest_filter="$R" >/tmp/racecheck.log 2>&1
-  : >/tmp/memcheck_pairs.log
-  [ -n "${PAIRS_FILTER:-}" ] && compute-sanitizer --tool memcheck build-gpu/tests/test_gpu --gtest_filter="$PAIRS_FILTER" \
-    >/tmp/memcheck_pairs.log 2>&1
-  : >/tmp/racecheck_pairs.log
-  [ -n "${RACE_PAIRS_FILTER:-}" ] && compute-sanitizer --tool racecheck build-gpu/tests/test_gpu \
-    --gtest_filter="$RACE_PAIRS_FILTER" >/tmp/racecheck_pairs.log 2>&1
-  { grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" /tmp/memcheck.log /tmp/racecheck.log /tmp/memcheck_pairs.log \
-      /tmp/racecheck_pairs.log
-  } >"$OUT/sanitizers.txt" ) &
-
-[ "${LAMMPS:-0}" = 1 ] && build_lammps >"$OUT/lammps.txt" &
-start=$(date +%s)
-# 2 OpenMP threads per test (the CPU references): 16 per test at -j8 asks for 128 threads on 16 cores (374 s in session 15;
-# the 9 whole-binary variants alone took 89 s at 2 threads and -j9)
-OMP_NUM_THREADS=2 ctest --test-dir build-gpu -L gpu -j12 --output-on-failure >/tmp/ctest_gpu.log 2>&1
-echo "ctest -L gpu: $(( $(date +%s) - start )) s" >"$OUT/ctest_summary.txt"
-grep -E "tests passed|tests failed|Total Test time" /tmp/ctest_gpu.log >>"$OUT/ctest_summary.txt"
-echo "skipped (no plan of that kind for the model): $(grep -c '\*\*\*Skipped' /tmp/ctest_gpu.log)" >>"$OUT/ctest_summary.txt"
-grep -E "\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception" /tmp/ctest_gpu.log | head -20 >>"$OUT/ctest_summary.txt"
-cp /tmp/ctest_gpu.log "$OUT/ctest_gpu.log"
-wait
-if [ "${BENCH:-0}" = 1 ]; then # then the MACE-MP-0-medium-architecture step: checked, 3 rounds, profile, 98,304 atoms
+if [ "${BENCH:-0}" = 1 ]; then # first the MACE-MP-0-medium-architecture step: checked, 3 rounds, profile, 98,304 atoms
+  [ -z "$BASE_PID" ] || wait $BASE_PID
+  wait $MODELS_PID
   B=build-gpu/bench_eval W=.device/models/water_192.xyz MP=$M/mace_mp0_medium_arch.h5 B0=.device/base/build/bench_eval
   [ "${BASE:-0}" = 1 ] && [ -x $B0 ] || B0=""
   ms() { grep -oE '[0-9.]+ ms/step median of [0-9]+ \(min [0-9.]+\)|GPU memory [0-9.]+ GiB' | tr '\n' ' '; }
@@ -84,6 +64,33 @@ if [ "${BENCH:-0}" = 1 ]; then # then the MACE-MP-0-medium-architecture step: ch
     fi
   } >"$OUT/bench.txt" 2>&1
 fi
+K=build-gpu/tests/test_gpu_kernels F=${FILTER:-'*Fused*:*RadialTable*'}
+R=${RACE_FILTER:-'*Fused*mace01*:*Fused*water_mace*:*RadialTable*mace01*:*RadialTable*nequip_l2_parity_2layer_wide*'}
+# SAN_ENV: switches (VAR=value) for the sanitizer runs only
+[ "${SANITIZE:-1}" = 1 ] && ( [ -n "${SAN_ENV:-}" ] && export ${SAN_ENV}
+  compute-sanitizer --tool memcheck $K --gtest_filter="$F" >/tmp/memcheck.log 2>&1
+  compute-sanitizer --tool racecheck $K --gtest_filter="$R" >/tmp/racecheck.log 2>&1
+  : >/tmp/memcheck_pairs.log
+  [ -n "${PAIRS_FILTER:-}" ] && compute-sanitizer --tool memcheck build-gpu/tests/test_gpu --gtest_filter="$PAIRS_FILTER" \
+    >/tmp/memcheck_pairs.log 2>&1
+  : >/tmp/racecheck_pairs.log
+  [ -n "${RACE_PAIRS_FILTER:-}" ] && compute-sanitizer --tool racecheck build-gpu/tests/test_gpu \
+    --gtest_filter="$RACE_PAIRS_FILTER" >/tmp/racecheck_pairs.log 2>&1
+  { grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" /tmp/memcheck.log /tmp/racecheck.log /tmp/memcheck_pairs.log \
+      /tmp/racecheck_pairs.log
+  } >"$OUT/sanitizers.txt" ) &
+
+[ "${LAMMPS:-0}" = 1 ] && build_lammps >"$OUT/lammps.txt" &
+start=$(date +%s)
+# 2 OpenMP threads per test (the CPU references): 16 per test at -j8 asks for 128 threads on 16 cores (374 s in session 15;
+# the 9 whole-binary variants alone took 89 s at 2 threads and -j9)
+OMP_NUM_THREADS=2 timeout ${CT:-400} ctest --test-dir build-gpu -L gpu -j12 --output-on-failure >/tmp/ctest_gpu.log 2>&1
+echo "ctest -L gpu (rc $?): $(( $(date +%s) - start )) s" >"$OUT/ctest_summary.txt"
+grep -E "tests passed|tests failed|Total Test time" /tmp/ctest_gpu.log >>"$OUT/ctest_summary.txt"
+echo "skipped (no plan of that kind for the model): $(grep -c '\*\*\*Skipped' /tmp/ctest_gpu.log)" >>"$OUT/ctest_summary.txt"
+grep -E "\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception" /tmp/ctest_gpu.log | head -20 >>"$OUT/ctest_summary.txt"
+cp /tmp/ctest_gpu.log "$OUT/ctest_gpu.log"
+wait
 if [ "${LAMMPS:-0}" = 1 ]; then
   wait
   [ -n "${LAMMPS_VARIANTS-x}" ] && lammps_variants >>"$OUT/lammps.txt" 2>&1 # LAMMPS_VARIANTS= (empty): none
