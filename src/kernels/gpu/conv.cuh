@@ -878,7 +878,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
             else if (b == NY) {
                 if (gcut) gcut[e2] = cut ? acc : 0.0;
             } else { /* dE/dr: added to the earlier plans' (as gY) */
-                const double v = (double)acc / cw.tab.step;
+                const double v = (double)acc * cw.tab.inv_step;
                 gr[e2 - e0] = accumulate ? gr[e2 - e0] + v : v;
             }
         }
@@ -985,7 +985,7 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
         } else if (lane == NY) {
             if (gcut) gcut[e] = CUT ? rw[NY] : 0.0f;
         } else if (lane == NY + 1) { /* dE/dr: added to the earlier plans' (as gY) */
-            const double v = (double)rw[NY + 1] / cw.tab.step;
+            const double v = (double)rw[NY + 1] * cw.tab.inv_step;
             gr[e - e0] = accumulate ? gr[e - e0] + v : v;
         }
         CGQ_SYNCWARP(); /* rw is the next edge's */

@@ -965,7 +965,8 @@ static cgq_status build_weight_table(cgq_gpu *g, const cgq_radial_spline &h, con
     g->allocations.push_back(d);
     g->model_bytes += bf + bad + bev + bs;
     CGQ_CHECK_GPU(cudaMemcpy(d, ht.f.data(), bf, cudaMemcpyHostToDevice));
-    out->n_int = h.n_int, out->width = wn, out->step = h.step, out->knots = reinterpret_cast<float *>(d);
+    out->n_int = h.n_int, out->width = wn, out->step = h.step, out->inv_step = 1.0 / h.step,
+    out->knots = reinterpret_cast<float *>(d);
     if (bad) {
         CGQ_CHECK_GPU(cudaMemcpy(d + bf, ht.ad.data(), bad, cudaMemcpyHostToDevice));
         CGQ_CHECK_GPU(cudaMemcpy(d + bf + bad, ht.ev.data(), bev, cudaMemcpyHostToDevice));
@@ -1033,7 +1034,8 @@ static cgq_status build_radial_tables(cgq_gpu *g, int L, const cgq_radial_mlp *r
         }
         float *kd = knots.data();
         st = upload<float>(g, &kd, knots.size());
-        s.n_int = h.n_int, s.width = h.width, s.step = h.step, s.alpha = (float)alpha[t], s.knots = kd;
+        s.n_int = h.n_int, s.width = h.width, s.step = h.step, s.inv_step = 1.0 / h.step, s.alpha = (float)alpha[t],
+        s.knots = kd;
         if (st == CGQ_STATUS_OK && weight_table_fits(g, t)) {
             const conv_plan &p = g->plans[t]; /* the compact form is the std forward's */
             const int std_channels = !g->host_model->nequip && p.ok && p.std_form ? p.C : 0;

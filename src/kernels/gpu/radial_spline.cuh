@@ -40,7 +40,7 @@ __global__ void k_radial_table_bwd(radial_table s, const double *r, int64_t e0, 
     float acc = 0.0f;
     for (int j = lane; j < W; j += CGQ_WARP) acc += (float)ga[e * W + j] * hermite_slope(p, W, j, db);
     acc = warp_total(acc);
-    if (lane == 0) gr[e] = (double)acc / s.step;
+    if (lane == 0) gr[e] = (double)acc * s.inv_step;
 }
 
 #include "kernels/gpu/radial_tc.cuh"

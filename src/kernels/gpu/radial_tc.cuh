@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(32 * RTC_WARPS)
         }
         part += CGQ_SHFL_XOR_W(part, 1, CGQ_WARP);
         part += CGQ_SHFL_XOR_W(part, 2, CGQ_WARP);
-        if (tq == 0 && row < ne) gr[row] = (double)part / s.step;
+        if (tq == 0 && row < ne) gr[row] = (double)part * s.inv_step;
     }
 }
 

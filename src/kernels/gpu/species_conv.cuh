@@ -434,7 +434,7 @@ __global__ void __launch_bounds__(SC_BWD_THREADS)
             }
             if (lane == 0) {
                 gcut[e] = cut ? au : 0.0f;
-                gr[e - e0] = (double)(ce * gu) / s.tab.step;
+                gr[e - e0] = (double)(ce * gu) * s.tab.inv_step;
             }
             CGQ_SYNCWARP(); /* Tw is the next edge's */
         }
@@ -584,7 +584,7 @@ __global__ void __launch_bounds__(32 * SCT_WARPS)
                 const int64_t e = eb + gq + 8 * h;
                 if (e < r1) {
                     gcut[e] = cut ? au[h] : 0.0f;
-                    gr[e - e0] = (double)(ceb[gq + 8 * h] * gu[h]) / s.tab.step;
+                    gr[e - e0] = (double)(ceb[gq + 8 * h] * gu[h]) * s.tab.inv_step;
                 }
             }
         for (int t = lane; t < 16 * nY; t += 32) { /* dE/dY_b = cut sum_q Y2P[q][b] T_q */
