@@ -135,14 +135,12 @@ __device__ __forceinline__ void lin_gemm_put(const lin_gemm<T> &g, T *c, const T
     }
 }
 
-/* Output element (row r = (node, m), column n) of a tile's sums (lin_gemm_put); rows past the end, columns past N
- * and, with per-species weights, other species' rows are skipped */
+/* Output element (node, component m; column n) of a tile's sums (lin_gemm_put); columns past N are skipped (the caller
+ * skips rows past the end and, with per-species weights, other species' rows) */
 template <class T, bool BT>
-__device__ __forceinline__ void lin_gemm_store(const lin_gemm<T> &g, int64_t r, int64_t rows, int n, int sp, T acc) {
-    if (r >= rows || n >= g.N) return;
-    const int64_t node = r / g.d;
-    if (g.species && g.species[node] != sp) return;
-    const int64_t col = g.c_off + (int64_t)n * g.d + r % g.d;
+__device__ __forceinline__ void lin_gemm_store(const lin_gemm<T> &g, int64_t node, int m, int n, T acc) {
+    if (n >= g.N) return;
+    const int64_t col = g.c_off + (int64_t)n * g.d + m;
     lin_gemm_put<T, BT>(g, g.C + node * g.ldc + col, !BT && g.add ? g.add + node * g.ldadd + col : nullptr, acc);
 }
 
@@ -162,9 +160,9 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, T (&As)[GEMM
     int am[4];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        const int64_t r = r0 + amm + 16 * i;
-        aoff[i] = r < rows ? (r / g.d) * g.lda + r % g.d : -1;
-        am[i] = (int)(r % g.d);
+        const int64_t r = r0 + amm + 16 * i, node = r / g.d;
+        am[i] = (int)(r - node * g.d);
+        aoff[i] = r < rows ? node * g.lda + am[i] : -1;
     }
     T ra[4], rb[4];
     auto fetch = [&](int s, int k0) {
@@ -204,8 +202,13 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_gemm<T> &g, T (&As)[GEMM
         gemm_tile_fma(As, Bs, acc, tx, ty);
         __syncthreads();
     }
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) lin_gemm_store<T, BT>(g, r0 + ty + 16 * i, rows, n0 + tx + 16 * j, sp, acc[i][j]);
+    for (int i = 0; i < 4; i++) {
+        const int64_t r = r0 + ty + 16 * i;
+        if (r >= rows) continue;
+        const int64_t node = r / g.d; /* once per row: per output it was two 64-bit division calls (16 per thread) */
+        if (g.species && g.species[node] != sp) continue;
+        for (int j = 0; j < 4; j++) lin_gemm_store<T, BT>(g, node, (int)(r - node * g.d), n0 + tx + 16 * j, acc[i][j]);
+    }
 }
 
 /* The smallest species above `above` among the nodes of rows [r0, r0 + GEMM_BM), or INT_MAX (block-uniform). */
