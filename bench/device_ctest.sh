@@ -5,7 +5,7 @@
 # Only a few small files go to $OUT, and the summary is printed first-to-last in a few lines (a long tail is cut by the
 # device tool). BENCH=1: then the MACE-MP-0-medium-architecture step's times (carry .whl to make the model); with
 # BASE=1 also those of the base commit in .device/base (`git archive BASE | tar -x -C .device/base`), alternated, and
-# the shipped models'. VARIANTS: space-separated switches (VAR=value) of the new tree, timed one after another on
+# the shipped models'. FP64=1: the float64 steps of MP-0 and the water MACE too. VARIANTS: space-separated switches (VAR=value) of the new tree, timed one after another on
 # MP-0, mace01 and the water MACE. PAIRS_FILTER: memcheck on those test_gpu tests too (whole steps on the device);
 # RACE_PAIRS_FILTER: racecheck on those. The steps' times come first, on a quiet GPU, and every result reaches $OUT as
 # it comes, so a call cut at its limit still returns them (session 49: with BASE=1 and a racecheck of a whole fp32
@@ -53,6 +53,14 @@ if [ "${BENCH:-0}" = 1 ]; then # first the MACE-MP-0-medium-architecture step: c
       echo "mace01 $v: $(env $v $B potentials/mace01-solvent.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
       echo "water-mace-small $v: $(env $v $B potentials/water-mace-small.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
     done
+    if [ "${FP64:-0}" = 1 ]; then # FP64=1: the float64 steps (MP-0 and the water MACE), alternated with the base's
+      for round in 1 2; do
+        [ -n "$B0" ] && echo "MP-0 fp64 round $round base: $($B0 $MP $W 3 3 3 cuda 5 --pairs | ms)"
+        echo "MP-0 fp64 round $round: $($B $MP $W 3 3 3 cuda 5 --pairs | ms)"
+        [ -n "$B0" ] && echo "water-mace-small fp64 round $round base: $($B0 potentials/water-mace-small.h5 $W 3 3 3 cuda 10 --pairs | ms)"
+        echo "water-mace-small fp64 round $round: $($B potentials/water-mace-small.h5 $W 3 3 3 cuda 10 --pairs | ms)"
+      done
+    fi
     if [ -n "$B0" ] && [ "${SHIPPED:-1}" = 1 ]; then # SHIPPED=0: not the shipped models' A/B
       for mdl in water-mace-small mace01-solvent water-nequip-small; do
         echo "$mdl: $($B potentials/$mdl.h5 $W 3 3 3 cuda 3 --fp32 --pairs --check | grep -E 'check|NONDET|rebuild' | head -2)"
