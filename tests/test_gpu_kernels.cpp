@@ -124,6 +124,23 @@ class GpuKernels : public ::testing::TestWithParam<std::string> {
     const cgq_model *m = nullptr;
 };
 
+// The graph build's integer scan (graph_build.cuh: warp scans, the tiles' counts scanned by one block) against the
+// host's running sum, on fresh random flags: sizes around a tile (1,024 flags) and past the 256 tiles that one pass of
+// the tile-count scan takes.
+TEST(GpuScan, FlagsMatchTheHostsRunningSum) {
+    if (!cgq_gpu_available()) GTEST_SKIP() << "no GPU visible";
+    std::mt19937 rng(std::random_device{}());
+    for (int64_t n : {0, 1, 31, 1023, 1024, 1025, 4097, 262144, 262145, 1000003}) {
+        std::vector<int32_t> flags((size_t)n);
+        const int density = (int)(rng() % 4); /* none, a quarter, half, all kept */
+        for (auto &f : flags) f = density == 3 ? 1 : density == 0 ? 0 : (int32_t)(rng() % (density == 1 ? 4 : 2) == 0);
+        std::vector<int64_t> got((size_t)n + 1, -1), want((size_t)n + 1, 0);
+        for (int64_t k = 0; k < n; k++) want[(size_t)k + 1] = want[(size_t)k] + flags[(size_t)k];
+        ASSERT_EQ(cgq_gpu_scan_flags(flags.data(), n, got.data()), CGQ_STATUS_OK) << cgq_last_error();
+        for (int64_t k = 0; k <= n; k++) ASSERT_EQ(got[(size_t)k], want[(size_t)k]) << "n " << n << ", at " << k;
+    }
+}
+
 TEST_P(GpuKernels, ProductBasisMatchesCpu) {
     if (std::string(m->family) != "mace") GTEST_SKIP() << "not a MACE model";
     for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {

@@ -18,69 +18,104 @@
  * with the GPU idle (bench/timeline.py, session 40). */
 struct pair_summary {
     int32_t bad[2];    /* k_pair_keep: first kept candidate whose sender has no node; first of zero length */
-    int32_t nonfinite; /* k_nonfinite_points: first point with a non-finite coordinate */
+    int32_t nonfinite; /* k_pair_keep: first point with a non-finite coordinate */
     int32_t pad;
     int64_t n_edges; /* k_pair_rows: row_ptr[n_local] */
 };
 
-/* the first point (lowest index) with a non-finite coordinate: the host's check of every position cost ~20 us of
- * the host per step, before the upload */
-__global__ void k_nonfinite_points(int64_t n_points, const double *x, int32_t *first) {
-    for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < n_points; p += (int64_t)gridDim.x * blockDim.x)
-        if (!isfinite(x[3 * p]) || !isfinite(x[3 * p + 1]) || !isfinite(x[3 * p + 2])) atomicMin(first, (int32_t)p);
-}
+/* Exclusive scans of int32 flags into int64: each tile of CGQ_SCAN_TILE flags counted (by the kernel that makes the
+ * flags, or k_scan_tiles), the tiles' counts scanned by one block, then each tile's flags scanned from its offset.
+ * Integer sums: the same in any order. */
 
-/* keep[c] = candidate c is an edge this step (|x_recv - x_sender| < cutoff); bad[0] = first kept candidate
- * whose sender has no graph node, bad[1] = first kept candidate of zero length (overlapping atoms) */
-__global__ void k_pair_keep(int64_t n_cand, const int32_t *cand_recv, const int32_t *cand, const int32_t *point_node,
-                            const double *x, double rc2, int32_t *keep, int32_t *bad) {
-    for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < n_cand; c += (int64_t)gridDim.x * blockDim.x) {
-        const double *xi = x + 3 * (int64_t)cand_recv[c], *xj = x + 3 * (int64_t)cand[c];
-        const double v0 = xi[0] - xj[0], v1 = xi[1] - xj[1], v2 = xi[2] - xj[2];
-        const double r2 = v0 * v0 + v1 * v1 + v2 * v2;
-        const int k = r2 < rc2;
-        keep[c] = k;
-        if (k && point_node[cand[c]] < 0) atomicMin(&bad[0], (int32_t)c);
-        if (k && r2 < 1e-16) atomicMin(&bad[1], (int32_t)c);
-    }
-}
-
-/* sorted_keep[k] = keep[order[k]]: the flags in the candidates' sender order */
-__global__ void k_gather_flags(int64_t n, const int32_t *order, const int32_t *keep, int32_t *sorted_keep) {
-    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n; k += (int64_t)gridDim.x * blockDim.x)
-        sorted_keep[k] = keep[order[k]];
-}
-
-/* Exclusive scan of int32 flags into int64, in three passes: tile sums, a scan of the tile sums by one
- * block, and each tile's scan plus its offset. out[n] = total. */
+/* The exclusive scan of v over the block and the block's total (sh: a value per warp); warp scans by shuffles, then
+ * the warps' totals (a tree of barriers per step took ~10 us per 750k flags, session 50) */
 __device__ int64_t block_exclusive_scan(int64_t v, int64_t *sh, int64_t *total) {
-    const int t = threadIdx.x;
-    sh[t] = v;
-    __syncthreads();
-    for (int d = 1; d < CGQ_SCAN_THREADS; d <<= 1) { /* Hillis-Steele inclusive scan */
-        const int64_t add = t >= d ? sh[t - d] : 0;
-        __syncthreads();
-        sh[t] += add;
-        __syncthreads();
+    constexpr int NW = CGQ_SCAN_THREADS / CGQ_WARP;
+    const int lane = threadIdx.x % CGQ_WARP, w = threadIdx.x / CGQ_WARP;
+    int64_t x = v;
+#pragma unroll
+    for (int d = 1; d < CGQ_WARP; d <<= 1) {
+        const int64_t y = CGQ_SHFL_UP_W(x, d, CGQ_WARP);
+        if (lane >= d) x += y;
     }
-    const int64_t incl = sh[t];
-    *total = sh[CGQ_SCAN_THREADS - 1];
+    if (lane == CGQ_WARP - 1) sh[w] = x;
     __syncthreads();
-    return incl - v;
+    int64_t before = 0, all = 0;
+#pragma unroll
+    for (int k = 0; k < NW; k++) {
+        const int64_t s = sh[k];
+        before += k < w ? s : 0;
+        all += s;
+    }
+    __syncthreads(); /* sh is free again */
+    *total = all;
+    return before + x - v;
 }
 
-__global__ void __launch_bounds__(CGQ_SCAN_THREADS) k_scan_tiles(int64_t n, const int32_t *in, int64_t *tile_sum) {
-    __shared__ int64_t sh[CGQ_SCAN_THREADS];
-    const int64_t base = (int64_t)blockIdx.x * CGQ_SCAN_TILE + (int64_t)threadIdx.x * CGQ_SCAN_ITEMS;
-    int64_t s = 0;
-    for (int k = 0; k < CGQ_SCAN_ITEMS; k++) s += base + k < n ? in[base + k] : 0;
+/* The block's total of v, into tile_sum[blockIdx.x] (the tile counts of the flag kernels) */
+__device__ void block_count_tile(int v, int64_t *tile_sum) {
+    __shared__ int64_t sh[CGQ_SCAN_THREADS / CGQ_WARP];
     int64_t total;
-    block_exclusive_scan(s, sh, &total);
+    block_exclusive_scan(v, sh, &total);
     if (threadIdx.x == 0) tile_sum[blockIdx.x] = total;
 }
 
+/* keep[c] = candidate c is an edge this step (|x_recv - x_sender| < cutoff); s->bad[0] = first kept candidate
+ * whose sender has no graph node, s->bad[1] = first kept candidate of zero length (overlapping atoms),
+ * s->nonfinite = the first of the n_points with a non-finite coordinate (the host's check of every position cost
+ * ~20 us of the host per step). A block per tile of CGQ_SCAN_TILE candidates (CGQ_SCAN_THREADS threads, at least one
+ * block), which also counts its kept ones into tile_sum. */
+__global__ void __launch_bounds__(CGQ_SCAN_THREADS)
+    k_pair_keep(int64_t n_cand, const int32_t *cand_recv, const int32_t *cand, const int32_t *point_node,
+                int64_t n_points, const double *x, double rc2, int32_t *keep, pair_summary *s, int64_t *tile_sum) {
+    for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < n_points; p += (int64_t)gridDim.x * blockDim.x)
+        if (!isfinite(x[3 * p]) || !isfinite(x[3 * p + 1]) || !isfinite(x[3 * p + 2]))
+            atomicMin(&s->nonfinite, (int32_t)p);
+    int kept = 0;
+#pragma unroll
+    for (int k = 0; k < CGQ_SCAN_ITEMS; k++) {
+        const int64_t c = (int64_t)blockIdx.x * CGQ_SCAN_TILE + k * CGQ_SCAN_THREADS + threadIdx.x;
+        if (c >= n_cand) break;
+        const double *xi = x + 3 * (int64_t)cand_recv[c], *xj = x + 3 * (int64_t)cand[c];
+        const double v0 = xi[0] - xj[0], v1 = xi[1] - xj[1], v2 = xi[2] - xj[2];
+        const double r2 = v0 * v0 + v1 * v1 + v2 * v2;
+        const int f = r2 < rc2;
+        keep[c] = f;
+        kept += f;
+        if (f && point_node[cand[c]] < 0) atomicMin(&s->bad[0], (int32_t)c);
+        if (f && r2 < 1e-16) atomicMin(&s->bad[1], (int32_t)c);
+    }
+    block_count_tile(kept, tile_sum);
+}
+
+/* sorted_keep[k] = keep[order[k]]: the flags in the candidates' sender order; a block per tile, counted as
+ * k_pair_keep */
+__global__ void __launch_bounds__(CGQ_SCAN_THREADS)
+    k_gather_flags(int64_t n, const int32_t *order, const int32_t *keep, int32_t *sorted_keep, int64_t *tile_sum) {
+    int kept = 0;
+#pragma unroll
+    for (int j = 0; j < CGQ_SCAN_ITEMS; j++) {
+        const int64_t k = (int64_t)blockIdx.x * CGQ_SCAN_TILE + j * CGQ_SCAN_THREADS + threadIdx.x;
+        if (k >= n) break;
+        const int32_t f = keep[order[k]];
+        sorted_keep[k] = f;
+        kept += f;
+    }
+    block_count_tile(kept, tile_sum);
+}
+
+__global__ void __launch_bounds__(CGQ_SCAN_THREADS) k_scan_tiles(int64_t n, const int32_t *in, int64_t *tile_sum) {
+    int s = 0;
+#pragma unroll
+    for (int k = 0; k < CGQ_SCAN_ITEMS; k++) {
+        const int64_t c = (int64_t)blockIdx.x * CGQ_SCAN_TILE + k * CGQ_SCAN_THREADS + threadIdx.x;
+        s += c < n ? in[c] : 0;
+    }
+    block_count_tile(s, tile_sum);
+}
+
 __global__ void __launch_bounds__(CGQ_SCAN_THREADS) k_scan_tile_sums(int64_t n_tiles, int64_t *tile_sum, int64_t *out_total) {
-    __shared__ int64_t sh[CGQ_SCAN_THREADS];
+    __shared__ int64_t sh[CGQ_SCAN_THREADS / CGQ_WARP];
     int64_t carry = 0;
     for (int64_t b = 0; b < n_tiles; b += CGQ_SCAN_THREADS) {
         const int64_t k = b + threadIdx.x;
@@ -93,13 +128,16 @@ __global__ void __launch_bounds__(CGQ_SCAN_THREADS) k_scan_tile_sums(int64_t n_t
     if (threadIdx.x == 0) *out_total = carry;
 }
 
+/* a thread scans CGQ_SCAN_ITEMS consecutive flags of the block's tile */
 __global__ void __launch_bounds__(CGQ_SCAN_THREADS) k_scan_apply(int64_t n, const int32_t *in, const int64_t *tile_off, int64_t *out) {
-    __shared__ int64_t sh[CGQ_SCAN_THREADS];
+    __shared__ int64_t sh[CGQ_SCAN_THREADS / CGQ_WARP];
     const int64_t base = (int64_t)blockIdx.x * CGQ_SCAN_TILE + (int64_t)threadIdx.x * CGQ_SCAN_ITEMS;
-    int64_t v[CGQ_SCAN_ITEMS], s = 0;
+    int v[CGQ_SCAN_ITEMS], s = 0;
+#pragma unroll
     for (int k = 0; k < CGQ_SCAN_ITEMS; k++) v[k] = base + k < n ? in[base + k] : 0, s += v[k];
     int64_t total;
     int64_t run = block_exclusive_scan(s, sh, &total) + tile_off[blockIdx.x];
+#pragma unroll
     for (int k = 0; k < CGQ_SCAN_ITEMS; k++) {
         if (base + k < n) out[base + k] = run;
         run += v[k];

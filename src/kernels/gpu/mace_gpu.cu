@@ -90,6 +90,10 @@ struct pair_state {
     pair_summary *summary = nullptr;
     int64_t *escan = nullptr, *sscan = nullptr, *tiles = nullptr, *row_ptr = nullptr, *srow = nullptr;
     int64_t n_edges = 0;                  /* this step's (pairs_count) */
+    /* step too: the edges, laid for n_cand of them (pairs_count fills them before it knows the step's count) */
+    int32_t *sender = nullptr, *sedge = nullptr, *erecv = nullptr;
+    double *vec = nullptr;
+    cudaEvent_t summary_ready = nullptr;  /* the summary's download: what the host waits for */
     std::vector<int64_t> h_row, point_id; /* the rows on the host where the edges need chunks; ids for messages */
     std::vector<int32_t> snode;           /* set_pairs: each candidate's sender node (kept: no per-call allocation) */
 };
@@ -110,6 +114,7 @@ struct cgq_gpu {
     cgq_model shadow;     /* host copy of *dev_model: device pointers, host-readable sizes */
     cgq_model *dev_model_f = nullptr; /* float: the same with float weight arrays (in the double* fields) */
     cgq_model shadow_f;
+    double *embed_table = nullptr; /* the species embedding's row per species (embed_table) */
     int fp32;
     void *arena_f = nullptr; /* the working precision's arrays (NequIP: laid out like arena; MACE v2: v2_arrays) */
     size_t arena_f_cap = 0;
@@ -242,6 +247,8 @@ static cgq_status upload_mlp(cgq_gpu *g, MLP *f) {
     return CGQ_STATUS_OK;
 }
 
+static cgq_status embed_table(cgq_gpu *g, const cgq_model *hm); /* after the kernels */
+
 static cgq_status upload_model(cgq_gpu *g, const cgq_model *hm) {
     cgq_model m = *hm; /* shallow copy: pointer fields are replaced by device copies */
     CGQ_TRY(upload(g, &m.species_z, (size_t)m.n_species));
@@ -284,7 +291,7 @@ static cgq_status upload_model(cgq_gpu *g, const cgq_model *hm) {
     cgq_model *mp = &m;
     CGQ_TRY(upload(g, &mp, 1));
     g->dev_model = mp;
-    return CGQ_STATUS_OK;
+    return embed_table(g, hm);
 }
 
 /* ---- float copy of the weights the v2 kernels read (the double steps keep the double model) ----------- */
@@ -830,6 +837,7 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     if (g->side_fork) cudaEventDestroy(g->side_fork);
     if (g->side_join) cudaEventDestroy(g->side_join);
     if (g->side) cudaStreamDestroy(g->side);
+    if (g->pairs.summary_ready) cudaEventDestroy(g->pairs.summary_ready);
     cudaFree(g->pairs.buf);
     cudaFree(g->pairs.step);
     cudaFree(g->pairs.build);
@@ -1370,37 +1378,52 @@ __global__ void k_edge_geometry_t(mace_ctx c, T *Y, T *ef, T *cut) {
         cut[e] = (T)ct;
     }
 }
-/* The species embedding into out (NA rows), one thread per (node, output element): cgq_linear_forward of the one-hot
- * row, with the element's terms added in that function's order (instruction, then input channel), so the bits are its
- * bits (rounded to T). Of an instruction's input channels only the species' own has a nonzero term; the others add
- * exact zeros (finite weights), so only that one is read (a loop over all of them, 89 for MACE-MP-0, took 43 us at
- * 5,184 atoms on the H100, session 36). */
-template <class T>
-__global__ void k_embed(mace_ctx c, T *out) {
-    const cgq_linear *lin = &c.m->node_embedding;
-    const int dout = lin->out.dim;
-    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < c.NA * dout; q += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t i = q / dout;
-        const int j = (int)(q % dout), s = c.species[i];
-        int w, m;
-        const int bo = irreps_locate(&lin->out, j, &w, &m);
-        double y = 0.0;
-        for (int k = 0; k < lin->n_ins; k++) {
-            if (lin->ins_out[k] != bo) continue;
-            const cgq_irrep_block *bi = &lin->in.b[lin->ins_in[k]];
-            const int d = 2 * bi->l + 1, mo = lin->out.b[bo].mul;
-            const int u = (s - bi->offset - m) / d; /* the channel whose (u, m) is the species' entry, if any */
-            if (s - bi->offset - m >= 0 && (s - bi->offset - m) % d == 0 && u < bi->mul)
-                y += lin->path_weight[k] * lin->weight[lin->w_offset[k] + (int64_t)u * mo + w];
-        }
-        if (lin->bias && lin->out.b[bo].l == 0 && lin->out.b[bo].parity == 1) {
-            int off = 0;
-            for (int k = 0; k < bo; k++)
-                if (lin->out.b[k].l == 0 && lin->out.b[k].parity == 1) off += lin->out.b[k].mul;
-            y += lin->bias[off + w];
-        }
-        out[q] = (T)y;
+/* The species embedding of species s, output element j: cgq_linear_forward of the one-hot row, with the element's terms
+ * added in that function's order (instruction, then input channel), so the bits are its bits. Of an instruction's
+ * input channels only the species' own has a nonzero term; the others add exact zeros (finite weights), so only that
+ * one is read (a loop over all of them, 89 for MACE-MP-0, took 43 us at 5,184 atoms on the H100, session 36). */
+__device__ double embed_value(const cgq_linear *lin, int s, int j) {
+    int w, m;
+    const int bo = irreps_locate(&lin->out, j, &w, &m);
+    double y = 0.0;
+    for (int k = 0; k < lin->n_ins; k++) {
+        if (lin->ins_out[k] != bo) continue;
+        const cgq_irrep_block *bi = &lin->in.b[lin->ins_in[k]];
+        const int d = 2 * bi->l + 1, mo = lin->out.b[bo].mul;
+        const int u = (s - bi->offset - m) / d; /* the channel whose (u, m) is the species' entry, if any */
+        if (s - bi->offset - m >= 0 && (s - bi->offset - m) % d == 0 && u < bi->mul)
+            y += lin->path_weight[k] * lin->weight[lin->w_offset[k] + (int64_t)u * mo + w];
     }
+    if (lin->bias && lin->out.b[bo].l == 0 && lin->out.b[bo].parity == 1) {
+        int off = 0;
+        for (int k = 0; k < bo; k++)
+            if (lin->out.b[k].l == 0 && lin->out.b[k].parity == 1) off += lin->out.b[k].mul;
+        y += lin->bias[off + w];
+    }
+    return y;
+}
+/* table[s * dout + j] = embed_value(s, j) for every species, once per model (upload_model): per node and element the
+ * same values took 25 us of MACE-MP-0's step at 5,184 atoms (session 50's trace), on the critical path */
+__global__ void k_embed_table(const cgq_model *m, int n_species, double *table) {
+    const cgq_linear *lin = &m->node_embedding;
+    const int dout = lin->out.dim;
+    for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < n_species * dout; q += gridDim.x * blockDim.x)
+        table[q] = embed_value(lin, q / dout, q % dout);
+}
+/* The species embedding of the NA nodes into out (rows of dout), from the model's table (rounded to T): a block per
+ * node */
+template <class T>
+__global__ void k_embed(int64_t NA, int dout, const int32_t *species, const double *table, T *out) {
+    for (int64_t i = blockIdx.x; i < NA; i += gridDim.x) {
+        const double *row = table + (int64_t)species[i] * dout;
+        for (int j = threadIdx.x; j < dout; j += blockDim.x) out[i * dout + j] = (T)row[j];
+    }
+}
+static unsigned embed_blocks(int64_t NA) {
+    return (unsigned)std::min<int64_t>(NA, INT32_MAX);
+}
+static int embed_threads(const cgq_model *hm) { /* the row's width in whole warps, at most 256 */
+    return (int)std::min<int64_t>(256, (hm->node_embedding.out.dim + CGQ_WARP - 1) / CGQ_WARP * CGQ_WARP);
 }
 __global__ void k_up(mace_ctx c, int t, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
@@ -1465,6 +1488,21 @@ static int blocks_wide(int64_t n) { return blocks_for(n, CGQ_WIDE); }
 static size_t scratch_threads(int64_t n) { return (size_t)blocks_for(n) * CGQ_GPU_THREADS; }
 
 #define CGQ_LAUNCH_CHECK() CGQ_CHECK_GPU(cudaGetLastError())
+
+/* The species embedding's rows, one per species (k_embed_table, in double: the steps round them to their precision) */
+static cgq_status embed_table(cgq_gpu *g, const cgq_model *hm) {
+    const size_t n = (size_t)hm->n_species * hm->node_embedding.out.dim;
+    if (!n) return CGQ_STATUS_OK;
+    void *d = nullptr;
+    CGQ_CHECK_GPU(cudaMalloc(&d, sizeof(double) * n));
+    g->allocations.push_back(d);
+    g->model_bytes += sizeof(double) * n;
+    g->embed_table = static_cast<double *>(d);
+    k_embed_table<<<blocks_for((int64_t)n), CGQ_GPU_THREADS>>>(g->dev_model, hm->n_species, g->embed_table);
+    CGQ_LAUNCH_CHECK();
+    CGQ_CHECK_GPU(cudaDeviceSynchronize());
+    return CGQ_STATUS_OK;
+}
 
 static cgq_status grow(void **p, size_t *cap, size_t bytes) {
     if (bytes <= *cap) return CGQ_STATUS_OK;
@@ -1662,12 +1700,39 @@ static P *carve(char *base, size_t &off, size_t n) {
     return p;
 }
 
+static unsigned scan_tile_count(int64_t n) {
+    return (unsigned)((n + CGQ_SCAN_TILE - 1) / CGQ_SCAN_TILE);
+}
+/* The scan of n int32 flags into out[0..n] (out[n] = total) whose tiles' counts are in tiles (n / CGQ_SCAN_TILE + 1
+ * int64: k_scan_tiles, or the kernel that made the flags) */
+static void scan_counted_flags(const int32_t *in, int64_t n, int64_t *out, int64_t *tiles) {
+    const unsigned nt = scan_tile_count(n);
+    k_scan_tile_sums<<<1, CGQ_SCAN_THREADS>>>(nt, tiles, out + n);
+    if (nt) k_scan_apply<<<nt, CGQ_SCAN_THREADS>>>(n, in, tiles, out);
+}
 /* Exclusive scan of n int32 flags into out[0..n] (out[n] = total); tiles: (n / CGQ_SCAN_TILE + 1) int64. */
 static void scan_flags(const int32_t *in, int64_t n, int64_t *out, int64_t *tiles) {
-    const int64_t nt = (n + CGQ_SCAN_TILE - 1) / CGQ_SCAN_TILE;
-    if (nt) k_scan_tiles<<<(unsigned)nt, CGQ_SCAN_THREADS>>>(n, in, tiles);
-    k_scan_tile_sums<<<1, CGQ_SCAN_THREADS>>>(nt, tiles, out + n);
-    if (nt) k_scan_apply<<<(unsigned)nt, CGQ_SCAN_THREADS>>>(n, in, tiles, out);
+    if (n) k_scan_tiles<<<scan_tile_count(n), CGQ_SCAN_THREADS>>>(n, in, tiles);
+    scan_counted_flags(in, n, out, tiles);
+}
+
+extern "C" cgq_status cgq_gpu_scan_flags(const int32_t *flags, int64_t n, int64_t *out) {
+    int32_t *in = nullptr;
+    int64_t *d = nullptr;
+    cgq_status st = CGQ_STATUS_OK;
+    const size_t tiles = (size_t)(n / CGQ_SCAN_TILE + 2);
+    if (cudaMalloc(&in, sizeof(int32_t) * (size_t)(n + 1)) != cudaSuccess ||
+        cudaMalloc(&d, sizeof(int64_t) * ((size_t)n + 1 + tiles)) != cudaSuccess ||
+        cudaMemcpy(in, flags, sizeof(int32_t) * (size_t)n, cudaMemcpyHostToDevice) != cudaSuccess)
+        st = cgq_fail(CGQ_STATUS_DEVICE_ERROR, "cgq_gpu_scan_flags: %s", cudaGetErrorString(cudaGetLastError()));
+    if (st == CGQ_STATUS_OK) {
+        scan_flags(in, n, d, d + n + 1);
+        if (cudaMemcpy(out, d, sizeof(int64_t) * (size_t)(n + 1), cudaMemcpyDeviceToHost) != cudaSuccess)
+            st = cgq_fail(CGQ_STATUS_DEVICE_ERROR, "cgq_gpu_scan_flags: %s", cudaGetErrorString(cudaGetLastError()));
+    }
+    cudaFree(in);
+    cudaFree(d);
+    return st;
 }
 
 extern "C" int cgq_gpu_runs_pairs(const cgq_gpu *g) {
@@ -1691,6 +1756,13 @@ static size_t lay_pairs_fixed(pair_state &ps, char *q, int64_t NP, int64_t N, in
     return o;
 }
 
+/* The summary's error fields to "none" (0x7f7f7f7f) for the next step: queued once a step's are read, so that the
+ * next step's first launches are its kernels */
+static cgq_status pairs_summary_reset(const pair_state &ps) {
+    CGQ_CHECK_GPU(cudaMemsetAsync(ps.summary, 0x7f, offsetof(pair_summary, n_edges)));
+    return CGQ_STATUS_OK;
+}
+
 /* set_pairs and build_pairs, once the candidates (cand_row, cand) and their grouping by sender node (cand_srow, order;
  * ns of them have a node) are on the device: each candidate's receiver, the per-step buffers and the sizes */
 static cgq_status pairs_ready(cgq_gpu *g, int64_t NP, int64_t N, int64_t NA, int64_t C, int64_t ns,
@@ -1707,10 +1779,13 @@ static cgq_status pairs_ready(cgq_gpu *g, int64_t NP, int64_t N, int64_t NA, int
         ps.tiles = carve<int64_t>(q, o, tiles), ps.row_ptr = carve<int64_t>(q, o, N + 1), ps.srow = carve<int64_t>(q, o, NA + 1);
         ps.force = carve<double>(q, o, 3 * NA), ps.virial = carve<double>(q, o, 9);
         ps.node_virial = carve<double>(q, o, 9 * NA), ps.vpart = carve<double>(q, o, 9 * N);
+        ps.sender = carve<int32_t>(q, o, C), ps.vec = carve<double>(q, o, 3 * C);
+        ps.sedge = carve<int32_t>(q, o, C), ps.erecv = carve<int32_t>(q, o, C);
         return o;
     };
     CGQ_TRY(grow(&ps.step, &ps.step_cap, lay_step(nullptr)));
     lay_step(static_cast<char *>(ps.step));
+    CGQ_TRY(pairs_summary_reset(ps));
     ps.n_points = NP, ps.n_local = N, ps.n_nodes = NA, ps.n_cand = C, ps.n_sorted = ns;
     if (point_id) ps.point_id.assign(point_id, point_id + NP);
     else ps.point_id.clear();
@@ -1871,6 +1946,17 @@ extern "C" cgq_status cgq_gpu_build_pairs(cgq_gpu *g, const cgq_point_set *pt, d
 /* Step 1 of a pairs evaluation: positions up (checked on the device), the kept candidates counted and scanned, the
  * row pointers made, and the graph's summary down (pair_summary: the edge count and the input errors), which the host
  * waits for; the rows stay on the device unless the edges need chunks (pairs_rows). */
+/* The kept candidates' edges (sender, vector, receiver) and the edges grouped by sender, into arrays laid for all
+ * n_cand candidates (pairs_ready: the edges are at most as many) */
+static void pairs_edges(const pair_state &ps) {
+    const int64_t C = ps.n_cand, ns = ps.n_sorted;
+    if (C)
+        k_pair_edges<<<blocks_for(C), CGQ_GPU_THREADS>>>(C, ps.cand_recv, ps.cand, ps.point_node, ps.x, ps.keep,
+                                                         ps.escan, ps.sender, ps.vec, ps.erecv);
+    if (ns)
+        k_pair_sender_edges<<<blocks_for(ns), CGQ_GPU_THREADS>>>(ns, ps.order, ps.skeep, ps.sscan, ps.escan, ps.sedge);
+}
+
 static cgq_status pairs_count(cgq_gpu *g, const double *pos) {
     pair_state &ps = g->pairs;
     const int64_t N = ps.n_local, NA = ps.n_nodes, C = ps.n_cand, ns = ps.n_sorted, NP = ps.n_points;
@@ -1881,20 +1967,28 @@ static cgq_status pairs_count(cgq_gpu *g, const double *pos) {
         memcpy(stage + PAIR_STAGE_DATA, pos, sizeof(double) * 3 * NP);
         CGQ_CHECK_GPU(cudaMemcpyAsync(ps.x, stage + PAIR_STAGE_DATA, sizeof(double) * 3 * NP, cudaMemcpyHostToDevice));
     }
-    CGQ_CHECK_GPU(cudaMemsetAsync(ps.summary, 0x7f, offsetof(pair_summary, n_edges)));
-    if (NP) k_nonfinite_points<<<blocks_for(NP), CGQ_GPU_THREADS>>>(NP, ps.x, &ps.summary->nonfinite);
-    if (C) k_pair_keep<<<blocks_for(C), CGQ_GPU_THREADS>>>(C, ps.cand_recv, ps.cand, ps.point_node, ps.x, rc * rc, ps.keep,
-                                                          ps.summary->bad);
-    scan_flags(ps.keep, C, ps.escan, ps.tiles);
-    if (ns) k_gather_flags<<<blocks_for(ns), CGQ_GPU_THREADS>>>(ns, ps.order, ps.keep, ps.skeep);
-    scan_flags(ps.skeep, ns, ps.sscan, ps.tiles);
+    /* the flag kernels count their tiles for the scans (a pass fewer over each array); the summary's error fields
+     * were reset after the last step's were read (pairs_summary_reset) */
+    if (C || NP)
+        k_pair_keep<<<std::max(1u, scan_tile_count(C)), CGQ_SCAN_THREADS>>>(
+            C, ps.cand_recv, ps.cand, ps.point_node, NP, ps.x, rc * rc, ps.keep, ps.summary, ps.tiles);
+    scan_counted_flags(ps.keep, C, ps.escan, ps.tiles);
+    if (ns) k_gather_flags<<<scan_tile_count(ns), CGQ_SCAN_THREADS>>>(ns, ps.order, ps.keep, ps.skeep, ps.tiles);
+    scan_counted_flags(ps.skeep, ns, ps.sscan, ps.tiles);
     k_pair_rows<<<blocks_for(std::max(N, NA) + 1), CGQ_GPU_THREADS>>>(N, ps.cand_row, ps.escan, ps.row_ptr, NA, ps.cand_srow,
                                                                      ps.sscan, ps.srow, &ps.summary->n_edges);
     CGQ_LAUNCH_CHECK();
     pair_summary sum;
+    if (!ps.summary_ready) CGQ_CHECK_GPU(cudaEventCreateWithFlags(&ps.summary_ready, cudaEventDisableTiming));
     CGQ_CHECK_GPU(cudaMemcpyAsync(stage, ps.summary, sizeof sum, cudaMemcpyDeviceToHost));
-    CGQ_CHECK_GPU(cudaStreamSynchronize(0));
+    CGQ_CHECK_GPU(cudaEventRecord(ps.summary_ready, 0));
+    /* the edges are filled while the summary travels and the host plans the step (the host's round trip left the GPU
+     * idle ~19 us of each step between k_pair_rows and these, session 50's trace) */
+    pairs_edges(ps);
+    CGQ_LAUNCH_CHECK();
+    CGQ_CHECK_GPU(cudaEventSynchronize(ps.summary_ready));
     memcpy(&sum, stage, sizeof sum);
+    CGQ_TRY(pairs_summary_reset(ps));
     auto id = [&](int64_t point) { return (long long)(ps.point_id.empty() ? point : ps.point_id[point]); };
     if (sum.nonfinite != 0x7f7f7f7f) {
         const double *x = pos + 3 * (int64_t)sum.nonfinite;
@@ -1929,23 +2023,11 @@ static cgq_status pairs_rows(cgq_gpu *g, const int64_t **h_row) {
     return CGQ_STATUS_OK;
 }
 
-/* Step 2 (after the layout): the edges (sender, vector, receiver) and the edges grouped by sender. */
+/* Step 2 (after the layout): the step's graph arrays (filled by pairs_edges) */
 static cgq_status pairs_fill(cgq_gpu *g, mace_ctx *c) {
-    pair_state &ps = g->pairs;
-    const int64_t E = c->E, C = ps.n_cand, ns = ps.n_sorted;
-    auto lay = [&](char *q) {
-        size_t o = 0;
-        c->sender = carve<int32_t>(q, o, E), c->vec = carve<double>(q, o, 3 * E);
-        c->sedge = carve<int32_t>(q, o, E), c->erecv = carve<int32_t>(q, o, E);
-        return o;
-    };
-    CGQ_TRY(grow(&g->graph_buf, &g->graph_cap, lay(nullptr)));
-    lay(static_cast<char *>(g->graph_buf));
+    const pair_state &ps = g->pairs;
     c->species = ps.species, c->row_ptr = ps.row_ptr, c->srow = ps.srow;
-    if (C) k_pair_edges<<<blocks_for(C), CGQ_GPU_THREADS>>>(C, ps.cand_recv, ps.cand, ps.point_node, ps.x, ps.keep, ps.escan,
-                                                          const_cast<int32_t *>(c->sender), const_cast<double *>(c->vec), c->erecv);
-    if (ns) k_pair_sender_edges<<<blocks_for(ns), CGQ_GPU_THREADS>>>(ns, ps.order, ps.skeep, ps.sscan, ps.escan, c->sedge);
-    CGQ_LAUNCH_CHECK();
+    c->sender = ps.sender, c->vec = ps.vec, c->sedge = ps.sedge, c->erecv = ps.erecv;
     return CGQ_STATUS_OK;
 }
 
@@ -2041,7 +2123,9 @@ static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     const int T = CGQ_GPU_THREADS;
 
     if (E) k_edge_geometry<<<blocks_for(E), T>>>(c);
-    if (NA) k_embed<double><<<blocks_for(NA * hm->node_embedding.out.dim), T>>>(c, c.emb);
+    if (NA)
+        k_embed<double>
+            <<<embed_blocks(NA), embed_threads(hm)>>>(NA, hm->node_embedding.out.dim, c.species, g->embed_table, c.emb);
     CGQ_LAUNCH_CHECK();
     for (int t = 0; t < L; t++) {
         const int64_t n_up = t == 0 ? NA : N;
@@ -2603,6 +2687,11 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     CGQ_TRY(side.join()); /* whatever a failed call left on the side comes first */
     cudaStream_t ss = 0;
     CGQ_TRY(side.fork(&ss)); /* the edge geometry beside the embedding and layer 0's node maps (joined before its conv) */
+    /* the default stream's first kernel is launched first: at the step's start the GPU runs each kernel as the host
+     * launches it */
+    if (NA)
+        k_embed<T><<<embed_blocks(NA), embed_threads(hm)>>>(NA, hm->node_embedding.out.dim, c.species, g->embed_table,
+                                                            a.h[0]);
     bool need_ef = !table; /* the edge features feed the radial MLPs and the densities; the tables take r */
     for (int t = 0; t < L; t++) need_ef = need_ef || hm->layers[t].density;
     T *ef_out = need_ef ? a.ef : nullptr;
@@ -2620,14 +2709,13 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
                 k_edge_geometry_t<T, 16><<<blocks_wide(E), TH, 0, ss>>>(c, a.Y, ef_out, a.cut);
                 break;
         }
-    symcon_groups groups; /* the product basis's nodes by species, beside layer 0's node maps as well */
-    CGQ_TRY(symcon_group_nodes<T>(g, N, c.species, ss, &groups));
-    if (NA) k_embed<T><<<blocks_for(NA * hm->node_embedding.out.dim), TH>>>(c, a.h[0]);
     /* the edge gradients' sums start from zero (then the pair repulsion's part): set here, beside the forward, not
      * between the passes (gh is zeroed there: the reverse's arrays reuse the forward's, v2_layout) */
     if (want_grad && E) CGQ_CHECK_GPU(cudaMemsetAsync(c.edge_grad, 0, sizeof(double) * 3 * E, ss));
     if (N) /* the pair repulsion reads r */
         k_energy_start<<<blocks_for(N * CGQ_WARP), TH, 0, ss>>>(c, a.e_acc, want_grad ? c.edge_grad : nullptr);
+    symcon_groups groups; /* the product basis's nodes by species, beside layer 0's node maps as well */
+    CGQ_TRY(symcon_group_nodes<T>(g, N, c.species, ss, &groups));
     CGQ_LAUNCH_CHECK();
     const T *Y = a.Y, *ef = a.ef, *cut = a.cut;
     const unsigned ro_blocks = (unsigned)std::min<int64_t>((N + RO_GROUPS - 1) / RO_GROUPS, 65535);

@@ -86,6 +86,10 @@ cgq_status cgq_gpu_species_conv(cgq_gpu *gpu, int64_t n, const int64_t *row_ptr,
                                 const int32_t *species, const double *r, const double *cut, const double *x,
                                 const double *Y, const double *gM, double *M, double *gY, double *gcut, double *gr);
 
+/* Kernel test entry: the graph build's exclusive scan (graph_build.cuh) of n int32 flags (host) into out[0..n] (host,
+ * out[n] the total), on the current GPU */
+cgq_status cgq_gpu_scan_flags(const int32_t *flags, int64_t n, int64_t *out);
+
 /* 1 where MACE's first convolution, when it runs factored, runs its folds as node GEMMs (at least 64 channels with the
  * node GEMMs on the tensor cores, or CGQ_GPU_SPECIES_CONV=2; and a form they cover), else 0 */
 int cgq_gpu_species_conv_gemm(const cgq_gpu *gpu);

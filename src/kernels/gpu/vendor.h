@@ -40,6 +40,7 @@
 #define cudaEventCreateWithFlags hipEventCreateWithFlags
 #define cudaEventDisableTiming hipEventDisableTiming
 #define cudaEventRecord hipEventRecord
+#define cudaEventSynchronize hipEventSynchronize
 #define cudaEventDestroy hipEventDestroy
 #define cudaDeviceSynchronize hipDeviceSynchronize
 #define cudaDeviceGetAttribute hipDeviceGetAttribute
@@ -54,6 +55,7 @@
 #define CGQ_SHFL_DOWN_W(v, d, w) __shfl_down(v, d, w) /* within groups of w lanes */
 #define CGQ_SHFL_XOR_W(v, m, w) __shfl_xor(v, m, w)
 #define CGQ_SHFL_W(v, src, w) __shfl(v, src, w) /* lane src's v */
+#define CGQ_SHFL_UP_W(v, d, w) __shfl_up(v, d, w)
 #define CGQ_SYNCWARP() __builtin_amdgcn_wave_barrier() /* a wavefront runs in lockstep: orders its shared accesses */
 /* a thread's copies from global to its own shared memory: plain copies (the wait is then a no-op) */
 template <class T>
@@ -77,6 +79,7 @@ __device__ __forceinline__ void cgq_copy_wait() {
 #define CGQ_SHFL_DOWN_W(v, d, w) __shfl_down_sync(0xffffffffu, v, d, w)
 #define CGQ_SHFL_XOR_W(v, m, w) __shfl_xor_sync(0xffffffffu, v, m, w)
 #define CGQ_SHFL_W(v, src, w) __shfl_sync(0xffffffffu, v, src, w)
+#define CGQ_SHFL_UP_W(v, d, w) __shfl_up_sync(0xffffffffu, v, d, w)
 #define CGQ_SYNCWARP() __syncwarp()
 #endif
 
