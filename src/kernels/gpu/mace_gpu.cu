@@ -102,6 +102,7 @@ struct pair_state {
  * self-connection with the type embedding folded in (a species-weighted skip product), all in the working precision. */
 struct nq_node_plan {
     const double *w1 = nullptr, *w2 = nullptr, *wsc = nullptr; /* device, T data in double* (as the float model) */
+    const int32_t *gate_start = nullptr, *gate_code = nullptr; /* device: the gate's reverse terms (build_gate_plan) */
     cgq_tp sc;                                                 /* host: the folded self-connection */
     std::vector<double> sc_weight;
     std::vector<int64_t> sc_offset;

@@ -55,6 +55,10 @@ static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm) {
 }
 
 enum { NQ_CONV, NQ_ENERGY, NQ_RO_BWD, NQ_NODE_BWD, NQ_EDGE_BWD, NQ_SEND_BWD, NQ_UP_BWD };
+enum { NQ_GATE_SCALAR, NQ_GATE_SOURCE, NQ_GATE_GATE }; /* a term of the gate's reverse (build_gate_plan) */
+static unsigned nq_node_blocks(int64_t n) {            /* a block per node */
+    return (unsigned)std::min<int64_t>(n, INT32_MAX);
+}
 
 /* NY: the SH width as a constant (sh_lmax) */
 template <int NY>
@@ -245,6 +249,27 @@ static bool fold_self_connection(const cgq_nequip *nq, const cgq_tp *sc, nq_node
     return skip_gemm_ok(&np->sc);
 }
 
+/* The gate's reverse per input element (k_nq_gate_bwd): element k's terms as codes 4 q + kind, in
+ * nq_gate_backward's order (the scalar outputs, then each gated output's source and gate), rows from start[k] */
+static cgq_status build_gate_plan(cgq_gpu *g, const cgq_nq_gate *q, nq_node_plan *np) {
+    std::vector<std::vector<int32_t>> terms((size_t)q->dim_in);
+    for (int k = 0; k < q->n_scalar; k++) terms[(size_t)q->scalar_src[k]].push_back(4 * k + NQ_GATE_SCALAR);
+    for (int j = 0; j < q->n_gated; j++) {
+        terms[(size_t)q->gated_src[j]].push_back(4 * j + NQ_GATE_SOURCE);
+        terms[(size_t)q->gated_gate[j]].push_back(4 * j + NQ_GATE_GATE);
+    }
+    std::vector<int32_t> start(1, 0), code;
+    for (const std::vector<int32_t> &t : terms) {
+        code.insert(code.end(), t.begin(), t.end());
+        start.push_back((int32_t)code.size());
+    }
+    int32_t *ds = start.data(), *dc = code.data();
+    CGQ_TRY(upload(g, &ds, start.size()));
+    CGQ_TRY(upload(g, &dc, code.size()));
+    np->gate_start = ds, np->gate_code = dc;
+    return CGQ_STATUS_OK;
+}
+
 /* The layer convolutions as conv.cuh plans (one per group of input blocks), the edge MLPs as GEMM views (nequip's
  * weights carry alpha: the products are unscaled) and the node maps as GEMMs. g->nq_v2 = 1 when every layer has
  * the covered form. */
@@ -278,6 +303,7 @@ static cgq_status build_nequip_v2(cgq_gpu *g) {
         if (!ok) break;
         CGQ_TRY(nq_weights(g, ly->linear_1.weight, dly->linear_1.weight, linear_numel(&ly->linear_1), &np.w1));
         CGQ_TRY(nq_weights(g, ly->linear_2.weight, dly->linear_2.weight, linear_numel(&ly->linear_2), &np.w2));
+        CGQ_TRY(build_gate_plan(g, &ly->gate, &np));
         if (ly->use_sc) {
             CGQ_TRY(build_skip_plan(g, &np.sc, &np.skip));
             double *d = np.sc_weight.data();
@@ -373,43 +399,67 @@ __global__ void k_add_rows(int64_t n, int dim, int64_t ld, const T *src, T *dst)
     }
 }
 
-/* xo = gate(pre) (+ xin, resnet), one thread per node (nq_gate_forward in T) */
+/* a + b rounded once, never fused with a product before it (the resnet's sum as nq_step_node forms it) */
+__device__ inline float add_rn(float a, float b) {
+    return __fadd_rn(a, b);
+}
+__device__ inline double add_rn(double a, double b) {
+    return __dadd_rn(a, b);
+}
+
+/* The rows' widths in whole warps, at most 256: a block per node, a thread per element (nq_gate_threads) */
+static int nq_gate_threads(int width) {
+    return std::min(256, std::max(CGQ_WARP, (width + CGQ_WARP - 1) / CGQ_WARP * CGQ_WARP));
+}
+
+/* xo = gate(pre) (+ xin, resnet), a block per node and a thread per output (nq_gate_forward's terms in T; a thread per
+ * node took 34 us per layer for the water NequIP at 5,184 atoms, its nodes' chains on 41 of 132 SMs, session 50) */
 template <class T>
 __global__ void k_nq_gate_fwd(int64_t n, const cgq_nq_gate *gt, const T *pre, int ldp, T *xo, int ldo, const T *xin,
                               int ldx) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int ns = gt->n_scalar, dO = gt->dim_out;
+    for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
         const T *x = pre + i * ldp;
-        T *o = xo + i * ldo;
-        for (int k = 0; k < gt->n_scalar; k++)
-            o[k] = act_eval_t<T>((cgq_act)gt->scalar_act[k], gt->scalar_cst[k], x[gt->scalar_src[k]], nullptr);
-        for (int j = 0; j < gt->n_gated; j++) {
-            const T a = act_eval_t<T>((cgq_act)gt->gate_act[j], gt->gate_cst[j], x[gt->gated_gate[j]], nullptr);
-            o[gt->n_scalar + j] = (T)gt->gated_factor[j] * x[gt->gated_src[j]] * a;
+        for (int k = threadIdx.x; k < dO; k += blockDim.x) {
+            T o;
+            if (k < ns) {
+                o = act_eval_t<T>((cgq_act)gt->scalar_act[k], gt->scalar_cst[k], x[gt->scalar_src[k]], nullptr);
+            } else {
+                const int j = k - ns;
+                const T a = act_eval_t<T>((cgq_act)gt->gate_act[j], gt->gate_cst[j], x[gt->gated_gate[j]], nullptr);
+                o = (T)gt->gated_factor[j] * x[gt->gated_src[j]] * a;
+            }
+            xo[i * ldo + k] = xin ? add_rn(xin[i * ldx + k], o) : o;
         }
-        if (xin)
-            for (int k = 0; k < gt->dim_out; k++) o[k] = xin[i * ldx + k] + o[k];
     }
 }
 
-/* gpre = d<go, gate(pre)>/dpre, one thread per node (nq_gate_backward in T) */
+/* gpre = d<go, gate(pre)>/dpre, a block per node and a thread per input element k, which sums its terms (code[start[k]
+ * .. start[k + 1]), nq_gate_plan) in nq_gate_backward's order (62 us per layer one thread per node, session 50) */
 template <class T>
-__global__ void k_nq_gate_bwd(int64_t n, const cgq_nq_gate *gt, const T *pre, int ldp, const T *go, int ldg, T *gpre,
-                              int ldgp) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+__global__ void k_nq_gate_bwd(int64_t n, const cgq_nq_gate *gt, const int32_t *start, const int32_t *code, const T *pre,
+                              int ldp, const T *go, int ldg, T *gpre, int ldgp) {
+    const int ns = gt->n_scalar, dI = gt->dim_in;
+    for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
         const T *x = pre + i * ldp, *g = go + i * ldg;
-        T *gx = gpre + i * ldgp;
-        for (int k = 0; k < gt->dim_in; k++) gx[k] = 0;
-        for (int k = 0; k < gt->n_scalar; k++) {
-            T d;
-            act_eval_t<T>((cgq_act)gt->scalar_act[k], gt->scalar_cst[k], x[gt->scalar_src[k]], &d);
-            gx[gt->scalar_src[k]] += g[k] * d;
-        }
-        for (int j = 0; j < gt->n_gated; j++) {
-            T d;
-            const T a = act_eval_t<T>((cgq_act)gt->gate_act[j], gt->gate_cst[j], x[gt->gated_gate[j]], &d);
-            const T o = g[gt->n_scalar + j] * (T)gt->gated_factor[j];
-            gx[gt->gated_src[j]] += o * a;
-            gx[gt->gated_gate[j]] += o * x[gt->gated_src[j]] * d;
+        for (int k = threadIdx.x; k < dI; k += blockDim.x) {
+            T s = 0;
+            for (int c = start[k]; c < start[k + 1]; c++) {
+                const int q = code[c] >> 2, kind = code[c] & 3;
+                T d;
+                if (kind == NQ_GATE_SCALAR) {
+                    act_eval_t<T>((cgq_act)gt->scalar_act[q], gt->scalar_cst[q], x[k], &d);
+                    s += g[q] * d;
+                    continue;
+                }
+                const T a = act_eval_t<T>((cgq_act)gt->gate_act[q], gt->gate_cst[q], x[gt->gated_gate[q]], &d);
+                const T o = g[ns + q] * (T)gt->gated_factor[q];
+                if (kind == NQ_GATE_SOURCE)
+                    s += o * a;
+                else
+                    s += o * x[gt->gated_src[q]] * d;
+            }
+            gpre[i * ldgp + k] = s;
         }
     }
 }
@@ -552,8 +602,8 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
             skip_gemm_fwd<T>(&np.sc, np.skip, reinterpret_cast<const T *>(np.wsc), N, c.species, xin, din, pre, dG);
         lin_gemm_fwd<T>(&ly->linear_2, reinterpret_cast<const T *>(np.w2), N, M, dM, pre, dG, (T)1,
                         ly->use_sc ? pre : nullptr, dG);
-        k_nq_gate_fwd<T><<<blocks_for(N), TH>>>(N, &g->dev_nequip->layers[t].gate, pre, dG, R(c.xo[t]), dO,
-                                                ly->resnet ? xin : nullptr, din);
+        k_nq_gate_fwd<T><<<nq_node_blocks(N), nq_gate_threads(dO)>>>(N, &g->dev_nequip->layers[t].gate, pre, dG,
+                                                                     R(c.xo[t]), dO, ly->resnet ? xin : nullptr, din);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
     }
@@ -585,7 +635,8 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
         T *h = R(c.h[t]), *pre = R(c.pre[t]);
         if (N) {
             /* through the gate, linear_2 and the self-connection; dE/dx of the layer input starts as the resnet's */
-            k_nq_gate_bwd<T><<<blocks_for(N), TH>>>(N, &g->dev_nequip->layers[t].gate, pre, dG, gx, ld, gpre, dG);
+            k_nq_gate_bwd<T><<<nq_node_blocks(N), nq_gate_threads(dG)>>>(
+                N, &g->dev_nequip->layers[t].gate, np.gate_start, np.gate_code, pre, dG, gx, ld, gpre, dG);
             lin_gemm_bwd<T>(&ly->linear_2, reinterpret_cast<const T *>(np.w2), N, gpre, dG, gM, dM, (T)1, 0);
             if (ly->use_sc) {
                 skip_gemm_bwd<T>(&np.sc, np.skip, reinterpret_cast<const T *>(np.wsc), N, c.species, gpre, dG, gx_prev,
