@@ -1944,9 +1944,6 @@ extern "C" cgq_status cgq_gpu_build_pairs(cgq_gpu *g, const cgq_point_set *pt, d
     return pairs_ready(g, NP, N, NA, C, ns, pt->point_id);
 }
 
-/* Step 1 of a pairs evaluation: positions up (checked on the device), the kept candidates counted and scanned, the
- * row pointers made, and the graph's summary down (pair_summary: the edge count and the input errors), which the host
- * waits for; the rows stay on the device unless the edges need chunks (pairs_rows). */
 /* The kept candidates' edges (sender, vector, receiver) and the edges grouped by sender, into arrays laid for all
  * n_cand candidates (pairs_ready: the edges are at most as many) */
 static void pairs_edges(const pair_state &ps) {
@@ -1958,6 +1955,10 @@ static void pairs_edges(const pair_state &ps) {
         k_pair_sender_edges<<<blocks_for(ns), CGQ_GPU_THREADS>>>(ns, ps.order, ps.skeep, ps.sscan, ps.escan, ps.sedge);
 }
 
+/* Step 1 of a pairs evaluation: positions up (checked on the device), the kept candidates counted and scanned, the
+ * row pointers made, and the graph's summary down (pair_summary: the edge count and the input errors), which the host
+ * waits for while the GPU fills the edges (pairs_edges); the rows stay on the device unless the edges need chunks
+ * (pairs_rows). */
 static cgq_status pairs_count(cgq_gpu *g, const double *pos) {
     pair_state &ps = g->pairs;
     const int64_t N = ps.n_local, NA = ps.n_nodes, C = ps.n_cand, ns = ps.n_sorted, NP = ps.n_points;
