@@ -1420,11 +1420,13 @@ __global__ void k_embed(int64_t NA, int dout, const int32_t *species, const doub
         for (int j = threadIdx.x; j < dout; j += blockDim.x) out[i * dout + j] = (T)row[j];
     }
 }
-static unsigned embed_blocks(int64_t NA) {
-    return (unsigned)std::min<int64_t>(NA, INT32_MAX);
+/* Launch shape of the row kernels (k_embed, NequIP's gates): a block per row (node), a thread per element of a row
+ * of `width`, the width in whole warps, at most 256 */
+static unsigned row_blocks(int64_t rows) {
+    return (unsigned)std::min<int64_t>(rows, INT32_MAX);
 }
-static int embed_threads(const cgq_model *hm) { /* the row's width in whole warps, at most 256 */
-    return (int)std::min<int64_t>(256, (hm->node_embedding.out.dim + CGQ_WARP - 1) / CGQ_WARP * CGQ_WARP);
+static int row_threads(int width) {
+    return std::min(256, std::max(CGQ_WARP, (width + CGQ_WARP - 1) / CGQ_WARP * CGQ_WARP));
 }
 __global__ void k_up(mace_ctx c, int t, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
@@ -1787,6 +1789,7 @@ static cgq_status pairs_ready(cgq_gpu *g, int64_t NP, int64_t N, int64_t NA, int
     CGQ_TRY(grow(&ps.step, &ps.step_cap, lay_step(nullptr)));
     lay_step(static_cast<char *>(ps.step));
     CGQ_TRY(pairs_summary_reset(ps));
+    if (!ps.summary_ready) CGQ_CHECK_GPU(cudaEventCreateWithFlags(&ps.summary_ready, cudaEventDisableTiming));
     ps.n_points = NP, ps.n_local = N, ps.n_nodes = NA, ps.n_cand = C, ps.n_sorted = ns;
     if (point_id) ps.point_id.assign(point_id, point_id + NP);
     else ps.point_id.clear();
@@ -1981,7 +1984,6 @@ static cgq_status pairs_count(cgq_gpu *g, const double *pos) {
                                                                      ps.sscan, ps.srow, &ps.summary->n_edges);
     CGQ_LAUNCH_CHECK();
     pair_summary sum;
-    if (!ps.summary_ready) CGQ_CHECK_GPU(cudaEventCreateWithFlags(&ps.summary_ready, cudaEventDisableTiming));
     CGQ_CHECK_GPU(cudaMemcpyAsync(stage, ps.summary, sizeof sum, cudaMemcpyDeviceToHost));
     CGQ_CHECK_GPU(cudaEventRecord(ps.summary_ready, 0));
     /* the edges are filled while the summary travels and the host plans the step (the host's round trip left the GPU
@@ -2126,8 +2128,8 @@ static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
 
     if (E) k_edge_geometry<<<blocks_for(E), T>>>(c);
     if (NA)
-        k_embed<double>
-            <<<embed_blocks(NA), embed_threads(hm)>>>(NA, hm->node_embedding.out.dim, c.species, g->embed_table, c.emb);
+        k_embed<double><<<row_blocks(NA), row_threads(hm->node_embedding.out.dim)>>>(NA, hm->node_embedding.out.dim,
+                                                                                     c.species, g->embed_table, c.emb);
     CGQ_LAUNCH_CHECK();
     for (int t = 0; t < L; t++) {
         const int64_t n_up = t == 0 ? NA : N;
@@ -2692,8 +2694,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     /* the default stream's first kernel is launched first: at the step's start the GPU runs each kernel as the host
      * launches it */
     if (NA)
-        k_embed<T><<<embed_blocks(NA), embed_threads(hm)>>>(NA, hm->node_embedding.out.dim, c.species, g->embed_table,
-                                                            a.h[0]);
+        k_embed<T><<<row_blocks(NA), row_threads(hm->node_embedding.out.dim)>>>(NA, hm->node_embedding.out.dim,
+                                                                                c.species, g->embed_table, a.h[0]);
     bool need_ef = !table; /* the edge features feed the radial MLPs and the densities; the tables take r */
     for (int t = 0; t < L; t++) need_ef = need_ef || hm->layers[t].density;
     T *ef_out = need_ef ? a.ef : nullptr;

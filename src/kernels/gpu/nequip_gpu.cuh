@@ -56,9 +56,6 @@ static cgq_status upload_nequip(cgq_gpu *g, const cgq_model *hm) {
 
 enum { NQ_CONV, NQ_ENERGY, NQ_RO_BWD, NQ_NODE_BWD, NQ_EDGE_BWD, NQ_SEND_BWD, NQ_UP_BWD };
 enum { NQ_GATE_SCALAR, NQ_GATE_SOURCE, NQ_GATE_GATE }; /* a term of the gate's reverse (build_gate_plan) */
-static unsigned nq_node_blocks(int64_t n) {            /* a block per node */
-    return (unsigned)std::min<int64_t>(n, INT32_MAX);
-}
 
 /* NY: the SH width as a constant (sh_lmax) */
 template <int NY>
@@ -407,11 +404,6 @@ __device__ inline double add_rn(double a, double b) {
     return __dadd_rn(a, b);
 }
 
-/* The rows' widths in whole warps, at most 256: a block per node, a thread per element (nq_gate_threads) */
-static int nq_gate_threads(int width) {
-    return std::min(256, std::max(CGQ_WARP, (width + CGQ_WARP - 1) / CGQ_WARP * CGQ_WARP));
-}
-
 /* xo = gate(pre) (+ xin, resnet), a block per node and a thread per output (nq_gate_forward's terms in T; a thread per
  * node took 34 us per layer for the water NequIP at 5,184 atoms, its nodes' chains on 41 of 132 SMs, session 50) */
 template <class T>
@@ -602,8 +594,8 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
             skip_gemm_fwd<T>(&np.sc, np.skip, reinterpret_cast<const T *>(np.wsc), N, c.species, xin, din, pre, dG);
         lin_gemm_fwd<T>(&ly->linear_2, reinterpret_cast<const T *>(np.w2), N, M, dM, pre, dG, (T)1,
                         ly->use_sc ? pre : nullptr, dG);
-        k_nq_gate_fwd<T><<<nq_node_blocks(N), nq_gate_threads(dO)>>>(N, &g->dev_nequip->layers[t].gate, pre, dG,
-                                                                     R(c.xo[t]), dO, ly->resnet ? xin : nullptr, din);
+        k_nq_gate_fwd<T><<<row_blocks(N), row_threads(dO)>>>(N, &g->dev_nequip->layers[t].gate, pre, dG, R(c.xo[t]), dO,
+                                                             ly->resnet ? xin : nullptr, din);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
     }
@@ -635,8 +627,8 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
         T *h = R(c.h[t]), *pre = R(c.pre[t]);
         if (N) {
             /* through the gate, linear_2 and the self-connection; dE/dx of the layer input starts as the resnet's */
-            k_nq_gate_bwd<T><<<nq_node_blocks(N), nq_gate_threads(dG)>>>(
-                N, &g->dev_nequip->layers[t].gate, np.gate_start, np.gate_code, pre, dG, gx, ld, gpre, dG);
+            k_nq_gate_bwd<T><<<row_blocks(N), row_threads(dG)>>>(N, &g->dev_nequip->layers[t].gate, np.gate_start,
+                                                                 np.gate_code, pre, dG, gx, ld, gpre, dG);
             lin_gemm_bwd<T>(&ly->linear_2, reinterpret_cast<const T *>(np.w2), N, gpre, dG, gM, dM, (T)1, 0);
             if (ly->use_sc) {
                 skip_gemm_bwd<T>(&np.sc, np.skip, reinterpret_cast<const T *>(np.wsc), N, c.species, gpre, dG, gx_prev,
