@@ -6,7 +6,11 @@ steps (default 5) it prints the median span, the time the GPU ran anything (the 
 over both streams) and the idle rest; the idle gaps of the median step, in order, with the GPU work on either side and
 the host's runtime calls during the gap; and the kernels' summed time per step (no synchronisation added, unlike
 CGQ_GPU_PROFILE's phases).
+LAUNCHES (a regular expression): also the median step's launches whose kernel names match it, in order, each with
+its offset, duration, grid (blocks) and stream.
 usage: timeline.py TIMELINE.csv [STEPS] [MIN_GAP_US]"""
+import os
+import re
 import csv
 import statistics
 import sys
@@ -108,6 +112,12 @@ def main():
     for n, t in sorted(tot.items(), key=lambda kv: -kv[1])[:40]:
         print("  %8.1f  x%-3d %s" % (us(t), launches[n], short(n, 90)))
     print("  %8.1f  all kernels" % us(sum(tot.values())))
+    pat = os.environ.get("LAUNCHES")
+    if pat:
+        print("\nlaunches matching %r in the median step (offset us, duration us, blocks, stream):" % pat)
+        for s, e, name, what, stream, size in med["ops"]:
+            if what == "K" and re.search(pat, name):
+                print("  +%8.1f  %7.1f  %6d  %2d  %s" % (us(s - med["b0"]), us(e - s), size, stream, short(name, 60)))
     streams = defaultdict(float)
     for r in med["ops"]:
         streams[r[4]] += r[1] - r[0]

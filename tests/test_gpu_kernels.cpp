@@ -432,7 +432,7 @@ TEST_P(GpuKernels, SpeciesConvolutionMatchesCpu) {
         std::vector<double> M(n * dM, NAN), gY(E * nY, NAN), gcut(E, NAN), gr(E, NAN);
         const cgq_status st = cgq_gpu_species_conv(g, n, row.data(), sender.data(), species.data(), r.data(),
                                                    cut.empty() ? nullptr : cut.data(), x.data(), Y.data(), gM.data(),
-                                                   M.data(), gY.data(), gcut.data(), gr.data());
+                                                   M.data(), gY.data(), gcut.data(), gr.data(), 0);
         if (st == CGQ_STATUS_UNSUPPORTED) {
             std::printf("  %s: %s\n", fp32 ? "fp32" : "fp64", cgq_last_error());
             return;
@@ -451,6 +451,37 @@ TEST_P(GpuKernels, SpeciesConvolutionMatchesCpu) {
         expect_close(GetParam(), 0, fp32, seed, "dE/dY (species)", gY, ref.gY);
         if (!cut.empty()) expect_close(GetParam(), 0, fp32, seed, "dE/dcut (species)", gcut, ref.gcut);
         expect_close(GetParam(), 0, fp32, seed, "dE/dr (species)", gr, ref.gr);
+        // the layer's linear composed into the GEMM folds, as the steps run residual layers without density
+        // (CGQ_GPU_SC_LINEAR=0: not): Mlin = linear(M) / avg and, given dE/dMlin, the same edge gradients as from
+        // dE/dM = linear^T(dE/dMlin) / avg
+        const cgq_mace_layer *l0 = &m->layers[0];
+        const char *lin_env = std::getenv("CGQ_GPU_SC_LINEAR");
+        if (cgq_gpu_species_conv_gemm(g) && l0->residual && !l0->density && !(lin_env && lin_env[0] == '0'))
+            EXPECT_EQ(cgq_gpu_species_conv_linear(g), 1);
+        if (!cgq_gpu_species_conv_linear(g)) return;
+        const cgq_linear *lin = &l0->linear;
+        const int64_t dl = lin->out.dim;
+        const double inv = 1.0 / l0->avg_num_neighbors;
+        const std::vector<double> gMl = uniform(rng, n * dl);
+        std::vector<double> gMe(n * dM, 0.0), Mlr(n * dl), Ml(n * dl, NAN);
+        for (int64_t i = 0; i < n; i++) {
+            cgq_linear_backward(lin, &gMl[i * dl], &gMe[i * dM]);
+            cgq_linear_forward(lin, &ref.M[i * dM], &Mlr[i * dl]);
+        }
+        for (double &v : gMe) v *= inv;
+        for (double &v : Mlr) v *= inv;
+        for (std::vector<double> *v : {&gY, &gcut, &gr}) std::fill(v->begin(), v->end(), NAN);
+        ASSERT_EQ(cgq_gpu_species_conv(g, n, row.data(), sender.data(), species.data(), r.data(),
+                                       cut.empty() ? nullptr : cut.data(), x.data(), Y.data(), gMl.data(), Ml.data(),
+                                       gY.data(), gcut.data(), gr.data(), 1),
+                  CGQ_STATUS_OK)
+            << cgq_last_error();
+        std::printf("  the linear composed into the folds\n");
+        const ConvReference ref2(rc, tp, nY, row, sender, r, cut, x, Y, gMe);
+        expect_close(GetParam(), 0, fp32, seed, "Mlin (species, linear)", Ml, Mlr);
+        expect_close(GetParam(), 0, fp32, seed, "dE/dY (species, linear)", gY, ref2.gY);
+        if (!cut.empty()) expect_close(GetParam(), 0, fp32, seed, "dE/dcut (species, linear)", gcut, ref2.gcut);
+        expect_close(GetParam(), 0, fp32, seed, "dE/dr (species, linear)", gr, ref2.gr);
     });
 }
 

@@ -130,6 +130,7 @@ struct cgq_gpu {
     species_conv sconv;                        /* layer 0 factored through the senders' species (species_conv.cuh) */
     std::vector<int32_t> sconv_classes;        /* the class table last uploaded to sconv.cls */
     std::vector<conv_ins> sconv_ins;           /* host copy of layer 0's instructions (species_conv's GEMMs) */
+    sc_linear sc_lin; /* layer 0's linear composed into species_conv's GEMM folds (build_sc_linear) */
     int v2; /* every layer has the forms the v2 kernels cover (else the v1 steps run the model) */
     cgq_blas blas = nullptr; /* the radial MLP's products (gemm.cuh); none in HIP builds */
     int64_t max_chunk_edges = INT64_MAX; /* CGQ_GPU_MAX_CHUNK_EDGES: tests force several edge chunks with it */
@@ -1100,6 +1101,37 @@ static cgq_status choose_fused_conv(cgq_gpu *g) {
     return CGQ_STATUS_OK;
 }
 
+/* Layer 0's linear composed into species_conv's GEMM folds (sc_linear) where its form allows: no density, not run
+ * with the skip (linskip), a GEMM (lin_gemm_ok), every conv output block feeding it, every linear output block
+ * written by a pair, within the segment and pair limits. CGQ_GPU_SC_LINEAR=0: the two GEMMs (for comparisons). */
+static void build_sc_linear(cgq_gpu *g) {
+    sc_linear &c = g->sc_lin;
+    c = sc_linear();
+    const cgq_mace_layer *ly = &g->host_model->layers[0];
+    const cgq_linear *hl = &ly->linear;
+    const char *env = getenv("CGQ_GPU_SC_LINEAR");
+    if ((env && env[0] == '0') || ly->density || g->linskip[0].ok || !lin_gemm_ok(hl)) return;
+    const std::vector<conv_ins> &ins = g->sconv_ins;
+    const int C = g->plans[0].C;
+    std::vector<int> q_fed(ins.size(), 0), o_segs(hl->out.n, 0);
+    for (int kl = 0; kl < hl->n_ins; kl++) {
+        const cgq_irrep_block &ib = hl->in.b[hl->ins_in[kl]], &ob = hl->out.b[hl->ins_out[kl]];
+        if (ib.mul != C || ib.l != ob.l) return;
+        for (size_t q = 0; q < ins.size(); q++) {
+            if (ins[q].out_off != ib.offset) continue;
+            if (c.n == SC_MAX_PAIRS || ins[q].d3 != 2 * ib.l + 1) return;
+            c.q[c.n] = (int)q, c.kl[c.n] = kl, c.Cw[c.n] = ob.mul, c.l_off[c.n] = hl->w_offset[kl], c.n++;
+            q_fed[q]++, o_segs[hl->ins_out[kl]]++;
+        }
+    }
+    for (size_t q = 0; q < ins.size(); q++)
+        if (!q_fed[q] || q_fed[q] > LG_MAX_SEGS) return;
+    for (int o = 0; o < hl->out.n; o++)
+        if (!o_segs[o] || o_segs[o] > LG_MAX_SEGS) return;
+    c.hl = hl, c.L = reinterpret_cast<const float *>(g->shadow_f.layers[0].linear.weight);
+    c.alpha = 1.0 / ly->avg_num_neighbors, c.ok = 1;
+}
+
 /* Whether fp32 MACE's first convolution runs factored through the senders' species (species_conv.cuh): its sender
  * features are the embedding's linear_up (one scalar per channel and species), its radial MLP has a table, and no
  * density normalisation; not where CGQ_GPU_FUSED_CONV=1 fuses that layer, or with CGQ_GPU_SPECIES_CONV=0 (the separate
@@ -1186,6 +1218,7 @@ static cgq_status build_species_conv(cgq_gpu *g) {
     cudaGetLastError();
 #endif
     s.ok = 1;
+    if (s.gemm) build_sc_linear(g);
     return CGQ_STATUS_OK;
 }
 
@@ -2298,14 +2331,20 @@ static cgq_status grow_t(double **p, size_t *cap, size_t n) {
 }
 
 /* the buffers of species_conv's GEMM folds (the graph's classes set) for pieces of at most `piece` receivers, fewer
- * where Q of a piece would pass SC_PIECE_FLOATS */
-static cgq_status species_conv_work(cgq_gpu *g, int64_t piece, sc_work *w) {
+ * where Q of a piece would pass SC_PIECE_FLOATS; lin: with layer 0's linear composed (g->sc_lin) */
+static cgq_status species_conv_work(cgq_gpu *g, int64_t piece, sc_work *w, bool lin = false) {
     const species_conv &s = g->sconv;
     const conv_plan &p = g->plans[0];
     const int64_t per = (int64_t)s.S * s.K * s.P;
     w->piece = std::max<int64_t>(1, std::min<int64_t>(piece, SC_PIECE_FLOATS / per));
     CGQ_TRY(grow_t<float>(&g->vb.sc_qg, &g->vb.caps[14], (size_t)(w->piece * per)));
-    CGQ_TRY(grow_t<float>(&g->vb.sc_v, &g->vb.caps[15], (size_t)p.n_ins * s.S * s.K * p.C));
+    int64_t nv = (int64_t)p.n_ins * s.S * s.K * p.C;
+    if (lin) {
+        nv = 0;
+        for (int i = 0; i < g->sc_lin.n; i++) nv += (int64_t)s.S * s.K * g->sc_lin.Cw[i];
+        w->lin = &g->sc_lin;
+    }
+    CGQ_TRY(grow_t<float>(&g->vb.sc_v, &g->vb.caps[15], (size_t)nv));
     w->ins = g->sconv_ins.data();
     w->QG = reinterpret_cast<float *>(g->vb.sc_qg), w->V = reinterpret_cast<float *>(g->vb.sc_v);
     return CGQ_STATUS_OK;
@@ -2682,8 +2721,9 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     if (sconv && g->sconv.gemm) {
         int64_t most = 1; /* receivers of the largest chunk */
         for (const edge_chunk &ch : chunks) most = std::max(most, ch.i1 - ch.i0);
-        CGQ_TRY(species_conv_work(g, most, &scw));
+        CGQ_TRY(species_conv_work(g, most, &scw, g->sc_lin.ok));
     }
+    const bool sc_lin = scw.lin != nullptr; /* layer 0's linear runs inside the folds */
     c.m = g->dev_model; /* the double steps (geometry, embedding, energies, edge tail) */
     const int TH = CGQ_GPU_THREADS;
     prof.mark("buffers");
@@ -2772,7 +2812,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             if (t == 0 && sconv) {
                 species_conv_forward(p, g->sconv, scw, ch.i0, ch.i1, c.row_ptr, c.sender, c.species, c.r,
                                      reinterpret_cast<const float *>(Y), reinterpret_cast<const float *>(hu),
-                                     reinterpret_cast<const float *>(cut_w), reinterpret_cast<float *>(M));
+                                     reinterpret_cast<const float *>(cut_w),
+                                     reinterpret_cast<float *>(sc_lin ? Mlin : M));
                 CGQ_LAUNCH_CHECK();
                 prof.mark("species_conv_fwd");
             } else if (f32 && g->fused_conv[t]) { /* the reverse reads w where it is kept, else forms it again */
@@ -2805,8 +2846,9 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             linskip_fwd<T>(&ly->linear, &ly->skip_tp, g->skips[t], g->linskip[t], N, c.species, M, dM, A, dTt,
                            1.0 / ly->avg_num_neighbors);
         } else {
-            node_linear_fwd<T>(&ly->linear, &sly->linear, &dly->linear, N, M, dM, Mlin, dTt,
-                               (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), nullptr, 0);
+            if (!(t == 0 && sc_lin)) /* else the folds wrote Mlin */
+                node_linear_fwd<T>(&ly->linear, &sly->linear, &dly->linear, N, M, dM, Mlin, dTt,
+                                   (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), nullptr, 0);
             if (ly->density) k_density_scale<T><<<blocks_for(N * dTt), TH>>>(N, dTt, a.rho[t], Mlin);
             if (!ly->residual) skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, Mlin, dTt, A, dTt);
         }
@@ -2846,6 +2888,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         const T *wskip = reinterpret_cast<const T *>(sly->skip_tp.weight);
         const int din = mace_layer_in_dim(hm, t), dhu_t = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim;
         const int dTt = ly->target.dim, dH = ly->product_linear.out.dim;
+        T *glin = ly->residual ? a.gApre : a.gMl; /* dE/d of the linear's output (rows of dTt) */
         if (N) {
             for (int r = 0; r < hm->n_readouts; r++)
                 if (g->readouts[r].layer == t)
@@ -2871,11 +2914,11 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             } else {
                 if (!ly->residual)
                     skip_gemm_bwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, gApre, dTt, gMl, dTt);
-                T *gsrc = ly->residual ? gApre : gMl;
                 if (ly->density)
-                    k_density_scale_bwd<T><<<blocks_for(N), TH>>>(N, dTt, a.rho[t], a.Mlin[t], gsrc, a.grho);
-                node_linear_bwd<T>(&ly->linear, &sly->linear, &dly->linear, N, gsrc, dTt, gM, dM,
-                                   (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), 0);
+                    k_density_scale_bwd<T><<<blocks_for(N), TH>>>(N, dTt, a.rho[t], a.Mlin[t], glin, a.grho);
+                if (!(t == 0 && sc_lin)) /* else the folds take dE/dMlin */
+                    node_linear_bwd<T>(&ly->linear, &sly->linear, &dly->linear, N, glin, dTt, gM, dM,
+                                       (T)(ly->density ? 1.0 : 1.0 / ly->avg_num_neighbors), 0);
             }
             CGQ_LAUNCH_CHECK();
             prof.mark("node_bwd");
@@ -2888,7 +2931,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             if (t == 0 && sconv) { /* dE/dY, dE/dcut and dE/dr straight from the factored layer */
                 species_conv_backward(p, g->sconv, scw, ch.i0, ch.i1, ch.e0, c.row_ptr, c.sender, c.species, c.r,
                                       reinterpret_cast<const float *>(Y), reinterpret_cast<const float *>(hu),
-                                      reinterpret_cast<const float *>(cut_w), reinterpret_cast<const float *>(gM),
+                                      reinterpret_cast<const float *>(cut_w),
+                                      reinterpret_cast<const float *>(sc_lin ? glin : gM),
                                       reinterpret_cast<float *>(gY), reinterpret_cast<float *>(gcut), b.gr);
                 prof.mark("species_conv_bwd");
                 edge_tail<T>(c, ch.e0, ch.e1, nullptr, gY, gcut, b.gr);
@@ -3323,17 +3367,19 @@ extern "C" cgq_status cgq_gpu_radial_conv(cgq_gpu *g, int layer, int64_t n, cons
 extern "C" cgq_status cgq_gpu_species_conv(cgq_gpu *g, int64_t n, const int64_t *row_ptr, const int32_t *sender,
                                            const int32_t *species, const double *r, const double *cut, const double *x,
                                            const double *Y, const double *gM, double *M, double *gY, double *gcut,
-                                           double *gr) {
+                                           double *gr, int linear) {
     if (n <= 0 || !g->sconv.ok)
         return cgq_fail(CGQ_STATUS_UNSUPPORTED, "cgq_gpu_species_conv: layer 0 does not run factored here");
+    if (linear && !(g->sconv.gemm && g->sc_lin.ok))
+        return cgq_fail(CGQ_STATUS_UNSUPPORTED, "cgq_gpu_species_conv: layer 0's linear is not composed here");
     CGQ_TRY(set_species_classes(g, species, n));
     const conv_plan &p = g->plans[0];
     const species_conv &s = g->sconv;
     if (!sc_runs(p, s, g->smem_optin))
         return cgq_fail(CGQ_STATUS_UNSUPPORTED, "cgq_gpu_species_conv: %d species in the graph", s.S);
     sc_work w; /* the GEMM folds in pieces of 40 receivers: the test's 97 take three */
-    if (s.gemm) CGQ_TRY(species_conv_work(g, 40, &w));
-    const int64_t E = row_ptr[n], din = p.dhu, dM = p.dM, nY = p.nY;
+    if (s.gemm) CGQ_TRY(species_conv_work(g, 40, &w, linear != 0));
+    const int64_t E = row_ptr[n], din = p.dhu, dM = sc_rows_ld(p, w), nY = p.nY;
     test_buffers tb;
     int64_t *drow;
     int32_t *dsend, *dspec;
@@ -3359,6 +3405,10 @@ extern "C" cgq_status cgq_gpu_species_conv(cgq_gpu *g, int64_t n, const int64_t 
     CGQ_TRY(test_buffers::out(dgY, gY, E * nY));
     CGQ_TRY(test_buffers::out(dgcut, gcut, E));
     return test_buffers::out(dgr, gr, E);
+}
+
+extern "C" int cgq_gpu_species_conv_linear(const cgq_gpu *g) {
+    return g->sconv.ok && g->sconv.gemm && g->sc_lin.ok;
 }
 
 extern "C" int cgq_gpu_species_conv_gemm(const cgq_gpu *g) {

@@ -80,11 +80,18 @@ cgq_status cgq_gpu_radial_conv(cgq_gpu *gpu, int layer, int64_t n, const int64_t
  * graph of n nodes (receiver rows, senders, species per node), edge lengths r [E], the cutoff per edge cut [E] (NULL
  * where the model puts it in the radial basis), features x [n][in1.dim] (equal rows for equal species: the layer's
  * input is the embedding), spherical harmonics Y [E][nY] and gM = dE/dM [n][out.dim]: the messages M [n][out.dim],
- * and dE/dY [E][nY], dE/dcut [E] and dE/dr [E] of the layer. CGQ_STATUS_UNSUPPORTED where the evaluator does not
- * factor that layer (fp64, no radial table, another form, more species than species_conv.cuh takes). */
+ * and dE/dY [E][nY], dE/dcut [E] and dE/dr [E] of the layer. linear = 1: with the layer's linear composed into the
+ * GEMM folds as the steps run it (cgq_gpu_species_conv_linear): M is then the linear's output Mlin =
+ * linear(M) / avg_num_neighbors and gM is dE/dMlin, both [n][linear.out.dim]. CGQ_STATUS_UNSUPPORTED where the
+ * evaluator does not factor that layer (fp64, no radial table, another form, more species than species_conv.cuh
+ * takes) or, for linear = 1, does not compose its linear. */
 cgq_status cgq_gpu_species_conv(cgq_gpu *gpu, int64_t n, const int64_t *row_ptr, const int32_t *sender,
                                 const int32_t *species, const double *r, const double *cut, const double *x,
-                                const double *Y, const double *gM, double *M, double *gY, double *gcut, double *gr);
+                                const double *Y, const double *gM, double *M, double *gY, double *gcut, double *gr,
+                                int linear);
+/* 1 where the steps compose MACE's layer-0 linear into the factored convolution's GEMM folds (species_conv.cuh
+ * sc_linear: residual layers without density; CGQ_GPU_SC_LINEAR=0 turns it off), else 0 */
+int cgq_gpu_species_conv_linear(const cgq_gpu *gpu);
 
 /* Kernel test entry: the graph build's exclusive scan (graph_build.cuh) of n int32 flags (host) into out[0..n] (host,
  * out[n] the total), on the current GPU */

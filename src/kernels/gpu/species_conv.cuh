@@ -60,13 +60,39 @@ struct species_conv {
         nullptr; /* [n_species]: the class of each species (-1: none); then [SC_MAX_CLASSES] a node of each */
 };
 
-/* GEMM folds: the host copy of the plan's instructions and the work buffers, V [n_ins][S K][C] and Q or G of `piece`
- * receivers [piece][S K P] (mace_gpu.cu species_conv_work sizes them) */
+/* GEMM folds composed with the layer's linear (session 51). MACE's first layer maps the messages by its linear right
+ * after the folds: Mlin block o = alpha_L sum_kl pwL_kl M_(in kl) L_kl over the instructions kl into o. With
+ * M = sum_q pw_q Q_q V_q that is one GEMM from Q, Mlin_o = alpha_L sum over the pairs (q, kl) into o of
+ * pw_q pwL_kl Q_q VL_i, VL_i = V_q L_kl ([S K][Cw], formed per step: V depends on the graph's classes, its sums over
+ * the C channels in double), instead of two: M is never formed (MACE-MP-0 at 5,184 atoms: a GEMM launch of ~92 us
+ * each way). The reverse likewise: G_q = alpha_L sum over the pairs (q, kl) of pw_q pwL_kl dE/dMlin_(out kl) VL_i^T.
+ * Built where every conv output block feeds the linear and every linear output block has a pair
+ * (mace_gpu.cu build_sc_linear). */
+#define SC_MAX_PAIRS 16
+struct sc_linear {
+    int ok = 0;
+    const cgq_linear *hl = nullptr; /* the host model's linear: blocks, instructions, path weights */
+    const float *L = nullptr;       /* its float weights on the GPU, instruction kl's [C][Cw] at w_offset[kl] */
+    double alpha = 1;               /* 1 / avg_num_neighbors */
+    /* pairs i: conv instruction q[i] writes the input block of linear instruction kl[i] */
+    int n = 0;
+    int q[SC_MAX_PAIRS], kl[SC_MAX_PAIRS], Cw[SC_MAX_PAIRS];
+    int64_t l_off[SC_MAX_PAIRS]; /* kl's weights in L */
+};
+
+/* GEMM folds: the host copy of the plan's instructions and the work buffers, V [n_ins][S K][C] (or the pairs' VL
+ * [S K][Cw] one after another, where the linear is composed: lin) and Q or G of `piece` receivers [piece][S K P]
+ * (mace_gpu.cu species_conv_work sizes them) */
 struct sc_work {
     const conv_ins *ins = nullptr;
     float *V = nullptr, *QG = nullptr;
     int64_t piece = 0;
+    const sc_linear *lin = nullptr;
 };
+/* the rows the folds write (forward) and read (reverse): M's, or with the composed linear its output's */
+static int64_t sc_rows_ld(const conv_plan &p, const sc_work &w) {
+    return w.lin ? w.lin->hl->out.dim : p.dM;
+}
 
 /* Shared memory of the two edge kernels, in floats from the start (offsets multiples of 4: float4 reads), the batch's
  * ints (class and table interval per edge) last. Forward: xs [S][C] (the classes' features), acc [acc_dim][C]
@@ -627,11 +653,72 @@ __global__ void k_species_conv_weights(conv_plan p, species_conv s, const float 
     }
 }
 
+/* VL_i[(s,j)][w] = alpha sum_u x[s,u] W[j, w_off_q + u] L_kl[u][w] for the pairs i of the composed linear, one
+ * after another (sums in double) */
+__global__ void k_species_conv_lin_weights(conv_plan p, species_conv s, sc_linear lin, const float *hu, float *VL) {
+    const int SK = s.S * s.K, C = p.C;
+    int64_t total = 0;
+    for (int i = 0; i < lin.n; i++) total += (int64_t)SK * lin.Cw[i];
+    const int32_t *rep = s.cls + s.n_species;
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
+        int i = 0;
+        int64_t r = t;
+        while (r >= (int64_t)SK * lin.Cw[i]) r -= (int64_t)SK * lin.Cw[i++];
+        const int Cw = lin.Cw[i], n = (int)(r / Cw), w = (int)(r % Cw);
+        const float *x = hu + (int64_t)rep[n / s.K] * p.dhu + s.x_off;
+        const float *W = s.W + (int64_t)(n % s.K) * p.wn + p.ins[lin.q[i]].w_off;
+        const float *L = lin.L + lin.l_off[i] + w;
+        double acc = 0;
+        for (int u = 0; u < C; u++) acc += (double)x[u] * (double)W[u] * (double)L[(int64_t)u * Cw];
+        VL[t] = (float)(s.alpha * acc);
+    }
+}
+
+/* The composed folds (sc_linear): forward, one part per linear output block with its pairs as segments; reverse (gMl,
+ * dE/dMlin, given), one part per conv instruction with its pairs as segments */
+static void sc_gemms_linear(const conv_plan &p, const species_conv &s, const sc_work &w, int64_t n, float *Ml,
+                            const float *gMl) {
+    const int SK = s.S * s.K;
+    const int64_t ldq = (int64_t)SK * s.P;
+    const sc_linear &lin = *w.lin;
+    const cgq_linear *hl = lin.hl;
+    int64_t off[SC_MAX_PAIRS];
+    for (int i = 0, o = 0; i < lin.n; o += SK * lin.Cw[i], i++) off[i] = o;
+    std::vector<lin_gemm<float>> gs;
+    const int parts = gMl ? p.n_ins : hl->out.n;
+    for (int j = 0; j < parts; j++) {
+        lin_gemm<float> g{};
+        g.n_nodes = n, g.alpha = lin.alpha, g.W = w.V;
+        if (gMl) { /* rows of dE/dMlin -> rows of G_q (block S K p_off, S K channels) */
+            const conv_ins &k = w.ins[j];
+            g.d = k.d3, g.A = gMl, g.lda = hl->out.dim, g.C = w.QG, g.ldc = ldq, g.c_off = SK * k.p_off, g.N = SK;
+        } else {
+            const cgq_irrep_block &ob = hl->out.b[j];
+            g.d = 2 * ob.l + 1, g.A = w.QG, g.lda = ldq, g.C = Ml, g.ldc = hl->out.dim, g.c_off = ob.offset,
+            g.N = ob.mul;
+        }
+        for (int i = 0; i < lin.n; i++) {
+            const int q = lin.q[i], kl = lin.kl[i];
+            if (gMl ? q != j : hl->ins_out[kl] != j) continue;
+            const int t = g.n_segs++;
+            g.a_off[t] = gMl ? hl->out.b[hl->ins_out[kl]].offset : SK * w.ins[q].p_off;
+            g.K[t] = gMl ? lin.Cw[i] : SK, g.ld[t] = lin.Cw[i], g.w_off[t] = off[i];
+            g.pw[t] = w.ins[q].pw * hl->path_weight[kl];
+        }
+        gs.push_back(g);
+    }
+    if (gMl)
+        lin_gemm_launch<float, true>(gs);
+    else
+        lin_gemm_launch<float, false>(gs);
+}
+
 /* The GEMMs between Q (or G) rows of n receivers and their rows of M (or gM) (node_ops.cuh). Forward: one part per
  * output block, its instructions as segments (M = sum_k pw_k Q_k V_k); reverse (gM given): one part per instruction
- * (G_k = pw_k gM_k V_k^T). */
+ * (G_k = pw_k gM_k V_k^T). With the linear composed (w.lin), its output's rows instead (sc_gemms_linear). */
 static void sc_gemms(const conv_plan &p, const species_conv &s, const sc_work &w, int64_t n, float *M,
                      const float *gM) {
+    if (w.lin) return sc_gemms_linear(p, s, w, n, M, gM);
     const int SK = s.S * s.K;
     const int64_t ldq = (int64_t)SK * s.P;
     std::vector<lin_gemm<float>> gs;
@@ -667,12 +754,20 @@ static void sc_gemms(const conv_plan &p, const species_conv &s, const sc_work &w
 /* GEMM folds: V of the step (the graph's classes) from hu, layer 0's sender features; once per evaluation, before
  * species_conv_forward */
 static void species_conv_weights(const conv_plan &p, const species_conv &s, const sc_work &w, const float *hu) {
+    if (w.lin) {
+        int64_t nv = 0;
+        for (int i = 0; i < w.lin->n; i++) nv += (int64_t)s.S * s.K * w.lin->Cw[i];
+        if (nv > 0)
+            k_species_conv_lin_weights<<<(unsigned)std::min<int64_t>((nv + 255) / 256, 4096), 256>>>(p, s, *w.lin, hu,
+                                                                                                     w.V);
+        return;
+    }
     const int64_t nv = (int64_t)p.n_ins * s.S * s.K * p.C;
     if (nv > 0) k_species_conv_weights<<<(unsigned)std::min<int64_t>((nv + 255) / 256, 4096), 256>>>(p, s, hu, w.V);
 }
 
 /* The layer's forward for the receivers [i0, i1). GEMM folds (s.gemm; V from species_conv_weights): piece by piece Q
- * and M = Q V. */
+ * and M = Q V (rows of sc_rows_ld: with the linear composed, M is its output). */
 static void species_conv_forward(const conv_plan &p, const species_conv &s, const sc_work &w, int64_t i0, int64_t i1,
                                  const int64_t *row_ptr, const int32_t *sender, const int32_t *species, const double *r,
                                  const float *Y, const float *hu, const float *cut, float *M) {
@@ -687,10 +782,11 @@ static void species_conv_forward(const conv_plan &p, const species_conv &s, cons
         const int64_t b = std::min(i1, a + w.piece);
         k_species_conv_fwd<true>
             <<<(unsigned)(b - a), sc_fwd_threads(s), smem>>>(p, s, a, row_ptr, sender, species, r, Y, hu, cut, w.QG);
-        sc_gemms(p, s, w, b - a, M + a * p.dM, nullptr);
+        sc_gemms(p, s, w, b - a, M + a * sc_rows_ld(p, w), nullptr);
     }
 }
-/* its reverse given gM (edges of the receivers from e0); GEMM folds: piece by piece G = gM V^T, then the edges */
+/* its reverse given gM (edges of the receivers from e0); GEMM folds: piece by piece G = gM V^T, then the edges (with
+ * the linear composed, gM is dE/d of its output) */
 static void species_conv_backward(const conv_plan &p, const species_conv &s, const sc_work &w, int64_t i0, int64_t i1,
                                   int64_t e0, const int64_t *row_ptr, const int32_t *sender, const int32_t *species,
                                   const double *r, const float *Y, const float *hu, const float *cut, const float *gM,
@@ -711,7 +807,7 @@ static void species_conv_backward(const conv_plan &p, const species_conv &s, con
     }
     for (int64_t a = i0; a < i1; a += w.piece) {
         const int64_t b = std::min(i1, a + w.piece);
-        sc_gemms(p, s, w, b - a, nullptr, gM + a * p.dM);
+        sc_gemms(p, s, w, b - a, nullptr, gM + a * sc_rows_ld(p, w));
 #if !defined(__HIPCC__)
         if (s.tc_bwd) {
             sct_kernel(s.K, true)<<<(unsigned)(b - a), 32 * SCT_WARPS, sct_smem(p, s)>>>(
