@@ -654,23 +654,38 @@ __global__ void k_species_conv_weights(conv_plan p, species_conv s, const float 
 }
 
 /* VL_i[(s,j)][w] = alpha sum_u x[s,u] W[j, w_off_q + u] L_kl[u][w] for the pairs i of the composed linear, one
- * after another (sums in double) */
+ * after another: a warp per row (i, (s,j)), each lane SC_LIN_W of its outputs side by side, the loads of 8 u issued
+ * together (sums over u in order, in double; a thread per output, each sum waiting on its own loads, took ~30 us of
+ * MACE-MP-0's step) */
+#define SC_LIN_W 4
 __global__ void k_species_conv_lin_weights(conv_plan p, species_conv s, sc_linear lin, const float *hu, float *VL) {
-    const int SK = s.S * s.K, C = p.C;
-    int64_t total = 0;
-    for (int i = 0; i < lin.n; i++) total += (int64_t)SK * lin.Cw[i];
+    const int SK = s.S * s.K, C = p.C, lane = threadIdx.x % CGQ_WARP;
     const int32_t *rep = s.cls + s.n_species;
-    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
-        int i = 0;
-        int64_t r = t;
-        while (r >= (int64_t)SK * lin.Cw[i]) r -= (int64_t)SK * lin.Cw[i++];
-        const int Cw = lin.Cw[i], n = (int)(r / Cw), w = (int)(r % Cw);
+    const int64_t rows = (int64_t)lin.n * SK, warps = (int64_t)gridDim.x * blockDim.x / CGQ_WARP;
+    for (int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / CGQ_WARP; row < rows; row += warps) {
+        const int i = (int)(row / SK), n = (int)(row % SK), Cw = lin.Cw[i];
+        int64_t off = 0; /* pair i's VL */
+        for (int i2 = 0; i2 < i; i2++) off += (int64_t)SK * lin.Cw[i2];
         const float *x = hu + (int64_t)rep[n / s.K] * p.dhu + s.x_off;
         const float *W = s.W + (int64_t)(n % s.K) * p.wn + p.ins[lin.q[i]].w_off;
-        const float *L = lin.L + lin.l_off[i] + w;
-        double acc = 0;
-        for (int u = 0; u < C; u++) acc += (double)x[u] * (double)W[u] * (double)L[(int64_t)u * Cw];
-        VL[t] = (float)(s.alpha * acc);
+        const float *L = lin.L + lin.l_off[i];
+        for (int w0 = lane; w0 < Cw; w0 += CGQ_WARP * SC_LIN_W) {
+            double acc[SC_LIN_W] = {};
+#pragma unroll 8
+            for (int u = 0; u < C; u++) {
+                const double xw = (double)x[u] * (double)W[u];
+#pragma unroll
+                for (int k = 0; k < SC_LIN_W; k++) {
+                    const int w = w0 + k * CGQ_WARP;
+                    if (w < Cw) acc[k] = fma(xw, (double)L[(int64_t)u * Cw + w], acc[k]);
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < SC_LIN_W; k++) {
+                const int w = w0 + k * CGQ_WARP;
+                if (w < Cw) VL[off + (int64_t)n * Cw + w] = (float)(s.alpha * acc[k]);
+            }
+        }
     }
 }
 
@@ -754,12 +769,11 @@ static void sc_gemms(const conv_plan &p, const species_conv &s, const sc_work &w
 /* GEMM folds: V of the step (the graph's classes) from hu, layer 0's sender features; once per evaluation, before
  * species_conv_forward */
 static void species_conv_weights(const conv_plan &p, const species_conv &s, const sc_work &w, const float *hu) {
-    if (w.lin) {
-        int64_t nv = 0;
-        for (int i = 0; i < w.lin->n; i++) nv += (int64_t)s.S * s.K * w.lin->Cw[i];
-        if (nv > 0)
-            k_species_conv_lin_weights<<<(unsigned)std::min<int64_t>((nv + 255) / 256, 4096), 256>>>(p, s, *w.lin, hu,
-                                                                                                     w.V);
+    if (w.lin) { /* a warp per row of the pairs' VL */
+        const int64_t rows = (int64_t)w.lin->n * s.S * s.K;
+        if (rows > 0)
+            k_species_conv_lin_weights<<<(unsigned)std::min<int64_t>((rows + 7) / 8, 4096), 8 * CGQ_WARP>>>(
+                p, s, *w.lin, hu, w.V);
         return;
     }
     const int64_t nv = (int64_t)p.n_ins * s.S * s.K * p.C;
