@@ -2339,11 +2339,7 @@ static cgq_status species_conv_work(cgq_gpu *g, int64_t piece, sc_work *w, bool 
     w->piece = std::max<int64_t>(1, std::min<int64_t>(piece, SC_PIECE_FLOATS / per));
     CGQ_TRY(grow_t<float>(&g->vb.sc_qg, &g->vb.caps[14], (size_t)(w->piece * per)));
     int64_t nv = (int64_t)p.n_ins * s.S * s.K * p.C;
-    if (lin) {
-        nv = 0;
-        for (int i = 0; i < g->sc_lin.n; i++) nv += (int64_t)s.S * s.K * g->sc_lin.Cw[i];
-        w->lin = &g->sc_lin;
-    }
+    if (lin) nv = sc_lin_offset(g->sc_lin, s.S * s.K, g->sc_lin.n), w->lin = &g->sc_lin;
     CGQ_TRY(grow_t<float>(&g->vb.sc_v, &g->vb.caps[15], (size_t)nv));
     w->ins = g->sconv_ins.data();
     w->QG = reinterpret_cast<float *>(g->vb.sc_qg), w->V = reinterpret_cast<float *>(g->vb.sc_v);

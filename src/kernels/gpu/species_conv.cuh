@@ -79,6 +79,12 @@ struct sc_linear {
     int q[SC_MAX_PAIRS], kl[SC_MAX_PAIRS], Cw[SC_MAX_PAIRS];
     int64_t l_off[SC_MAX_PAIRS]; /* kl's weights in L */
 };
+/* where pair i's VL ([S K][Cw_i], SK = S K rows) starts among the pairs' VL one after another; i = lin.n: their size */
+__host__ __device__ inline int64_t sc_lin_offset(const sc_linear &lin, int SK, int i) {
+    int64_t o = 0;
+    for (int i2 = 0; i2 < i; i2++) o += (int64_t)SK * lin.Cw[i2];
+    return o;
+}
 
 /* GEMM folds: the host copy of the plan's instructions and the work buffers, V [n_ins][S K][C] (or the pairs' VL
  * [S K][Cw] one after another, where the linear is composed: lin) and Q or G of `piece` receivers [piece][S K P]
@@ -664,8 +670,7 @@ __global__ void k_species_conv_lin_weights(conv_plan p, species_conv s, sc_linea
     const int64_t rows = (int64_t)lin.n * SK, warps = (int64_t)gridDim.x * blockDim.x / CGQ_WARP;
     for (int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / CGQ_WARP; row < rows; row += warps) {
         const int i = (int)(row / SK), n = (int)(row % SK), Cw = lin.Cw[i];
-        int64_t off = 0; /* pair i's VL */
-        for (int i2 = 0; i2 < i; i2++) off += (int64_t)SK * lin.Cw[i2];
+        const int64_t off = sc_lin_offset(lin, SK, i);
         const float *x = hu + (int64_t)rep[n / s.K] * p.dhu + s.x_off;
         const float *W = s.W + (int64_t)(n % s.K) * p.wn + p.ins[lin.q[i]].w_off;
         const float *L = lin.L + lin.l_off[i];
@@ -697,8 +702,6 @@ static void sc_gemms_linear(const conv_plan &p, const species_conv &s, const sc_
     const int64_t ldq = (int64_t)SK * s.P;
     const sc_linear &lin = *w.lin;
     const cgq_linear *hl = lin.hl;
-    int64_t off[SC_MAX_PAIRS];
-    for (int i = 0, o = 0; i < lin.n; o += SK * lin.Cw[i], i++) off[i] = o;
     std::vector<lin_gemm<float>> gs;
     const int parts = gMl ? p.n_ins : hl->out.n;
     for (int j = 0; j < parts; j++) {
@@ -717,7 +720,7 @@ static void sc_gemms_linear(const conv_plan &p, const species_conv &s, const sc_
             if (gMl ? q != j : hl->ins_out[kl] != j) continue;
             const int t = g.n_segs++;
             g.a_off[t] = gMl ? hl->out.b[hl->ins_out[kl]].offset : SK * w.ins[q].p_off;
-            g.K[t] = gMl ? lin.Cw[i] : SK, g.ld[t] = lin.Cw[i], g.w_off[t] = off[i];
+            g.K[t] = gMl ? lin.Cw[i] : SK, g.ld[t] = lin.Cw[i], g.w_off[t] = sc_lin_offset(lin, SK, i);
             g.pw[t] = w.ins[q].pw * hl->path_weight[kl];
         }
         gs.push_back(g);
