@@ -131,6 +131,10 @@ struct cgq_gpu {
     std::vector<int32_t> sconv_classes;        /* the class table last uploaded to sconv.cls */
     std::vector<conv_ins> sconv_ins;           /* host copy of layer 0's instructions (species_conv's GEMMs) */
     sc_linear sc_lin; /* layer 0's linear composed into species_conv's GEMM folds (build_sc_linear) */
+    /* the steps' VL (sc_linear) was formed for this class table in this buffer: it depends on nothing else (the
+     * classes' features are the embedding's linear_up, fixed per species), so it is formed again only when they change */
+    std::vector<int32_t> sc_lin_classes;
+    const float *sc_lin_at = nullptr;
     int v2; /* every layer has the forms the v2 kernels cover (else the v1 steps run the model) */
     cgq_blas blas = nullptr; /* the radial MLP's products (gemm.cuh); none in HIP builds */
     int64_t max_chunk_edges = INT64_MAX; /* CGQ_GPU_MAX_CHUNK_EDGES: tests force several edge chunks with it */
@@ -2801,8 +2805,13 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
         if (t > 0 && xc) CGQ_TRY(exchange_rows<T>(g, hu, a.staging, N, NA, dhu_t, xc, false));
-        if (t == 0 && sconv && g->sconv.gemm) /* V once per step, for every chunk */
+        if (t == 0 && sconv && g->sconv.gemm && /* V once per step, for every chunk; VL once per class table */
+            (!sc_lin || g->sc_lin_at != scw.V || g->sc_lin_classes != g->sconv_classes)) {
+            g->sc_lin_at = nullptr;
             species_conv_weights(p, g->sconv, scw, reinterpret_cast<const float *>(hu));
+            CGQ_LAUNCH_CHECK();
+            if (sc_lin) g->sc_lin_at = scw.V, g->sc_lin_classes = g->sconv_classes;
+        }
         if (t == 0) CGQ_TRY(side.join()); /* the edge geometry */
         for (const edge_chunk &ch : chunks) {
             if (t == 0 && sconv) {
@@ -3394,6 +3403,7 @@ extern "C" cgq_status cgq_gpu_species_conv(cgq_gpu *g, int64_t n, const int64_t 
     CGQ_TRY(tb.in((const double *)nullptr, E, &dgcut));
     CGQ_TRY(tb.in((const double *)nullptr, E, &dgr));
     if (s.gemm) species_conv_weights(p, s, w, dx);
+    g->sc_lin_at = nullptr; /* the steps' VL overwritten */
     species_conv_forward(p, s, w, 0, n, drow, dsend, dspec, dr, dY, dx, dcut, dMsg);
     species_conv_backward(p, s, w, 0, n, 0, drow, dsend, dspec, dr, dY, dx, dcut, dgM, dgY, dgcut, dgr);
     CGQ_CHECK_GPU(cudaGetLastError());
