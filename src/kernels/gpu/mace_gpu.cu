@@ -131,8 +131,8 @@ struct cgq_gpu {
     std::vector<int32_t> sconv_classes;        /* the class table last uploaded to sconv.cls */
     std::vector<conv_ins> sconv_ins;           /* host copy of layer 0's instructions (species_conv's GEMMs) */
     sc_linear sc_lin; /* layer 0's linear composed into species_conv's GEMM folds (build_sc_linear) */
-    /* the steps' VL (sc_linear) was formed for this class table in this buffer: it depends on nothing else (the
-     * classes' features are the embedding's linear_up, fixed per species), so it is formed again only when they change */
+    /* the steps' VL (sc_linear) was formed for this class table in this buffer, and depends on nothing else (the
+     * classes' features are the embedding's linear_up, fixed per species): formed again only when these change */
     std::vector<int32_t> sc_lin_classes;
     const float *sc_lin_at = nullptr;
     int v2; /* every layer has the forms the v2 kernels cover (else the v1 steps run the model) */
@@ -2796,9 +2796,9 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         const T *hin = a.h[t % 2]; /* the embedding or layer t - 1's h */
         const T *wskip = reinterpret_cast<const T *>(sly->skip_tp.weight);
         const int64_t n_up = t == 0 ? NA : N;
-        if (ly->residual) { /* beside linear_up and the conv (joined before product_linear); layer 0's beside the geometry */
+        if (ly->residual && t > 0) { /* beside linear_up and the conv (joined before product_linear) */
             cudaStream_t st = 0;
-            if (t > 0) CGQ_TRY(side.fork(&st));
+            CGQ_TRY(side.fork(&st));
             skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, hin, din, sc, dsc, st);
         }
         node_linear_fwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, n_up, hin, din, hu, dhu_t, (T)1, nullptr, 0);
@@ -2813,6 +2813,11 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             if (sc_lin) g->sc_lin_at = scw.V, g->sc_lin_classes = g->sconv_classes;
         }
         if (t == 0) CGQ_TRY(side.join()); /* the edge geometry */
+        if (ly->residual && t == 0) {     /* beside the factored conv (joined before product_linear) */
+            cudaStream_t st = 0;
+            CGQ_TRY(side.fork(&st));
+            skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, hin, din, sc, dsc, st);
+        }
         for (const edge_chunk &ch : chunks) {
             if (t == 0 && sconv) {
                 species_conv_forward(p, g->sconv, scw, ch.i0, ch.i1, c.row_ptr, c.sender, c.species, c.r,

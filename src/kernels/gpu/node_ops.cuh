@@ -578,7 +578,17 @@ static bool lin_gemm_tc_ok(const lin_gemm<float> *gs, int n) {
 /* Runs the GEMMs gs (LG_MAX_PARTS per launch): on the tensor cores in tiles of whole nodes (lin_tc_tile) where
  * lin_gemm_tc_ok, else k_lin_gemm's tiles of 64 rows */
 template <class T, bool BT>
-static void lin_gemm_launch(const std::vector<lin_gemm<T>> &gs, cudaStream_t st = 0) {
+static void lin_gemm_launch(const std::vector<lin_gemm<T>> &in, cudaStream_t st = 0) {
+    /* a part no instruction writes (an e3nn output block without paths: MACE-MP-0's layer-0 skip into 1o) is zeros,
+     * set by a memset instead of tiles that only store them, or left as it is where the transpose accumulates */
+    std::vector<lin_gemm<T>> gs;
+    for (const lin_gemm<T> &g : in) {
+        if (g.n_segs || g.add) {
+            gs.push_back(g);
+        } else if (!(BT && g.accumulate) && g.n_nodes) {
+            cudaMemset2DAsync(g.C + g.c_off, sizeof(T) * g.ldc, 0, sizeof(T) * g.N * g.d, g.n_nodes, st);
+        }
+    }
     for (size_t b = 0; b < gs.size(); b += LG_MAX_PARTS) {
         lin_gemm_parts<T> parts{};
         parts.n = (int)std::min<size_t>(LG_MAX_PARTS, gs.size() - b);
