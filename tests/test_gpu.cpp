@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 
 #include "fp32_floor.h"
@@ -128,6 +129,36 @@ TEST_P(Gpu, Float32WithinTolerancesAndDeterministic) {
     });
     cgq_evaluator_free(gpu);
     cgq_evaluator_free(cpu);
+}
+
+// One fp32 evaluator's steps whose graphs' species sets change (the first case as it is, all of the model's first
+// species, as it is, all of its last species, as it is) against a fresh evaluator's for each, bitwise: what an
+// evaluator keeps between steps for the graph's species (the factored first layer's classes and the composed weights
+// formed for them, species_conv.cuh sc_linear) is formed again when they change.
+TEST_P(Gpu, Float32StepsAcrossSpeciesSetsMatchFreshEvaluators) {
+    Model model(GetParam());
+    ASSERT_NE(model.m, nullptr) << cgq_last_error();
+    if (!cgq_gpu_count()) GTEST_SKIP() << "no GPU";
+    cgq_status st;
+    cgq_evaluator *gpu = make(model.m, CGQ_DEVICE_CUDA, CGQ_PRECISION_FP32, &st);
+    if (st == CGQ_STATUS_UNSUPPORTED) GTEST_SKIP() << cgq_last_error();
+    ASSERT_NE(gpu, nullptr) << cgq_last_error();
+    const Case base = read_cases(GetParam()).at(0);
+    for (int v : {1, 0, 1, 2, 1}) {
+        Case c = base;
+        if (v != 1)
+            std::fill(c.Z.begin(), c.Z.end(), cgq_model_species_z(model.m, v ? cgq_model_num_species(model.m) - 1 : 0));
+        cgq_evaluator *fresh = make(model.m, CGQ_DEVICE_CUDA, CGQ_PRECISION_FP32);
+        ASSERT_NE(fresh, nullptr) << cgq_last_error();
+        const Eval a = evaluate(gpu, c, c.pos), b = evaluate(fresh, c, c.pos);
+        cgq_evaluator_free(fresh);
+        ASSERT_EQ(a.status, CGQ_STATUS_OK) << cgq_last_error();
+        ASSERT_EQ(b.status, CGQ_STATUS_OK) << cgq_last_error();
+        EXPECT_EQ(std::memcmp(&a.energy, &b.energy, sizeof(double)), 0) << c.name << " variant " << v;
+        EXPECT_EQ(std::memcmp(a.forces.data(), b.forces.data(), sizeof(double) * 3 * c.Z.size()), 0)
+            << c.name << " variant " << v;
+    }
+    cgq_evaluator_free(gpu);
 }
 
 // Positions-only evaluation (the graph built on the GPU from candidate pairs, forces and virials summed there),
