@@ -2796,11 +2796,13 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         const T *hin = a.h[t % 2]; /* the embedding or layer t - 1's h */
         const T *wskip = reinterpret_cast<const T *>(sly->skip_tp.weight);
         const int64_t n_up = t == 0 ? NA : N;
-        if (ly->residual && t > 0) { /* beside linear_up and the conv (joined before product_linear) */
+        auto skip_beside = [&]() -> cgq_status { /* the residual skip on the side stream, joined before product_linear */
             cudaStream_t st = 0;
             CGQ_TRY(side.fork(&st));
             skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, hin, din, sc, dsc, st);
-        }
+            return CGQ_STATUS_OK;
+        };
+        if (ly->residual && t > 0) CGQ_TRY(skip_beside()); /* beside linear_up and the conv */
         node_linear_fwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, n_up, hin, din, hu, dhu_t, (T)1, nullptr, 0);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
@@ -2813,11 +2815,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             if (sc_lin) g->sc_lin_at = scw.V, g->sc_lin_classes = g->sconv_classes;
         }
         if (t == 0) CGQ_TRY(side.join()); /* the edge geometry */
-        if (ly->residual && t == 0) {     /* beside the factored conv (joined before product_linear) */
-            cudaStream_t st = 0;
-            CGQ_TRY(side.fork(&st));
-            skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, hin, din, sc, dsc, st);
-        }
+        if (ly->residual && t == 0) CGQ_TRY(skip_beside()); /* beside the factored conv */
         for (const edge_chunk &ch : chunks) {
             if (t == 0 && sconv) {
                 species_conv_forward(p, g->sconv, scw, ch.i0, ch.i1, c.row_ptr, c.sender, c.species, c.r,

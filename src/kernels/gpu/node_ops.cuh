@@ -586,7 +586,8 @@ static void lin_gemm_launch(const std::vector<lin_gemm<T>> &in, cudaStream_t st 
         if (g.n_segs || g.add) {
             gs.push_back(g);
         } else if (!(BT && g.accumulate) && g.n_nodes) {
-            cudaMemset2DAsync(g.C + g.c_off, sizeof(T) * g.ldc, 0, sizeof(T) * g.N * g.d, g.n_nodes, st);
+            /* its error, like the launches', is the runtime's last error: the callers' CGQ_LAUNCH_CHECK reads it */
+            (void)cudaMemset2DAsync(g.C + g.c_off, sizeof(T) * g.ldc, 0, sizeof(T) * g.N * g.d, g.n_nodes, st);
         }
     }
     for (size_t b = 0; b < gs.size(); b += LG_MAX_PARTS) {
