@@ -3130,6 +3130,42 @@ extern "C" cgq_status cgq_gpu_skip_tp(cgq_gpu *g, int layer, int64_t n, const in
                    : skip_tp_t<double>(g, layer, n, species, x, gout, out, gx);
 }
 
+/* Readout r's kernels alone: out[i] = its output for row i of h, gh = d(out)/dh (scale 1) */
+template <class T>
+static cgq_status readout_t(cgq_gpu *g, int r, int64_t n, const double *h, double *out, double *gh) {
+    const readout_plan &p = g->readouts[r];
+    const int dH = g->host_model->layers[p.layer].product_linear.out.dim;
+    const unsigned blocks = (unsigned)std::min<int64_t>((n + RO_GROUPS - 1) / RO_GROUPS, 65535);
+    const std::vector<int32_t> species((size_t)n, 0);
+    double *dz = nullptr, *de = nullptr;
+    auto run = [&]() -> cgq_status {
+        CGQ_CHECK_GPU(cudaMalloc(&dz, sizeof(double) * (size_t)(n * std::max(p.zw, 1))));
+        CGQ_CHECK_GPU(cudaMalloc(&de, sizeof(double) * (size_t)n));
+        CGQ_CHECK_GPU(cudaMemset(de, 0, sizeof(double) * (size_t)n));
+        cudaError_t err = cudaSuccess;
+        CGQ_TRY(run_on_device<T>({{h, n * dH}}, {{gh, n * dH}}, species.data(), n,
+                                 [&](const int32_t *, T *const *i, T *const *o) {
+                                     k_readout_fwd<T><<<blocks, RO_LANES * RO_GROUPS>>>(p, n, i[0], dH, dz, de);
+                                     err = cudaMemset(o[0], 0, sizeof(T) * (size_t)(n * dH));
+                                     k_readout_bwd<T><<<blocks, RO_LANES * RO_GROUPS>>>(p, n, dz, 1.0, o[0], dH);
+                                 }));
+        CGQ_CHECK_GPU(err);
+        CGQ_CHECK_GPU(cudaMemcpy(out, de, sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost));
+        return CGQ_STATUS_OK;
+    };
+    const cgq_status st = run();
+    cudaFree(dz);
+    cudaFree(de);
+    return st;
+}
+
+extern "C" cgq_status cgq_gpu_readout(cgq_gpu *g, int r, int64_t n, const double *h, double *out, double *gh) {
+    if (r < 0 || r >= g->host_model->n_readouts || !g->v2 || !g->readouts[r].ok || n <= 0)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT,
+                        "cgq_gpu_readout: readout %d does not run as the v2 path's readout kernels (or no nodes)", r);
+    return g->fp32 ? readout_t<float>(g, r, n, h, out, gh) : readout_t<double>(g, r, n, h, out, gh);
+}
+
 template <class T>
 static cgq_status linear_skip_t(cgq_gpu *g, int layer, int64_t n, const int32_t *species, const double *M,
                                 const double *gA, double *A, double *gM) {

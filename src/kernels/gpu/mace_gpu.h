@@ -41,6 +41,11 @@ cgq_status cgq_gpu_product_basis(cgq_gpu *gpu, int layer, int64_t n, const int32
 cgq_status cgq_gpu_skip_tp(cgq_gpu *gpu, int layer, int64_t n, const int32_t *species, const double *x,
                            const double *gout, double *out, double *gx);
 
+/* Kernel test entry: MACE readout r (an index into the model's readouts) on n rows h [n][its layer's
+ * product_linear.out.dim] as the GPU's readout kernels run it: out[i] = its output (before the model's scale) and
+ * gh = d(out)/dh. CGQ_STATUS_INVALID_ARGUMENT where the readout does not run on those kernels (the v1 steps). */
+cgq_status cgq_gpu_readout(cgq_gpu *gpu, int r, int64_t n, const double *h, double *out, double *gh);
+
 /* Kernel test entry: a non-residual layer's linear and skip as the one per-species GEMM the evaluator runs (linskip):
  * A = skip_tp(linear(M) / avg_num_neighbors, onehot(species)) [n][skip out.dim] and gM its transpose of gA
  * [n][linear in.dim]. CGQ_STATUS_INVALID_ARGUMENT where the layer does not run them so. */

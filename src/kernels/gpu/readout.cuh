@@ -2,9 +2,10 @@
  *
  * A readout is e3nn linears (only their 0e->0e paths feed scalars) and an activation; at load each linear becomes a
  * dense matrix, probed from cgq_linear_forward on unit vectors, of which only the rows that feed an output are kept.
- * Thread j of a node's group computes hidden unit j (and j + 32, ...) with its terms in the reference's order (input
- * rows in order, the bias last); sums across units run in unit order from shared memory, so every repeat gives the
- * same bits and no atomics are needed. Each layer's readouts run as soon as the layer's h exists, so h need not be
+ * The first linear's sums are split across the group's lanes by hidden unit and by input row (ro_first_layer), each
+ * lane's share in a few interleaved partial sums, and the lanes' parts meet in a fixed butterfly of shuffles: every
+ * repeat gives the same bits and no atomics are needed (the terms are not added in the CPU reference's order, so the
+ * bits differ from it by roundings). Each layer's readouts run as soon as the layer's h exists, so h need not be
  * kept; their pre-activations z are kept (double) for the reverse pass. */
 #ifndef CGQ_GPU_READOUT_CUH
 #define CGQ_GPU_READOUT_CUH
@@ -13,13 +14,16 @@
 #define RO_GROUPS 4   /* nodes per block */
 #define RO_PER_LANE 4 /* hidden units per thread: readouts up to 128 wide */
 #define RO_MAX_HIDDEN (RO_LANES * RO_PER_LANE)
-#define RO_STAGE 256 /* a node's input rows staged in shared memory at a time (ro_row_sum) */
+#define RO_STAGE 256 /* a node's input rows staged in shared memory at a time (ro_first_layer) */
+#define RO_CHAINS 4  /* interleaved partial sums per lane in ro_first_layer: a lane's rows are not one long chain */
+static_assert(RO_STAGE % (RO_LANES * RO_CHAINS) == 0, "a stage starts at chain 0 for every group of rows");
 
 /* One readout of the model as dense matrices on the device. The linear kind is a hidden layer of one unit (the head's
  * column) without activation, whose output is that unit. */
 struct readout_plan {
     bool ok = false, linear = false, bias_mid = false;
     int layer = 0, H = 1, zw = 0, nrows = 0; /* zw: pre-activations kept per node (H, 2H with the middle linear) */
+    int units = 1; /* hidden units per pass of ro_first_layer: the power of two >= H, at most RO_LANES */
     int head = 0, per_head = 1, mask = 0;    /* hidden unit j is live when !mask || j / per_head == head */
     cgq_act act = CGQ_ACT_SILU;
     double act_cst = 0.0, b2 = 0.0;
@@ -87,6 +91,7 @@ static cgq_status build_readout_plan(const cgq_readout *ro, Upload up, readout_p
         w1r.insert(w1r.end(), w1.begin() + (size_t)r * p->H, w1.begin() + (size_t)(r + 1) * p->H);
     }
     p->nrows = (int)rows.size();
+    while (p->units < std::min(p->H, RO_LANES)) p->units *= 2;
     CGQ_TRY(up(&p->rows, rows));
     CGQ_TRY(up(&p->w1, w1r));
     CGQ_TRY(up(&p->b1, b1h));
@@ -148,37 +153,58 @@ __device__ void ro_rounds(int64_t N, double (*sa)[RO_MAX_HIDDEN], Body body) {
         body(base + grp, base + grp < N, lane, sa[grp]);
 }
 
-/* Hidden unit j's first-layer sum over node row hi's input rows, in row order (the reference's terms and bits). The
- * group's lanes first stage the node's inputs in shared memory sx, RO_STAGE rows at a time, one load each: read row
- * by row, each product waited on its own chain of two global loads (the row index, then h). on: the group has a node;
- * every thread of the block calls it alike (it synchronises the block). */
+/* sg[j] = hidden unit j's first-layer sum over the node row hi's input rows (no bias), for every j < H. A pass takes
+ * U = p.units units: lane (g, u) = (lane / U, lane % U) sums unit j0 + u over rows g, g + G, ... (G = RO_LANES / U
+ * groups of rows; consecutive lanes read consecutive weights) in RO_CHAINS interleaved partial sums added in a fixed
+ * order; the G groups' sums then meet in a butterfly of xor shuffles, in which the lanes holding a unit add the same
+ * two values, so they agree to the bit. Up to RO_PER_LANE passes side by side. The node's inputs are staged in sx,
+ * RO_STAGE rows at a time, one load each. The whole group calls it; the sums are in sg on return. */
 template <class T>
-__device__ double ro_row_sum(const readout_plan &p, const T *hi, bool on, int lane, int j, double *sx) {
-    double s = 0.0;
+__device__ void ro_first_layer(const readout_plan &p, const T *hi, int lane, double *sx, double *sg) {
+    const int U = p.units, G = RO_LANES / U, u = lane % U, g = lane / U;
+    double acc[RO_PER_LANE][RO_CHAINS] = {};
     for (int r0 = 0; r0 < p.nrows; r0 += RO_STAGE) {
         const int n = min(RO_STAGE, p.nrows - r0);
-        if (on)
-            for (int r = lane; r < n; r += RO_LANES) sx[r] = (double)hi[p.rows[r0 + r]];
-        __syncthreads();
-        if (on && j < p.H)
-            for (int r = 0; r < n; r++) s += p.w1[(int64_t)(r0 + r) * p.H + j] * sx[r];
-        __syncthreads(); /* sx is the next stage's */
+        for (int r = lane; r < n; r += RO_LANES) sx[r] = (double)hi[p.rows[r0 + r]];
+        CGQ_SYNCWARP();
+        const double *w1 = p.w1 + (int64_t)r0 * p.H + u;
+        for (int r = g; r < n; r += G * RO_CHAINS)
+#pragma unroll
+            for (int c = 0; c < RO_CHAINS; c++) {
+                const int rr = r + c * G;
+                if (rr >= n) break;
+                const double x = sx[rr];
+#pragma unroll
+                for (int q = 0; q < RO_PER_LANE; q++)
+                    if (q * U + u < p.H) acc[q][c] = fma(w1[(int64_t)rr * p.H + q * U], x, acc[q][c]);
+            }
+        CGQ_SYNCWARP(); /* sx is the next stage's */
     }
-    return s;
+#pragma unroll
+    for (int q = 0; q < RO_PER_LANE; q++) {
+        if (q * U >= p.H) break;
+        double s = (acc[q][0] + acc[q][1]) + (acc[q][2] + acc[q][3]);
+        for (int o = U; o < RO_LANES; o *= 2) s += CGQ_SHFL_XOR_W(s, o, RO_LANES);
+        if (g == 0 && q * U + u < p.H) sg[q * U + u] = s;
+    }
+    CGQ_SYNCWARP();
 }
+static_assert(RO_CHAINS == 4, "ro_first_layer adds its partial sums as a tree of four");
 
-/* The readout of the N rows h (row width dH): e_acc[i] += its output; z: the pre-activations (zw per node). */
+/* The readout of the N rows h (row width dH): e_acc[i] += its output; z: the pre-activations (zw per node). A group
+ * only synchronises its own lanes, so a group without a node leaves at once. */
 template <class T>
 __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
     k_readout_fwd(readout_plan p, int64_t N, const T *h, int dH, double *z, double *e_acc) {
     __shared__ double sa[RO_GROUPS][RO_MAX_HIDDEN], sx[RO_GROUPS][RO_STAGE];
     ro_rounds(N, sa, [&](int64_t i, bool on, int lane, double *sg) {
-        /* the first linear and the activation (every thread takes the same units' rounds: ro_row_sum synchronises) */
-        for (int q = 0; q < RO_PER_LANE && q * RO_LANES < p.H; q++) {
+        if (!on) return;
+        ro_first_layer(p, h + i * dH, lane, sx[threadIdx.x / RO_LANES], sg);
+        /* the bias and the activation: lane j % RO_LANES reads and writes sg[j] alone */
+        for (int q = 0; q < RO_PER_LANE; q++) {
             const int j = lane + q * RO_LANES;
-            const double rs = ro_row_sum(p, h + i * dH, on, lane, j, sx[threadIdx.x / RO_LANES]);
-            if (!on || j >= p.H) continue;
-            const double s = rs + p.b1[j];
+            if (j >= p.H) break;
+            const double s = sg[j] + p.b1[j];
             if (p.linear) {
                 sg[j] = s;
                 continue;
@@ -186,27 +212,27 @@ __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
             z[i * p.zw + j] = s;
             sg[j] = ro_live(p, j) ? cgq_act_eval(p.act, p.act_cst, s, NULL) : 0.0;
         }
-        __syncthreads();
+        CGQ_SYNCWARP();
         if (p.bias_mid) { /* the middle linear and the activation again */
             double a2[RO_PER_LANE];
             for (int q = 0; q < RO_PER_LANE; q++) {
                 const int j = lane + q * RO_LANES;
-                if (!on || j >= p.H) break;
+                if (j >= p.H) break;
                 double s = 0.0;
                 for (int k = 0; k < p.H; k++) s += p.wm[(int64_t)k * p.H + j] * sg[k];
                 s += p.bm[j];
                 z[i * p.zw + p.H + j] = s;
                 a2[q] = ro_live(p, j) ? cgq_act_eval(p.act, p.act_cst, s, NULL) : 0.0;
             }
-            __syncthreads();
+            CGQ_SYNCWARP();
             for (int q = 0; q < RO_PER_LANE; q++) {
                 const int j = lane + q * RO_LANES;
-                if (!on || j >= p.H) break;
+                if (j >= p.H) break;
                 sg[j] = a2[q];
             }
-            __syncthreads();
+            CGQ_SYNCWARP();
         }
-        if (on && lane == 0) {
+        if (lane == 0) {
             double out = sg[0];
             if (!p.linear) {
                 out = 0.0;
@@ -215,7 +241,7 @@ __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
             }
             e_acc[i] += out;
         }
-        __syncthreads();
+        CGQ_SYNCWARP(); /* sg and sx are the next round's */
     });
 }
 
