@@ -198,7 +198,7 @@ TEST_P(GpuKernels, SkipTensorProductMatchesCpu) {
 }
 
 // Every readout as the GPU's kernels run it (rows and units split across a group's lanes): 301 random rows h against
-// the CPU step's readout and its reverse (d out/dh).
+// the CPU step's readout and its reverse (d out/dh); then the composed readout of the last layer, where there is one.
 TEST_P(GpuKernels, ReadoutMatchesCpu) {
     if (std::string(m->family) != "mace") GTEST_SKIP() << "not a MACE model";
     for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
@@ -220,6 +220,44 @@ TEST_P(GpuKernels, ReadoutMatchesCpu) {
             expect_close(GetParam(), ro->layer, fp32, seed, "readout", out, outr);
             expect_close(GetParam(), ro->layer, fp32, seed, "d readout/dh", gh, ghr);
         }
+        // the last layer's readout composed with its product linear and skip, against readout(product_linear(B) +
+        // skip(x, species)) and that chain's reverse
+        const int rc = cgq_gpu_readout_composed(g);
+        std::printf("  composed readout: %s\n", rc < 0 ? "none" : "yes");
+        if (rc < 0) return;
+        const cgq_readout *ro = &m->readouts[rc];
+        const cgq_mace_layer *ly = &m->layers[ro->layer];
+        const int dB = ly->product_out.dim, dH = ly->product_linear.out.dim, din = mace_layer_in_dim(m, ro->layer);
+        const int ns = m->n_species;
+        const int64_t n = 301;
+        std::vector<int32_t> species(n);
+        for (auto &sp : species) sp = (int32_t)(rng() % (uint64_t)ns);
+        const std::vector<double> B = uniform(rng, n * dB), x = uniform(rng, n * din);
+        std::vector<double> out(n, NAN), gB(n * dB, NAN), gx(n * din, NAN);
+        ASSERT_EQ(
+            cgq_gpu_readout_composed_run(g, n, species.data(), B.data(), x.data(), out.data(), gB.data(), gx.data()),
+            CGQ_STATUS_OK)
+            << cgq_last_error();
+        std::vector<double> outr(n), gBr(n * dB, 0.0), gxr(n * din, 0.0), h(dH), sc(dH), gh(dH),
+            z(mace_readout_hidden(ro) + 1), tmp(4 * ro->linear_1.out.dim + ro->linear_2.out.dim + 1);
+        const bool skip = ly->use_sc && ly->residual;
+        for (int64_t i = 0; i < n; i++) {
+            std::vector<double> onehot(ns, 0.0);
+            onehot[species[i]] = 1.0;
+            cgq_linear_forward(&ly->product_linear, &B[i * dB], h.data());
+            if (skip) {
+                cgq_tp_node_forward(&ly->skip_tp, &x[i * din], onehot.data(), sc.data());
+                for (int c = 0; c < dH; c++) h[c] += sc[c];
+            }
+            outr[i] = mace_readout_forward(ro, h.data(), z.data(), tmp.data());
+            std::fill(gh.begin(), gh.end(), 0.0);
+            mace_readout_backward(ro, z.data(), 1.0, gh.data(), tmp.data());
+            cgq_linear_backward(&ly->product_linear, gh.data(), &gBr[i * dB]);
+            if (skip) cgq_tp_node_backward_x1(&ly->skip_tp, onehot.data(), gh.data(), &gxr[i * din]);
+        }
+        expect_close(GetParam(), ro->layer, fp32, seed, "composed", out, outr);
+        expect_close(GetParam(), ro->layer, fp32, seed, "composed dE/dB", gB, gBr);
+        expect_close(GetParam(), ro->layer, fp32, seed, "composed dE/dx", gx, gxr);
     });
 }
 

@@ -124,6 +124,8 @@ struct cgq_gpu {
     skip_plan skips[CGQ_MAX_LAYERS];
     linskip_plan linskip[CGQ_MAX_LAYERS]; /* a non-residual layer's linear and skip as one GEMM (node_ops.cuh) */
     readout_plan readouts[CGQ_MAX_LAYERS]; /* MACE v2: the readouts as dense matrices (readout.cuh) */
+    readout_plan ro_composed;   /* the last layer's readout with its product linear and skip (build_composed_readout) */
+    int ro_composed_index = -1; /* the readout it stands for */
     radial_table radial[CGQ_MAX_LAYERS]; /* fp32: the radial MLPs as tables (all layers or none) */
     radial_table wtab[CGQ_MAX_LAYERS];   /* fp32 MACE: the convolution weights' tables (build_weight_tables) */
     bool fused_conv[CGQ_MAX_LAYERS] = {false}; /* the layer's forward runs radial_conv.cuh (choose_fused_conv) */
@@ -1363,6 +1365,14 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
     }
     if (st == CGQ_STATUS_OK && g->v2 && !set_smem_limits_all(g)) g->v2 = 0;
     if (getenv("CGQ_GPU_V1")) g->v2 = 0; /* the v1 steps, for comparisons */
+    const char *compose = getenv("CGQ_GPU_RO_COMPOSE"); /* =0: the product linear and skip as GEMMs, h formed */
+    for (int r = 0; r < m->n_readouts && st == CGQ_STATUS_OK && g->v2 && !(compose && compose[0] == '0'); r++) {
+        st = build_composed_readout(m, r, g->readouts[r], device_uploader{g}, &g->ro_composed);
+        if (g->ro_composed.ok) {
+            g->ro_composed_index = r;
+            break;
+        }
+    }
     if (st == CGQ_STATUS_OK && fp32 && !g->v2)
         st = cgq_fail(CGQ_STATUS_UNSUPPORTED, "precision fp32 on the GPU covers MACE interaction blocks with uvu "
                       "convolutions, l <= 3 features, a coupling width <= 16 and readouts at most 128 wide; this "
@@ -2802,7 +2812,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             skip_gemm_fwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, hin, din, sc, dsc, st);
             return CGQ_STATUS_OK;
         };
-        if (ly->residual && t > 0) CGQ_TRY(skip_beside()); /* beside linear_up and the conv */
+        const bool ro_comp = g->ro_composed.ok && g->ro_composed.layer == t; /* h is never formed */
+        if (ly->residual && t > 0 && !ro_comp) CGQ_TRY(skip_beside());       /* beside linear_up and the conv */
         node_linear_fwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, n_up, hin, din, hu, dhu_t, (T)1, nullptr, 0);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
@@ -2815,7 +2826,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             if (sc_lin) g->sc_lin_at = scw.V, g->sc_lin_classes = g->sconv_classes;
         }
         if (t == 0) CGQ_TRY(side.join()); /* the edge geometry */
-        if (ly->residual && t == 0) CGQ_TRY(skip_beside()); /* beside the factored conv */
+        if (ly->residual && t == 0 && !ro_comp) CGQ_TRY(skip_beside()); /* beside the factored conv */
         for (const edge_chunk &ch : chunks) {
             if (t == 0 && sconv) {
                 species_conv_forward(p, g->sconv, scw, ch.i0, ch.i1, c.row_ptr, c.sender, c.species, c.r,
@@ -2865,13 +2876,18 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         symcon_forward<T>(sp, groups, N, c.species, ly->residual ? Mlin : A, dTt, B, dB);
         prof.mark("symcon");
         CGQ_TRY(side.join()); /* sc */
-        node_linear_fwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, B, dB, h, dH, (T)1,
-                           (ly->use_sc && ly->residual) ? sc : nullptr, dsc);
+        if (!ro_comp)
+            node_linear_fwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, B, dB, h, dH, (T)1,
+                               (ly->use_sc && ly->residual) ? sc : nullptr, dsc);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
         for (int r = 0; r < hm->n_readouts; r++)
-            if (g->readouts[r].layer == t)
-                k_readout_fwd<T><<<ro_blocks, RO_LANES * RO_GROUPS>>>(g->readouts[r], N, h, dH, a.ro_z[r], a.e_acc);
+            if (ro_comp && r == g->ro_composed_index)
+                k_readout_fwd<T><<<ro_blocks, RO_LANES * RO_GROUPS>>>(g->ro_composed, N, B, dB, hin, din, c.species,
+                                                                      a.ro_z[r], a.e_acc);
+            else if (g->readouts[r].layer == t)
+                k_readout_fwd<T><<<ro_blocks, RO_LANES * RO_GROUPS>>>(g->readouts[r], N, h, dH, nullptr, 0, nullptr,
+                                                                      a.ro_z[r], a.e_acc);
         CGQ_LAUNCH_CHECK();
         prof.mark("readout");
     }
@@ -2886,7 +2902,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
 
     const int maxb = mace_max_product_dim(hm);
     T *gh = a.gh, *gh_prev = a.gh_prev, *gM = a.gM, *ghu = a.ghu, *gBn = a.gBn; /* edge_grad zeroed above */
-    if (N) CGQ_CHECK_GPU(cudaMemsetAsync(gh, 0, sizeof(T) * N * hm->layers[L - 1].product_linear.out.dim));
+    if (N && !g->ro_composed.ok) /* a composed readout writes dE/dB and dE/dx instead */
+        CGQ_CHECK_GPU(cudaMemsetAsync(gh, 0, sizeof(T) * N * hm->layers[L - 1].product_linear.out.dim));
     for (int t = L - 1; t >= 0; t--) {
         const cgq_mace_layer *ly = &hm->layers[t];
         cgq_mace_layer *dly = &dm->layers[t];
@@ -2897,19 +2914,28 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         const int din = mace_layer_in_dim(hm, t), dhu_t = ly->linear_up.out.dim, dM = ly->conv_tp.out.dim;
         const int dTt = ly->target.dim, dH = ly->product_linear.out.dim;
         T *glin = ly->residual ? a.gApre : a.gMl; /* dE/d of the linear's output (rows of dTt) */
+        const bool ro_comp = g->ro_composed.ok && g->ro_composed.layer == t;
         if (N) {
-            for (int r = 0; r < hm->n_readouts; r++)
-                if (g->readouts[r].layer == t)
-                    k_readout_bwd<T>
-                        <<<ro_blocks, RO_LANES * RO_GROUPS>>>(g->readouts[r], N, a.ro_z[r], hm->scale, gh, dH);
-            if (t > 0 && ly->use_sc && ly->residual) { /* beside the layer's reverse, joined before its conv */
-                cudaStream_t st = 0;
-                CGQ_TRY(side.fork(&st));
-                skip_gemm_bwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, gh, dH, gh_prev, din, st);
-            } else if (t > 0) { /* layer 0's: the embedding's gradient is not needed */
-                CGQ_CHECK_GPU(cudaMemsetAsync(gh_prev, 0, sizeof(T) * N * din));
+            if (ro_comp) { /* dE/dB (every column) and dE/dx from the readout: no skip, no product linear */
+                if (t > 0) CGQ_CHECK_GPU(cudaMemsetAsync(gh_prev, 0, sizeof(T) * N * din));
+                k_readout_bwd<T><<<ro_blocks, RO_LANES * RO_GROUPS>>>(g->ro_composed, N, a.ro_z[g->ro_composed_index],
+                                                                      hm->scale, gBn, maxb, t > 0 ? gh_prev : nullptr,
+                                                                      din, c.species);
+            } else {
+                for (int r = 0; r < hm->n_readouts; r++)
+                    if (g->readouts[r].layer == t)
+                        k_readout_bwd<T><<<ro_blocks, RO_LANES * RO_GROUPS>>>(g->readouts[r], N, a.ro_z[r], hm->scale,
+                                                                              gh, dH, nullptr, 0, nullptr);
+                if (t > 0 && ly->use_sc && ly->residual) { /* beside the layer's reverse, joined before its conv */
+                    cudaStream_t st = 0;
+                    CGQ_TRY(side.fork(&st));
+                    skip_gemm_bwd<T>(&ly->skip_tp, g->skips[t], wskip, N, c.species, gh, dH, gh_prev, din, st);
+                } else if (t > 0) { /* layer 0's: the embedding's gradient is not needed */
+                    CGQ_CHECK_GPU(cudaMemsetAsync(gh_prev, 0, sizeof(T) * N * din));
+                }
+                node_linear_bwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, gh, dH, gBn,
+                                   maxb, (T)1, 0);
             }
-            node_linear_bwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, gh, dH, gBn, maxb, (T)1, 0);
             prof.mark("node_bwd");
             const symcon_plan &sp = g->symcon[t];
             T *gApre = a.gApre, *gMl = a.gMl;
@@ -3130,25 +3156,27 @@ extern "C" cgq_status cgq_gpu_skip_tp(cgq_gpu *g, int layer, int64_t n, const in
                    : skip_tp_t<double>(g, layer, n, species, x, gout, out, gx);
 }
 
-/* Readout r's kernels alone: out[i] = its output for row i of h, gh = d(out)/dh (scale 1) */
+/* A readout plan's kernels alone on n rows: out[i] = its output from row i of in1 (width d1) and, for a composed plan,
+ * of x (width d2, the nodes' species); g1, g2 = d(out)/d(in1), d(out)/dx (scale 1) */
 template <class T>
-static cgq_status readout_t(cgq_gpu *g, int r, int64_t n, const double *h, double *out, double *gh) {
-    const readout_plan &p = g->readouts[r];
-    const int dH = g->host_model->layers[p.layer].product_linear.out.dim;
+static cgq_status readout_t(const readout_plan &p, int64_t n, const int32_t *species, const double *in1, int d1,
+                            const double *x, int d2, double *out, double *g1, double *g2) {
     const unsigned blocks = (unsigned)std::min<int64_t>((n + RO_GROUPS - 1) / RO_GROUPS, 65535);
-    const std::vector<int32_t> species((size_t)n, 0);
     double *dz = nullptr, *de = nullptr;
     auto run = [&]() -> cgq_status {
         CGQ_CHECK_GPU(cudaMalloc(&dz, sizeof(double) * (size_t)(n * std::max(p.zw, 1))));
         CGQ_CHECK_GPU(cudaMalloc(&de, sizeof(double) * (size_t)n));
         CGQ_CHECK_GPU(cudaMemset(de, 0, sizeof(double) * (size_t)n));
+        std::vector<std::pair<const double *, int64_t>> in = {{in1, n * d1}};
+        std::vector<std::pair<double *, int64_t>> outs = {{g1, n * d1}};
+        if (x) in.push_back({x, n * d2}), outs.push_back({g2, n * d2});
         cudaError_t err = cudaSuccess;
-        CGQ_TRY(run_on_device<T>({{h, n * dH}}, {{gh, n * dH}}, species.data(), n,
-                                 [&](const int32_t *, T *const *i, T *const *o) {
-                                     k_readout_fwd<T><<<blocks, RO_LANES * RO_GROUPS>>>(p, n, i[0], dH, dz, de);
-                                     err = cudaMemset(o[0], 0, sizeof(T) * (size_t)(n * dH));
-                                     k_readout_bwd<T><<<blocks, RO_LANES * RO_GROUPS>>>(p, n, dz, 1.0, o[0], dH);
-                                 }));
+        CGQ_TRY(run_on_device<T>(in, outs, species, n, [&](const int32_t *dsp, T *const *i, T *const *o) {
+            k_readout_fwd<T><<<blocks, RO_LANES * RO_GROUPS>>>(p, n, i[0], d1, x ? i[1] : nullptr, d2, dsp, dz, de);
+            for (size_t k = 0; k < outs.size() && err == cudaSuccess; k++)
+                err = cudaMemset(o[k], 0, sizeof(T) * (size_t)outs[k].second);
+            k_readout_bwd<T><<<blocks, RO_LANES * RO_GROUPS>>>(p, n, dz, 1.0, o[0], d1, x ? o[1] : nullptr, d2, dsp);
+        }));
         CGQ_CHECK_GPU(err);
         CGQ_CHECK_GPU(cudaMemcpy(out, de, sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost));
         return CGQ_STATUS_OK;
@@ -3163,7 +3191,25 @@ extern "C" cgq_status cgq_gpu_readout(cgq_gpu *g, int r, int64_t n, const double
     if (r < 0 || r >= g->host_model->n_readouts || !g->v2 || !g->readouts[r].ok || n <= 0)
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT,
                         "cgq_gpu_readout: readout %d does not run as the v2 path's readout kernels (or no nodes)", r);
-    return g->fp32 ? readout_t<float>(g, r, n, h, out, gh) : readout_t<double>(g, r, n, h, out, gh);
+    const readout_plan &p = g->readouts[r];
+    const int dH = g->host_model->layers[p.layer].product_linear.out.dim;
+    const std::vector<int32_t> species((size_t)n, 0);
+    return g->fp32 ? readout_t<float>(p, n, species.data(), h, dH, nullptr, 0, out, gh, nullptr)
+                   : readout_t<double>(p, n, species.data(), h, dH, nullptr, 0, out, gh, nullptr);
+}
+
+extern "C" int cgq_gpu_readout_composed(const cgq_gpu *g) {
+    return g->ro_composed.ok ? g->ro_composed_index : -1;
+}
+
+extern "C" cgq_status cgq_gpu_readout_composed_run(cgq_gpu *g, int64_t n, const int32_t *species, const double *B,
+                                                   const double *x, double *out, double *gB, double *gx) {
+    if (!g->ro_composed.ok || n <= 0)
+        return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_gpu_readout_composed_run: no composed readout (or no nodes)");
+    const readout_plan &p = g->ro_composed;
+    const int dB = g->host_model->layers[p.layer].product_out.dim, din = mace_layer_in_dim(g->host_model, p.layer);
+    return g->fp32 ? readout_t<float>(p, n, species, B, dB, x, din, out, gB, gx)
+                   : readout_t<double>(p, n, species, B, dB, x, din, out, gB, gx);
 }
 
 template <class T>

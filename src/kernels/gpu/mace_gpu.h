@@ -46,6 +46,16 @@ cgq_status cgq_gpu_skip_tp(cgq_gpu *gpu, int layer, int64_t n, const int32_t *sp
  * gh = d(out)/dh. CGQ_STATUS_INVALID_ARGUMENT where the readout does not run on those kernels (the v1 steps). */
 cgq_status cgq_gpu_readout(cgq_gpu *gpu, int r, int64_t n, const double *h, double *out, double *gh);
 
+/* The readout composed with the last layer's product linear and residual skip (readout.cuh build_composed_readout):
+ * the index of the readout it stands for, or -1 where the evaluator forms h (CGQ_GPU_RO_COMPOSE=0, or a form it does
+ * not compose). */
+int cgq_gpu_readout_composed(const cgq_gpu *gpu);
+/* Kernel test entry: the composed readout on n nodes of the given species from that layer's product basis B
+ * [n][product_out.dim] and input features x [n][its input dim]: out[i] = readout(product_linear(B) + skip(x)) and
+ * gB, gx its derivatives. CGQ_STATUS_INVALID_ARGUMENT where there is none. */
+cgq_status cgq_gpu_readout_composed_run(cgq_gpu *gpu, int64_t n, const int32_t *species, const double *B,
+                                        const double *x, double *out, double *gB, double *gx);
+
 /* Kernel test entry: a non-residual layer's linear and skip as the one per-species GEMM the evaluator runs (linskip):
  * A = skip_tp(linear(M) / avg_num_neighbors, onehot(species)) [n][skip out.dim] and gM its transpose of gA
  * [n][linear in.dim]. CGQ_STATUS_INVALID_ARGUMENT where the layer does not run them so. */

@@ -24,6 +24,8 @@ struct readout_plan {
     bool ok = false, linear = false, bias_mid = false;
     int layer = 0, H = 1, zw = 0, nrows = 0; /* zw: pre-activations kept per node (H, 2H with the middle linear) */
     int units = 1; /* hidden units per pass of ro_first_layer: the power of two >= H, at most RO_LANES */
+    int nb = 0;    /* rows [0, nb) index the first input (h; B when composed), rows [nb, nrows) the second (x) */
+    int64_t w1_species = 0; /* composed: species s's first-layer weights start at w1 + s * w1_species (0: one table) */
     int head = 0, per_head = 1, mask = 0;    /* hidden unit j is live when !mask || j / per_head == head */
     cgq_act act = CGQ_ACT_SILU;
     double act_cst = 0.0, b2 = 0.0;
@@ -90,7 +92,7 @@ static cgq_status build_readout_plan(const cgq_readout *ro, Upload up, readout_p
         rows.push_back(r);
         w1r.insert(w1r.end(), w1.begin() + (size_t)r * p->H, w1.begin() + (size_t)(r + 1) * p->H);
     }
-    p->nrows = (int)rows.size();
+    p->nrows = p->nb = (int)rows.size();
     while (p->units < std::min(p->H, RO_LANES)) p->units *= 2;
     CGQ_TRY(up(&p->rows, rows));
     CGQ_TRY(up(&p->w1, w1r));
@@ -101,6 +103,105 @@ static cgq_status build_readout_plan(const cgq_readout *ro, Upload up, readout_p
         CGQ_TRY(up(&p->bm, bm));
     }
     p->ok = true;
+    return CGQ_STATUS_OK;
+}
+
+/* The last layer's readout composed with that layer's product linear and residual skip: h = product_linear(B) +
+ * skip(x, species) is read by this readout alone, so its first layer becomes z = B Wb + x Wx_s + b1' with the weights
+ * multiplied once here in double (Wb = Dp W1, Wx_s = Ds W1, b1' = b1 + bp W1), and h is never formed; the reverse
+ * writes dE/dB and dE/dx. plain: readout r's plan, whose later layers' device arrays the composed plan shares. The
+ * rows are every column of B (so the reverse writes all of dE/dB), then the columns of x that feed a unit; each
+ * species has its own table of nrows x H. p->ok is false where the form does not allow it: another readout of that
+ * layer, or a skip that is not the per-species product skip_gemm_fwd runs. */
+template <class Upload>
+static cgq_status build_composed_readout(const cgq_model *m, int r, const readout_plan &plain, Upload up,
+                                         readout_plan *p) {
+    *p = readout_plan();
+    const cgq_readout *ro = &m->readouts[r];
+    const int t = ro->layer, S = m->n_species, H = plain.H;
+    if (!plain.ok || t != m->n_layers - 1) return CGQ_STATUS_OK;
+    for (int q = 0; q < m->n_readouts; q++)
+        if (q != r && m->readouts[q].layer == t) return CGQ_STATUS_OK;
+    const cgq_mace_layer *ly = &m->layers[t];
+    const cgq_tp *tp = &ly->skip_tp;
+    const bool skip = ly->use_sc && ly->residual;
+    const int dB = ly->product_out.dim, dH = ly->product_linear.out.dim, din = mace_layer_in_dim(m, t);
+    if (ly->product_linear.in.dim != dB ||
+        (skip && (tp->in2.n != 1 || tp->in2.b[0].mul != S || tp->out.dim != dH || tp->in1.dim != din || !tp->weight)))
+        return CGQ_STATUS_OK;
+    /* W1 as rows of h: w1(c, j) */
+    std::vector<double> D1, b1, Dp, bp;
+    dense_linear(&ro->linear_1, &D1, &b1);
+    const int d1 = ro->linear_1.out.dim;
+    std::vector<double> W1((size_t)dH * H), b1c(H);
+    for (int c = 0; c < dH; c++)
+        for (int j = 0; j < H; j++) W1[(size_t)c * H + j] = D1[(size_t)c * d1 + (plain.linear ? plain.head : j)];
+    std::vector<int> live; /* the columns of h that feed a unit */
+    for (int c = 0; c < dH; c++)
+        if (std::any_of(W1.begin() + (size_t)c * H, W1.begin() + (size_t)(c + 1) * H,
+                        [](double v) { return v != 0.0; }))
+            live.push_back(c);
+    dense_linear(&ly->product_linear, &Dp, &bp);
+    std::vector<double> WB((size_t)dB * H, 0.0);
+    for (int j = 0; j < H; j++) {
+        double b = b1[plain.linear ? plain.head : j];
+        for (int c : live) b += bp[c] * W1[(size_t)c * H + j];
+        b1c[j] = b;
+    }
+    for (int b = 0; b < dB; b++)
+        for (int c : live)
+            if (Dp[(size_t)b * dH + c] != 0.0)
+                for (int j = 0; j < H; j++) WB[(size_t)b * H + j] += Dp[(size_t)b * dH + c] * W1[(size_t)c * H + j];
+    /* the skip's weights as skip_gemm_fwd reads them: out[ob.offset + w d + m] += pw diag_m x[ib.offset + u d + m]
+     * W[w_off + u (S ob.mul) + s ob.mul + w] */
+    std::vector<double> WX;
+    std::vector<int32_t> xrows;
+    if (skip) {
+        std::vector<char> is_live(dH, 0);
+        for (int c : live) is_live[c] = 1;
+        WX.assign((size_t)S * din * H, 0.0);
+        for (int k = 0; k < tp->n_ins; k++) {
+            const cgq_irrep_block &ib = tp->in1.b[tp->i1[k]], &ob = tp->out.b[tp->io[k]];
+            const int d = 2 * ib.l + 1;
+            if (ob.l != ib.l || tp->in2.b[tp->i2[k]].l != 0) return CGQ_STATUS_OK;
+            for (int w = 0; w < ob.mul; w++)
+                for (int mm = 0; mm < d; mm++) {
+                    const int c = ob.offset + w * d + mm;
+                    if (!is_live[c]) continue;
+                    const double pd = tp->path_weight[k] * tp->w3j[k][mm * d + mm];
+                    for (int s = 0; s < S; s++)
+                        for (int u = 0; u < ib.mul; u++) {
+                            const double coef =
+                                pd * tp->weight[tp->w_offset[k] + (int64_t)u * S * ob.mul + (int64_t)s * ob.mul + w];
+                            double *wx = &WX[((size_t)s * din + ib.offset + u * d + mm) * H];
+                            for (int j = 0; j < H; j++) wx[j] += coef * W1[(size_t)c * H + j];
+                        }
+                }
+        }
+        for (int xr = 0; xr < din; xr++) {
+            bool any = false;
+            for (int s = 0; s < S && !any; s++)
+                for (int j = 0; j < H && !any; j++) any = WX[((size_t)s * din + xr) * H + j] != 0.0;
+            if (any) xrows.push_back(xr);
+        }
+    }
+    const int nrows = dB + (int)xrows.size(), tables = skip ? S : 1;
+    if ((size_t)tables * nrows * H * sizeof(double) > ((size_t)64 << 20)) return CGQ_STATUS_OK; /* too large a table */
+    std::vector<int32_t> rows(nrows);
+    std::vector<double> w1((size_t)tables * nrows * H);
+    for (int b = 0; b < dB; b++) rows[b] = b;
+    for (size_t k = 0; k < xrows.size(); k++) rows[dB + k] = xrows[k];
+    for (int s = 0; s < tables; s++) {
+        double *ws = &w1[(size_t)s * nrows * H];
+        std::copy(WB.begin(), WB.end(), ws);
+        for (size_t k = 0; k < xrows.size(); k++)
+            std::copy_n(&WX[((size_t)s * din + xrows[k]) * H], H, ws + (dB + k) * H);
+    }
+    *p = plain;
+    p->nrows = nrows, p->nb = dB, p->w1_species = skip ? (int64_t)nrows * H : 0;
+    CGQ_TRY(up(&p->rows, rows));
+    CGQ_TRY(up(&p->w1, w1));
+    CGQ_TRY(up(&p->b1, b1c));
     return CGQ_STATUS_OK;
 }
 
@@ -158,31 +259,44 @@ __device__ void ro_rounds(int64_t N, double (*sa)[RO_MAX_HIDDEN], Body body) {
  * groups of rows; consecutive lanes read consecutive weights) in RO_CHAINS interleaved partial sums added in a fixed
  * order; the G groups' sums then meet in a butterfly of xor shuffles, in which the lanes holding a unit add the same
  * two values, so they agree to the bit. Up to RO_PER_LANE passes side by side. The node's inputs are staged in sx,
- * RO_STAGE rows at a time, one load each. The whole group calls it; the sums are in sg on return. */
-template <class T>
-__device__ void ro_first_layer(const readout_plan &p, const T *hi, int lane, double *sx, double *sg) {
+ * RO_STAGE rows at a time, one load each. NQ: the passes, ceil(H / U). The whole group calls it; the sums are in sg
+ * on return. */
+template <class T, int NQ>
+__device__ void ro_first_layer(const readout_plan &p, const double *w1n, const T *hi, const T *xi, int lane, double *sx,
+                               double *sg) {
     const int U = p.units, G = RO_LANES / U, u = lane % U, g = lane / U;
-    double acc[RO_PER_LANE][RO_CHAINS] = {};
+    double acc[NQ][RO_CHAINS] = {};
     for (int r0 = 0; r0 < p.nrows; r0 += RO_STAGE) {
         const int n = min(RO_STAGE, p.nrows - r0);
-        for (int r = lane; r < n; r += RO_LANES) sx[r] = (double)hi[p.rows[r0 + r]];
+        for (int r = lane; r < n; r += RO_LANES) sx[r] = (double)(r0 + r < p.nb ? hi : xi)[p.rows[r0 + r]];
         CGQ_SYNCWARP();
-        const double *w1 = p.w1 + (int64_t)r0 * p.H + u;
-        for (int r = g; r < n; r += G * RO_CHAINS)
+        const double *w1 = w1n + (int64_t)r0 * p.H + u;
+        /* a lane's rows RO_CHAINS at a time, all present: their loads are issued before their products */
+        int r = g;
+        for (; r + (RO_CHAINS - 1) * G < n; r += G * RO_CHAINS) {
+            double x[RO_CHAINS], w[RO_CHAINS][NQ];
 #pragma unroll
             for (int c = 0; c < RO_CHAINS; c++) {
-                const int rr = r + c * G;
-                if (rr >= n) break;
-                const double x = sx[rr];
+                x[c] = sx[r + c * G];
 #pragma unroll
-                for (int q = 0; q < RO_PER_LANE; q++)
-                    if (q * U + u < p.H) acc[q][c] = fma(w1[(int64_t)rr * p.H + q * U], x, acc[q][c]);
+                for (int q = 0; q < NQ; q++) w[c][q] = q * U + u < p.H ? w1[(int64_t)(r + c * G) * p.H + q * U] : 0.0;
             }
+#pragma unroll
+            for (int c = 0; c < RO_CHAINS; c++)
+#pragma unroll
+                for (int q = 0; q < NQ; q++) acc[q][c] = fma(w[c][q], x[c], acc[q][c]);
+        }
+#pragma unroll
+        for (int c = 0; c < RO_CHAINS - 1; c++) /* the stage's last rows, fewer than RO_CHAINS */
+            if (r + c * G < n)
+#pragma unroll
+                for (int q = 0; q < NQ; q++)
+                    if (q * U + u < p.H)
+                        acc[q][c] = fma(w1[(int64_t)(r + c * G) * p.H + q * U], sx[r + c * G], acc[q][c]);
         CGQ_SYNCWARP(); /* sx is the next stage's */
     }
 #pragma unroll
-    for (int q = 0; q < RO_PER_LANE; q++) {
-        if (q * U >= p.H) break;
+    for (int q = 0; q < NQ; q++) {
         double s = (acc[q][0] + acc[q][1]) + (acc[q][2] + acc[q][3]);
         for (int o = U; o < RO_LANES; o *= 2) s += CGQ_SHFL_XOR_W(s, o, RO_LANES);
         if (g == 0 && q * U + u < p.H) sg[q * U + u] = s;
@@ -191,15 +305,42 @@ __device__ void ro_first_layer(const readout_plan &p, const T *hi, int lane, dou
 }
 static_assert(RO_CHAINS == 4, "ro_first_layer adds its partial sums as a tree of four");
 
-/* The readout of the N rows h (row width dH): e_acc[i] += its output; z: the pre-activations (zw per node). A group
- * only synchronises its own lanes, so a group without a node leaves at once. */
+/* ro_first_layer with its passes fixed at compile time (no products for absent units) */
+template <class T>
+__device__ void ro_first_layer_any(const readout_plan &p, const double *w1n, const T *hi, const T *xi, int lane,
+                                   double *sx, double *sg) {
+    switch ((p.H + p.units - 1) / p.units) {
+        case 1:
+            ro_first_layer<T, 1>(p, w1n, hi, xi, lane, sx, sg);
+            break;
+        case 2:
+            ro_first_layer<T, 2>(p, w1n, hi, xi, lane, sx, sg);
+            break;
+        case 3:
+            ro_first_layer<T, 3>(p, w1n, hi, xi, lane, sx, sg);
+            break;
+        default:
+            ro_first_layer<T, RO_PER_LANE>(p, w1n, hi, xi, lane, sx, sg);
+            break;
+    }
+}
+
+/* node i's first-layer weights: its species' table where the plan has one per species */
+__device__ inline const double *ro_weights(const readout_plan &p, const int32_t *species, int64_t i) {
+    return p.w1_species ? p.w1 + species[i] * p.w1_species : p.w1;
+}
+
+/* The readout of the N rows h (row width dH; a composed plan's B, with x of row width dx and the nodes' species):
+ * e_acc[i] += its output; z: the pre-activations (zw per node). A group only synchronises its own lanes, so a group
+ * without a node leaves at once. */
 template <class T>
 __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
-    k_readout_fwd(readout_plan p, int64_t N, const T *h, int dH, double *z, double *e_acc) {
+    k_readout_fwd(readout_plan p, int64_t N, const T *h, int dH, const T *x, int dx, const int32_t *species, double *z,
+                  double *e_acc) {
     __shared__ double sa[RO_GROUPS][RO_MAX_HIDDEN], sx[RO_GROUPS][RO_STAGE];
     ro_rounds(N, sa, [&](int64_t i, bool on, int lane, double *sg) {
         if (!on) return;
-        ro_first_layer(p, h + i * dH, lane, sx[threadIdx.x / RO_LANES], sg);
+        ro_first_layer_any(p, ro_weights(p, species, i), h + i * dH, x + i * dx, lane, sx[threadIdx.x / RO_LANES], sg);
         /* the bias and the activation: lane j % RO_LANES reads and writes sg[j] alone */
         for (int q = 0; q < RO_PER_LANE; q++) {
             const int j = lane + q * RO_LANES;
@@ -245,10 +386,12 @@ __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
     });
 }
 
-/* gh[i] += scale * d(readout)/dh for the N rows (row width dH), from the kept pre-activations z. */
+/* gh[i] += scale * d(readout)/dh for the N rows (row width dH), from the kept pre-activations z; a composed plan's
+ * into dE/dB (gh) and dE/dx (gx, row width dx; null: not wanted). */
 template <class T>
 __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
-    k_readout_bwd(readout_plan p, int64_t N, const double *z, double scale, T *gh, int dH) {
+    k_readout_bwd(readout_plan p, int64_t N, const double *z, double scale, T *gh, int dH, T *gx, int dx,
+                  const int32_t *species) {
     __shared__ double sa[RO_GROUPS][RO_MAX_HIDDEN];
     ro_rounds(N, sa, [&](int64_t i, bool on, int lane, double *sg) {
         double ga[RO_PER_LANE]; /* dE/d(activation output) of this thread's units */
@@ -282,11 +425,13 @@ __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
             sg[j] = (p.linear || ro_live(p, j)) ? ga[q] * d : 0.0;
         }
         __syncthreads();
+        const double *w1 = on ? ro_weights(p, species, i) : nullptr;
         for (int r = lane; on && r < p.nrows; r += RO_LANES) { /* the first linear, transposed */
-            T *g = gh + i * dH + p.rows[r];
+            if (r >= p.nb && !gx) break;
+            T *g = r < p.nb ? gh + i * dH + p.rows[r] : gx + i * dx + p.rows[r];
             /* double rows sum onto their value (the CPU's order); float rows take the sum rounded once */
             double s = sizeof(T) == sizeof(double) ? (double)*g : 0.0;
-            for (int j = 0; j < p.H; j++) s += p.w1[(int64_t)r * p.H + j] * sg[j];
+            for (int j = 0; j < p.H; j++) s += w1[(int64_t)r * p.H + j] * sg[j];
             *g = sizeof(T) == sizeof(double) ? (T)s : *g + (T)s;
         }
         __syncthreads();
