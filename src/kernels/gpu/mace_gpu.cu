@@ -3173,8 +3173,10 @@ static cgq_status readout_t(const readout_plan &p, int64_t n, const int32_t *spe
         cudaError_t err = cudaSuccess;
         CGQ_TRY(run_on_device<T>(in, outs, species, n, [&](const int32_t *dsp, T *const *i, T *const *o) {
             k_readout_fwd<T><<<blocks, RO_LANES * RO_GROUPS>>>(p, n, i[0], d1, x ? i[1] : nullptr, d2, dsp, dz, de);
+            /* as the step: a plan's rows are added to dE/dh, a composed plan's written (dE/dB: every column, so
+             * NaN bits before; dE/dx: zeros before, its columns that feed a unit written) */
             for (size_t k = 0; k < outs.size() && err == cudaSuccess; k++)
-                err = cudaMemset(o[k], 0, sizeof(T) * (size_t)outs[k].second);
+                err = cudaMemset(o[k], p.composed && k == 0 ? 0xff : 0, sizeof(T) * (size_t)outs[k].second);
             k_readout_bwd<T><<<blocks, RO_LANES * RO_GROUPS>>>(p, n, dz, 1.0, o[0], d1, x ? o[1] : nullptr, d2, dsp);
         }));
         CGQ_CHECK_GPU(err);

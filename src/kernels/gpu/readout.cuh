@@ -31,6 +31,8 @@ struct readout_plan {
     double act_cst = 0.0, b2 = 0.0;
     const int32_t *rows = nullptr;                            /* device: the h columns read (nrows) */
     const double *w1 = nullptr, *b1 = nullptr;                /* device: nrows x H, H */
+    const double *w1t = nullptr; /* device: w1 transposed, H x nrows (the reverse's loads, consecutive rows by lane) */
+    bool composed = false;       /* the reverse writes its rows (dE/dB, dE/dx) instead of adding to them */
     const double *wm = nullptr, *bm = nullptr, *w2 = nullptr; /* device: H x H, H, H (head column) */
 };
 
@@ -49,6 +51,15 @@ static void dense_linear(const cgq_linear *lin, std::vector<double> *D, std::vec
     }
     cgq_linear_forward(lin, x.data(), y.data());
     b->assign(y.begin(), y.end());
+}
+
+/* tables of rows x H, one after another, each transposed to H x rows */
+static std::vector<double> transposed_tables(const std::vector<double> &w, int rows, int H) {
+    std::vector<double> t(w.size());
+    for (size_t b = 0; b < w.size(); b += (size_t)rows * H)
+        for (int r = 0; r < rows; r++)
+            for (int j = 0; j < H; j++) t[b + (size_t)j * rows + r] = w[b + (size_t)r * H + j];
+    return t;
 }
 
 /* whether hidden unit j of the readout feeds the selected head (masked multi-head readouts) */
@@ -96,6 +107,7 @@ static cgq_status build_readout_plan(const cgq_readout *ro, Upload up, readout_p
     while (p->units < std::min(p->H, RO_LANES)) p->units *= 2;
     CGQ_TRY(up(&p->rows, rows));
     CGQ_TRY(up(&p->w1, w1r));
+    CGQ_TRY(up(&p->w1t, transposed_tables(w1r, p->nrows, p->H)));
     CGQ_TRY(up(&p->b1, b1h));
     if (!p->linear) CGQ_TRY(up(&p->w2, w2));
     if (p->bias_mid) {
@@ -198,9 +210,10 @@ static cgq_status build_composed_readout(const cgq_model *m, int r, const readou
             std::copy_n(&WX[((size_t)s * din + xrows[k]) * H], H, ws + (dB + k) * H);
     }
     *p = plain;
-    p->nrows = nrows, p->nb = dB, p->w1_species = skip ? (int64_t)nrows * H : 0;
+    p->nrows = nrows, p->nb = dB, p->w1_species = skip ? (int64_t)nrows * H : 0, p->composed = true;
     CGQ_TRY(up(&p->rows, rows));
     CGQ_TRY(up(&p->w1, w1));
+    CGQ_TRY(up(&p->w1t, transposed_tables(w1, nrows, H)));
     CGQ_TRY(up(&p->b1, b1c));
     return CGQ_STATUS_OK;
 }
@@ -325,9 +338,9 @@ __device__ void ro_first_layer_any(const readout_plan &p, const double *w1n, con
     }
 }
 
-/* node i's first-layer weights: its species' table where the plan has one per species */
-__device__ inline const double *ro_weights(const readout_plan &p, const int32_t *species, int64_t i) {
-    return p.w1_species ? p.w1 + species[i] * p.w1_species : p.w1;
+/* node i's first-layer weights w (or their transpose): its species' table where the plan has one per species */
+__device__ inline const double *ro_weights(const readout_plan &p, const double *w, const int32_t *species, int64_t i) {
+    return p.w1_species ? w + species[i] * p.w1_species : w;
 }
 
 /* The readout of the N rows h (row width dH; a composed plan's B, with x of row width dx and the nodes' species):
@@ -340,7 +353,8 @@ __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
     __shared__ double sa[RO_GROUPS][RO_MAX_HIDDEN], sx[RO_GROUPS][RO_STAGE];
     ro_rounds(N, sa, [&](int64_t i, bool on, int lane, double *sg) {
         if (!on) return;
-        ro_first_layer_any(p, ro_weights(p, species, i), h + i * dH, x + i * dx, lane, sx[threadIdx.x / RO_LANES], sg);
+        ro_first_layer_any(p, ro_weights(p, p.w1, species, i), h + i * dH, x + i * dx, lane, sx[threadIdx.x / RO_LANES],
+                           sg);
         /* the bias and the activation: lane j % RO_LANES reads and writes sg[j] alone */
         for (int q = 0; q < RO_PER_LANE; q++) {
             const int j = lane + q * RO_LANES;
@@ -387,7 +401,8 @@ __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
 }
 
 /* gh[i] += scale * d(readout)/dh for the N rows (row width dH), from the kept pre-activations z; a composed plan's
- * into dE/dB (gh) and dE/dx (gx, row width dx; null: not wanted). */
+ * into dE/dB (gh: every column written) and dE/dx (gx, row width dx: its columns that feed a unit written; null: not
+ * wanted). */
 template <class T>
 __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
     k_readout_bwd(readout_plan p, int64_t N, const double *z, double scale, T *gh, int dH, T *gx, int dx,
@@ -425,14 +440,16 @@ __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
             sg[j] = (p.linear || ro_live(p, j)) ? ga[q] * d : 0.0;
         }
         __syncthreads();
-        const double *w1 = on ? ro_weights(p, species, i) : nullptr;
+        const double *w1t = on ? ro_weights(p, p.w1t, species, i) : nullptr;
         for (int r = lane; on && r < p.nrows; r += RO_LANES) { /* the first linear, transposed */
             if (r >= p.nb && !gx) break;
             T *g = r < p.nb ? gh + i * dH + p.rows[r] : gx + i * dx + p.rows[r];
-            /* double rows sum onto their value (the CPU's order); float rows take the sum rounded once */
-            double s = sizeof(T) == sizeof(double) ? (double)*g : 0.0;
-            for (int j = 0; j < p.H; j++) s += w1[(int64_t)r * p.H + j] * sg[j];
-            *g = sizeof(T) == sizeof(double) ? (T)s : *g + (T)s;
+            /* double rows sum onto their value (the CPU's order); float rows take the sum rounded once; a composed
+             * plan's rows are written */
+            const bool add = !p.composed;
+            double s = add && sizeof(T) == sizeof(double) ? (double)*g : 0.0;
+            for (int j = 0; j < p.H; j++) s += w1t[(int64_t)j * p.nrows + r] * sg[j];
+            *g = add && sizeof(T) != sizeof(double) ? *g + (T)s : (T)s;
         }
         __syncthreads();
     });
