@@ -116,6 +116,11 @@ struct cgq_gpu {
     cgq_model *dev_model_f = nullptr; /* float: the same with float weight arrays (in the double* fields) */
     cgq_model shadow_f;
     double *embed_table = nullptr; /* the species embedding's row per species (embed_table) */
+    symcon_groups pairs_groups;    /* the pairs steps' nodes by species (symcon_group_nodes), where pairs_groups_ok */
+    bool pairs_groups_ok = false;
+    /* layer 0's linear_up and residual skip, a row per species (build_layer0_rows); null: the node GEMMs run */
+    double *layer0_rows = nullptr;
+    int layer0_sc = 0; /* the rows' skip columns after the linear_up's (0: none) */
     int fp32;
     void *arena_f = nullptr; /* the working precision's arrays (NequIP: laid out like arena; MACE v2: v2_arrays) */
     size_t arena_f_cap = 0;
@@ -256,6 +261,7 @@ static cgq_status upload_mlp(cgq_gpu *g, MLP *f) {
 }
 
 static cgq_status embed_table(cgq_gpu *g, const cgq_model *hm); /* after the kernels */
+static cgq_status build_layer0_rows(cgq_gpu *g);                /* likewise */
 
 static cgq_status upload_model(cgq_gpu *g, const cgq_model *hm) {
     cgq_model m = *hm; /* shallow copy: pointer fields are replaced by device copies */
@@ -1382,6 +1388,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
     if (st == CGQ_STATUS_OK && fp32) st = build_model_radial_tables(g);
     if (st == CGQ_STATUS_OK && fp32) st = choose_fused_conv(g);
     if (st == CGQ_STATUS_OK && fp32) st = build_species_conv(g);
+    if (st == CGQ_STATUS_OK && g->v2) st = build_layer0_rows(g);
     if (st != CGQ_STATUS_OK) {
         cgq_gpu_free(g);
         return st;
@@ -1458,17 +1465,21 @@ __global__ void k_embed_table(const cgq_model *m, int n_species, double *table) 
     for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < n_species * dout; q += gridDim.x * blockDim.x)
         table[q] = embed_value(lin, q / dout, q % dout);
 }
-/* The species embedding of the NA nodes into out (rows of dout), from the model's table (rounded to T): a block per
- * node */
+/* Rows of a per-species table (ld doubles each) for the nodes, rounded to T, a block per node: columns [0, d1) into
+ * out1 (rows of d1) for the NA nodes, columns [d1, d1 + d2) into out2 (rows of d2) for the first N2 of them. The
+ * species embedding (embed_table) and layer 0's linear_up and skip (build_layer0_rows). */
 template <class T>
-__global__ void k_embed(int64_t NA, int dout, const int32_t *species, const double *table, T *out) {
+__global__ void k_species_rows(int64_t NA, int64_t N2, const int32_t *species, const double *table, int ld, int d1,
+                               T *out1, int d2, T *out2) {
     for (int64_t i = blockIdx.x; i < NA; i += gridDim.x) {
-        const double *row = table + (int64_t)species[i] * dout;
-        for (int j = threadIdx.x; j < dout; j += blockDim.x) out[i * dout + j] = (T)row[j];
+        const double *row = table + (int64_t)species[i] * ld;
+        for (int j = threadIdx.x; j < d1; j += blockDim.x) out1[i * d1 + j] = (T)row[j];
+        if (i < N2)
+            for (int j = threadIdx.x; j < d2; j += blockDim.x) out2[i * d2 + j] = (T)row[d1 + j];
     }
 }
-/* Launch shape of the row kernels (k_embed, NequIP's gates): a block per row (node), a thread per element of a row
- * of `width`, the width in whole warps, at most 256 */
+/* Launch shape of the row kernels (k_species_rows, NequIP's gates): a block per row (node), a thread per element of a
+ * row of `width`, the width in whole warps, at most 256 */
 static unsigned row_blocks(int64_t rows) {
     return (unsigned)std::min<int64_t>(rows, INT32_MAX);
 }
@@ -1551,6 +1562,31 @@ static cgq_status embed_table(cgq_gpu *g, const cgq_model *hm) {
     k_embed_table<<<blocks_for((int64_t)n), CGQ_GPU_THREADS>>>(g->dev_model, hm->n_species, g->embed_table);
     CGQ_LAUNCH_CHECK();
     CGQ_CHECK_GPU(cudaDeviceSynchronize());
+    return CGQ_STATUS_OK;
+}
+
+/* Layer 0 reads only the species embedding, so its linear_up, and a residual layer's skip, are one row per species:
+ * formed once here, in double by the CPU reference's maps, and gathered per step (k_species_rows) in place of two node
+ * GEMMs (MACE-MP-0 at 5,184 atoms: linear_up 18 us on the critical path and the skip 38 us beside it, session 54's
+ * trace). CGQ_GPU_LAYER0_ROWS=0: the GEMMs as before (the ctest test_gpu_layer0_gemms). */
+static cgq_status build_layer0_rows(cgq_gpu *g) {
+    const cgq_model *m = g->host_model;
+    const char *env = getenv("CGQ_GPU_LAYER0_ROWS");
+    if ((env && env[0] == '0') || m->n_layers < 1 || m->n_species > CGQ_MAX_SPECIES) return CGQ_STATUS_OK;
+    const cgq_mace_layer *ly = &m->layers[0];
+    const int de = m->node_embedding.out.dim, dhu = ly->linear_up.out.dim, dsc = ly->residual ? ly->skip_tp.out.dim : 0;
+    const size_t ld = (size_t)dhu + dsc;
+    std::vector<double> rows(ld * m->n_species), onehot(CGQ_MAX_SPECIES, 0.0), emb(de);
+    for (int z = 0; z < m->n_species; z++) {
+        onehot[z] = 1.0;
+        cgq_linear_forward(&m->node_embedding, onehot.data(), emb.data());
+        cgq_linear_forward(&ly->linear_up, emb.data(), rows.data() + z * ld);
+        if (dsc) cgq_tp_node_forward(&ly->skip_tp, emb.data(), onehot.data(), rows.data() + z * ld + dhu);
+        onehot[z] = 0.0;
+    }
+    double *d = rows.data();
+    CGQ_TRY(upload(g, &d, rows.size()));
+    g->layer0_rows = d, g->layer0_sc = dsc;
     return CGQ_STATUS_OK;
 }
 
@@ -1851,7 +1887,7 @@ static cgq_status too_many_pairs(int64_t C, int64_t NP) {
 
 extern "C" cgq_status cgq_gpu_set_pairs(cgq_gpu *g, const cgq_pair_list *pl) {
     pair_state &ps = g->pairs;
-    ps.set = false;
+    ps.set = false, g->pairs_groups_ok = false;
     const int64_t NP = pl->n_points, N = pl->n_local, NA = pl->n_nodes, C = N ? pl->row_ptr[N] : 0;
     if (C > INT32_MAX || NP > INT32_MAX) return too_many_pairs(C, NP);
     size_t sent = 0;
@@ -1884,7 +1920,7 @@ extern "C" cgq_status cgq_gpu_set_pairs(cgq_gpu *g, const cgq_pair_list *pl) {
 extern "C" cgq_status cgq_gpu_build_pairs(cgq_gpu *g, const cgq_point_set *pt, double radius, const double lo[3],
                                           const double hi[3]) {
     pair_state &ps = g->pairs;
-    ps.set = false;
+    ps.set = false, g->pairs_groups_ok = false;
     const int64_t NP = pt->n_points, N = pt->n_local, NA = pt->n_nodes;
     if (NP > INT32_MAX) return too_many_pairs(0, NP);
     const double *x = pt->positions;
@@ -2175,8 +2211,9 @@ static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
 
     if (E) k_edge_geometry<<<blocks_for(E), T>>>(c);
     if (NA)
-        k_embed<double><<<row_blocks(NA), row_threads(hm->node_embedding.out.dim)>>>(NA, hm->node_embedding.out.dim,
-                                                                                     c.species, g->embed_table, c.emb);
+        k_species_rows<double><<<row_blocks(NA), row_threads(hm->node_embedding.out.dim)>>>(
+            NA, 0, c.species, g->embed_table, hm->node_embedding.out.dim, hm->node_embedding.out.dim, c.emb, 0,
+            nullptr);
     CGQ_LAUNCH_CHECK();
     for (int t = 0; t < L; t++) {
         const int64_t n_up = t == 0 ? NA : N;
@@ -2609,10 +2646,16 @@ static cgq_status step_graph(cgq_gpu *g, const cgq_graph *gr, const double *pos,
 }
 
 /* The step's symcon_groups of N nodes (species on the device), on stream st, where a layer's product basis takes
- * several nodes of one species per block; else none (order null) */
+ * several nodes of one species per block; else none (order null). A pairs step (pairs) keeps them for the next ones:
+ * the species are the candidate list's, fixed until it is set again (cgq_gpu_set_pairs, cgq_gpu_build_pairs). */
 template <class T>
-static cgq_status symcon_group_nodes(cgq_gpu *g, int64_t N, const int32_t *species, cudaStream_t st,
+static cgq_status symcon_group_nodes(cgq_gpu *g, int64_t N, const int32_t *species, cudaStream_t st, bool pairs,
                                      symcon_groups *gp) {
+    if (pairs && g->pairs_groups_ok) {
+        *gp = g->pairs_groups;
+        return CGQ_STATUS_OK;
+    }
+    g->pairs_groups_ok = false; /* a graph step's grouping takes the buffer */
     *gp = symcon_groups{};
     gp->n_nodes = N;
     bool need = false;
@@ -2630,6 +2673,7 @@ static cgq_status symcon_group_nodes(cgq_gpu *g, int64_t N, const int32_t *speci
     k_group_place<<<blocks, 256, 2 * sizeof(int) * ns, st>>>(N, species, ns, fill, order);
     CGQ_LAUNCH_CHECK();
     gp->order = order, gp->nstart = nstart, gp->gstart = gstart, gp->n_species = ns;
+    if (pairs) g->pairs_groups = *gp, g->pairs_groups_ok = true;
     return CGQ_STATUS_OK;
 }
 
@@ -2743,9 +2787,16 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     CGQ_TRY(side.fork(&ss)); /* the edge geometry beside the embedding and layer 0's node maps (joined before its conv) */
     /* the default stream's first kernel is launched first: at the step's start the GPU runs each kernel as the host
      * launches it */
-    if (NA)
-        k_embed<T><<<row_blocks(NA), row_threads(hm->node_embedding.out.dim)>>>(NA, hm->node_embedding.out.dim,
-                                                                                c.species, g->embed_table, a.h[0]);
+    /* layer 0's linear_up and skip from their rows per species; the embedding itself only where a composed readout
+     * reads it (a one-layer model) or without those rows */
+    const bool rows0 = g->layer0_rows != nullptr, ro_comp0 = g->ro_composed.ok && g->ro_composed.layer == 0;
+    const int de = hm->node_embedding.out.dim, dhu0 = hm->layers[0].linear_up.out.dim;
+    if (NA && (!rows0 || ro_comp0))
+        k_species_rows<T>
+            <<<row_blocks(NA), row_threads(de)>>>(NA, 0, c.species, g->embed_table, de, de, a.h[0], 0, nullptr);
+    if (NA && rows0) /* a composed readout reads no skip */
+        k_species_rows<T><<<row_blocks(NA), row_threads(std::max(dhu0, g->layer0_sc))>>>(
+            NA, ro_comp0 ? 0 : N, c.species, g->layer0_rows, dhu0 + g->layer0_sc, dhu0, a.hu[0], g->layer0_sc, a.sc);
     bool need_ef = !table; /* the edge features feed the radial MLPs and the densities; the tables take r */
     for (int t = 0; t < L; t++) need_ef = need_ef || hm->layers[t].density;
     T *ef_out = need_ef ? a.ef : nullptr;
@@ -2769,7 +2820,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     if (N) /* the pair repulsion reads r */
         k_energy_start<<<blocks_for(N * CGQ_WARP), TH, 0, ss>>>(c, a.e_acc, want_grad ? c.edge_grad : nullptr);
     symcon_groups groups; /* the product basis's nodes by species, beside layer 0's node maps as well */
-    CGQ_TRY(symcon_group_nodes<T>(g, N, c.species, ss, &groups));
+    CGQ_TRY(symcon_group_nodes<T>(g, N, c.species, ss, !gr, &groups));
     CGQ_LAUNCH_CHECK();
     const T *Y = a.Y, *ef = a.ef, *cut = a.cut;
     const unsigned ro_blocks = (unsigned)std::min<int64_t>((N + RO_GROUPS - 1) / RO_GROUPS, 65535);
@@ -2814,7 +2865,9 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         };
         const bool ro_comp = g->ro_composed.ok && g->ro_composed.layer == t; /* h is never formed */
         if (ly->residual && t > 0 && !ro_comp) CGQ_TRY(skip_beside());       /* beside linear_up and the conv */
-        node_linear_fwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, n_up, hin, din, hu, dhu_t, (T)1, nullptr, 0);
+        if (!(t == 0 && rows0))
+            node_linear_fwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, n_up, hin, din, hu, dhu_t, (T)1,
+                               nullptr, 0);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
         if (t > 0 && xc) CGQ_TRY(exchange_rows<T>(g, hu, a.staging, N, NA, dhu_t, xc, false));
@@ -2826,7 +2879,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             if (sc_lin) g->sc_lin_at = scw.V, g->sc_lin_classes = g->sconv_classes;
         }
         if (t == 0) CGQ_TRY(side.join()); /* the edge geometry */
-        if (ly->residual && t == 0 && !ro_comp) CGQ_TRY(skip_beside()); /* beside the factored conv */
+        if (ly->residual && t == 0 && !ro_comp && !rows0) CGQ_TRY(skip_beside()); /* beside the factored conv */
         for (const edge_chunk &ch : chunks) {
             if (t == 0 && sconv) {
                 species_conv_forward(p, g->sconv, scw, ch.i0, ch.i1, c.row_ptr, c.sender, c.species, c.r,
@@ -3125,7 +3178,7 @@ static cgq_status product_basis_t(cgq_gpu *g, int layer, int64_t n, const int32_
     const cgq_status st = run_on_device<T>({{At.data(), n * dT}, {gB, n * dB}}, {{B, n * dB}, {gAt.data(), n * dT}},
                                            species, n, [&](const int32_t *dsp, T *const *i, T *const *o) {
                                                symcon_groups gp;
-                                               grouped = symcon_group_nodes<T>(g, n, dsp, 0, &gp);
+                                               grouped = symcon_group_nodes<T>(g, n, dsp, 0, false, &gp);
                                                symcon_forward<T>(sp, gp, n, dsp, i[0], dT, o[0], dB);
                                                symcon_backward<T>(sp, gp, n, dsp, i[0], dT, i[1], dB, o[1], dT);
                                            });
