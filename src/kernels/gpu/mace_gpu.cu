@@ -20,6 +20,7 @@
 extern "C" {
 #include "common/error.h"
 #include "graph/sender_index.h"
+#include "model/linear_compose.h"
 }
 #include "kernels/gpu/mace_gpu.h"
 
@@ -109,6 +110,36 @@ struct nq_node_plan {
     skip_plan skip;
 };
 
+/* A host linear whose arrays it owns (plans built at load; lin_gemm_fwd and lin_gemm_bwd read its instructions) */
+struct owned_linear {
+    cgq_linear l{};
+    std::vector<int> ins_in, ins_out;
+    std::vector<int64_t> w_offset;
+    std::vector<double> path_weight;
+    void add(int i, int o, int64_t w_off, double pw) {
+        ins_in.push_back(i), ins_out.push_back(o), w_offset.push_back(w_off), path_weight.push_back(pw);
+        l.n_ins = (int)ins_in.size(), l.ins_in = ins_in.data(), l.ins_out = ins_out.data();
+        l.w_offset = w_offset.data(), l.path_weight = path_weight.data();
+    }
+};
+
+/* Layer 0's product linear composed with layer 1's linear_up (build_up_compose): hu_1 = B_0 (Wp Wu) (+ a row per
+ * species, Wu sc_0, where layer 0 has a residual skip), and h_0 formed only in its first blocks, those that something
+ * else reads (layer 0's readouts, layer 1's composed readout); both from B_0 in one launch. The reverse: dE/dB_0 =
+ * dE/dhu_1 (Wp Wu)^T + dE/dh_0 Wp^T over those blocks. */
+struct up_compose_plan {
+    bool ok = false;
+    owned_linear comp;         /* B_0 -> hu_1: instructions of cgq_linear_compose, weights below */
+    owned_linear head;         /* B_0 -> h_0's first blocks: the product linear's instructions into them */
+    const double *w = nullptr; /* comp's weights on the device in double; w_f in float (as the float model) */
+    const double *w_f = nullptr;
+    const double *rows = nullptr; /* [n_species][hu_1's dim]: Wu sc_0 per species, or null */
+    template <class T>
+    const T *weights() const {
+        return reinterpret_cast<const T *>(sizeof(T) == sizeof(float) ? w_f : w);
+    }
+};
+
 struct cgq_gpu {
     const cgq_model *host_model;
     cgq_model *dev_model; /* device copy of the model struct (pointers to device arrays) */
@@ -120,7 +151,9 @@ struct cgq_gpu {
     bool pairs_groups_ok = false;
     /* layer 0's linear_up and residual skip, a row per species (build_layer0_rows); null: the node GEMMs run */
     double *layer0_rows = nullptr;
-    int layer0_sc = 0; /* the rows' skip columns after the linear_up's (0: none) */
+    int layer0_sc = 0;                    /* the rows' skip columns after the linear_up's (0: none) */
+    std::vector<double> layer0_rows_host; /* the same on the host (build_up_compose reads the skip's) */
+    up_compose_plan up_comp;              /* layer 0's product linear into layer 1's linear_up (CGQ_GPU_UP_COMPOSE=1) */
     int fp32;
     void *arena_f = nullptr; /* the working precision's arrays (NequIP: laid out like arena; MACE v2: v2_arrays) */
     size_t arena_f_cap = 0;
@@ -262,6 +295,7 @@ static cgq_status upload_mlp(cgq_gpu *g, MLP *f) {
 
 static cgq_status embed_table(cgq_gpu *g, const cgq_model *hm); /* after the kernels */
 static cgq_status build_layer0_rows(cgq_gpu *g);                /* likewise */
+static cgq_status build_up_compose(cgq_gpu *g);                 /* likewise */
 
 static cgq_status upload_model(cgq_gpu *g, const cgq_model *hm) {
     cgq_model m = *hm; /* shallow copy: pointer fields are replaced by device copies */
@@ -1389,6 +1423,7 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
     if (st == CGQ_STATUS_OK && fp32) st = choose_fused_conv(g);
     if (st == CGQ_STATUS_OK && fp32) st = build_species_conv(g);
     if (st == CGQ_STATUS_OK && g->v2) st = build_layer0_rows(g);
+    if (st == CGQ_STATUS_OK && g->v2) st = build_up_compose(g);
     if (st != CGQ_STATUS_OK) {
         cgq_gpu_free(g);
         return st;
@@ -1465,17 +1500,29 @@ __global__ void k_embed_table(const cgq_model *m, int n_species, double *table) 
     for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < n_species * dout; q += gridDim.x * blockDim.x)
         table[q] = embed_value(lin, q / dout, q % dout);
 }
-/* Rows of a per-species table (ld doubles each) for the nodes, rounded to T, a block per node: columns [0, d1) into
- * out1 (rows of d1) for the NA nodes, columns [d1, d1 + d2) into out2 (rows of d2) for the first N2 of them. The
- * species embedding (embed_table) and layer 0's linear_up and skip (build_layer0_rows). */
+/* Columns [col, col + d) of a per-species table's rows (ld doubles each), rounded to T, into out (rows of d) for the
+ * first n nodes: the species embedding (embed_table), layer 0's linear_up and skip (build_layer0_rows), layer 1's
+ * rows of a composed linear_up (build_up_compose) */
 template <class T>
-__global__ void k_species_rows(int64_t NA, int64_t N2, const int32_t *species, const double *table, int ld, int d1,
-                               T *out1, int d2, T *out2) {
-    for (int64_t i = blockIdx.x; i < NA; i += gridDim.x) {
-        const double *row = table + (int64_t)species[i] * ld;
-        for (int j = threadIdx.x; j < d1; j += blockDim.x) out1[i * d1 + j] = (T)row[j];
-        if (i < N2)
-            for (int j = threadIdx.x; j < d2; j += blockDim.x) out2[i * d2 + j] = (T)row[d1 + j];
+struct species_cols {
+    const double *table = nullptr;
+    int ld = 0, col = 0, d = 0;
+    T *out = nullptr;
+    int64_t n = 0;
+};
+template <class T>
+__device__ inline void species_cols_put(const species_cols<T> &o, int64_t i, int z) {
+    if (i >= o.n) return;
+    const double *row = o.table + (int64_t)z * o.ld + o.col;
+    for (int j = threadIdx.x; j < o.d; j += blockDim.x) o.out[i * o.d + j] = (T)row[j];
+}
+/* up to three tables' columns for each node, a block per node (rows: the largest n) */
+template <class T>
+__global__ void k_species_rows(int64_t rows, const int32_t *species, species_cols<T> a, species_cols<T> b,
+                               species_cols<T> c) {
+    for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {
+        const int z = species[i];
+        species_cols_put(a, i, z), species_cols_put(b, i, z), species_cols_put(c, i, z);
     }
 }
 /* Launch shape of the row kernels (k_species_rows, NequIP's gates): a block per row (node), a thread per element of a
@@ -1586,7 +1633,88 @@ static cgq_status build_layer0_rows(cgq_gpu *g) {
     }
     double *d = rows.data();
     CGQ_TRY(upload(g, &d, rows.size()));
-    g->layer0_rows = d, g->layer0_sc = dsc;
+    g->layer0_rows = d, g->layer0_sc = dsc, g->layer0_rows_host = rows;
+    return CGQ_STATUS_OK;
+}
+
+/* The end of the columns of layer 0's h that something besides layer 1's linear_up reads: layer 0's readouts and the
+ * composed readout of layer 1 (its skip's input); -1 where another map reads all of h (layer 1's skip as a GEMM) or
+ * a reader's input is not laid out as h */
+static int layer0_h_read_end(const cgq_gpu *g) {
+    const cgq_model *m = g->host_model;
+    const cgq_irreps &h = m->layers[0].product_linear.out;
+    int end = 0;
+    auto blocks = [&](const cgq_irreps &ir, const int *ins, int n) {
+        if (ir.n != h.n || memcmp(ir.b, h.b, sizeof(h.b[0]) * h.n)) return false;
+        for (int k = 0; k < n; k++) {
+            const cgq_irrep_block &b = ir.b[ins[k]];
+            end = std::max(end, b.offset + b.mul * (2 * b.l + 1));
+        }
+        return true;
+    };
+    for (int r = 0; r < m->n_readouts; r++) {
+        const cgq_linear &l = m->readouts[r].linear_1;
+        if (m->readouts[r].layer == 0 && !blocks(l.in, l.ins_in, l.n_ins)) return -1;
+    }
+    const cgq_tp &skip = m->layers[1].skip_tp;
+    if (m->layers[1].residual &&
+        (!(g->ro_composed.ok && g->ro_composed.layer == 1) || !blocks(skip.in1, skip.i1, skip.n_ins)))
+        return -1;
+    return end;
+}
+
+/* up_compose_plan where layer 0's h is read past layer 1's linear_up only in its first blocks, layer 0's skip (if it
+ * adds one) is a row per species (build_layer0_rows), and the maps are node GEMMs without biases. A trial, off unless
+ * CGQ_GPU_UP_COMPOSE=1: written in session 54, not yet run on a GPU. */
+static cgq_status build_up_compose(cgq_gpu *g) {
+    const cgq_model *m = g->host_model;
+    const char *env = getenv("CGQ_GPU_UP_COMPOSE");
+    if (!(env && env[0] == '1') || m->n_layers < 2) return CGQ_STATUS_OK;
+    const cgq_mace_layer *l0 = &m->layers[0], *l1 = &m->layers[1];
+    const bool adds_sc = l0->use_sc && l0->residual;
+    if (l0->density || (adds_sc && !g->layer0_sc) || !lin_gemm_ok(&l0->product_linear) ||
+        !lin_gemm_ok(&l1->linear_up) || !cgq_linear_composable(&l0->product_linear, &l1->linear_up))
+        return CGQ_STATUS_OK;
+    const int end = layer0_h_read_end(g);
+    if (end < 0) return CGQ_STATUS_OK;
+    up_compose_plan &u = g->up_comp;
+    const cgq_linear &pl = l0->product_linear;
+    int nb = 0; /* h's first blocks up to the end */
+    while (nb < pl.out.n && pl.out.b[nb].offset < end) nb++;
+    u.head.l.in = pl.in, u.head.l.out = pl.out, u.head.l.out.n = nb;
+    for (int k = 0; k < pl.n_ins; k++)
+        if (pl.ins_out[k] < nb) u.head.add(pl.ins_in[k], pl.ins_out[k], pl.w_offset[k], pl.path_weight[k]);
+    cgq_linear c;
+    CGQ_TRY(cgq_linear_compose(&pl, &l1->linear_up, &c));
+    u.comp.l.in = c.in, u.comp.l.out = c.out;
+    int64_t numel = 0;
+    for (int k = 0; k < c.n_ins; k++) {
+        u.comp.add(c.ins_in[k], c.ins_out[k], c.w_offset[k], c.path_weight[k]);
+        numel += (int64_t)c.in.b[c.ins_in[k]].mul * c.out.b[c.ins_out[k]].mul;
+    }
+    std::vector<double> w(c.weight, c.weight + numel);
+    cgq_linear_compose_free(&c);
+    if (!lin_gemm_ok(&u.comp.l)) {
+        u = up_compose_plan{};
+        return CGQ_STATUS_OK;
+    }
+    std::vector<float> wf(w.begin(), w.end());
+    double *dw = w.data();
+    float *dwf = wf.data();
+    CGQ_TRY(upload(g, &dw, w.size()));
+    CGQ_TRY(upload(g, &dwf, wf.size()));
+    u.w = dw, u.w_f = reinterpret_cast<const double *>(dwf);
+    if (adds_sc) { /* Wu sc_0 per species, in double by the reference's map */
+        const int dhu0 = l0->linear_up.out.dim, ld = dhu0 + g->layer0_sc, dhu1 = l1->linear_up.out.dim;
+        std::vector<double> rows((size_t)m->n_species * dhu1);
+        for (int z = 0; z < m->n_species; z++)
+            cgq_linear_forward(&l1->linear_up, g->layer0_rows_host.data() + (size_t)z * ld + dhu0,
+                               rows.data() + (size_t)z * dhu1);
+        double *dr = rows.data();
+        CGQ_TRY(upload(g, &dr, rows.size()));
+        u.rows = dr;
+    }
+    u.ok = true;
     return CGQ_STATUS_OK;
 }
 
@@ -2212,8 +2340,8 @@ static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     if (E) k_edge_geometry<<<blocks_for(E), T>>>(c);
     if (NA)
         k_species_rows<double><<<row_blocks(NA), row_threads(hm->node_embedding.out.dim)>>>(
-            NA, 0, c.species, g->embed_table, hm->node_embedding.out.dim, hm->node_embedding.out.dim, c.emb, 0,
-            nullptr);
+            NA, c.species, {g->embed_table, hm->node_embedding.out.dim, 0, hm->node_embedding.out.dim, c.emb, NA}, {},
+            {});
     CGQ_LAUNCH_CHECK();
     for (int t = 0; t < L; t++) {
         const int64_t n_up = t == 0 ? NA : N;
@@ -2787,16 +2915,20 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     CGQ_TRY(side.fork(&ss)); /* the edge geometry beside the embedding and layer 0's node maps (joined before its conv) */
     /* the default stream's first kernel is launched first: at the step's start the GPU runs each kernel as the host
      * launches it */
-    /* layer 0's linear_up and skip from their rows per species; the embedding itself only where a composed readout
-     * reads it (a one-layer model) or without those rows */
+    /* layer 0's linear_up and skip from their rows per species (and layer 1's linear_up's rows where it is composed);
+     * the embedding itself only where a composed readout reads it (a one-layer model) or without those rows */
     const bool rows0 = g->layer0_rows != nullptr, ro_comp0 = g->ro_composed.ok && g->ro_composed.layer == 0;
-    const int de = hm->node_embedding.out.dim, dhu0 = hm->layers[0].linear_up.out.dim;
+    const up_compose_plan &uc = g->up_comp;
+    const int de = hm->node_embedding.out.dim, dhu0 = hm->layers[0].linear_up.out.dim, ld0 = dhu0 + g->layer0_sc;
+    const int dhu1 = L > 1 ? hm->layers[1].linear_up.out.dim : 0;
     if (NA && (!rows0 || ro_comp0))
         k_species_rows<T>
-            <<<row_blocks(NA), row_threads(de)>>>(NA, 0, c.species, g->embed_table, de, de, a.h[0], 0, nullptr);
+            <<<row_blocks(NA), row_threads(de)>>>(NA, c.species, {g->embed_table, de, 0, de, a.h[0], NA}, {}, {});
     if (NA && rows0) /* a composed readout reads no skip */
-        k_species_rows<T><<<row_blocks(NA), row_threads(std::max(dhu0, g->layer0_sc))>>>(
-            NA, ro_comp0 ? 0 : N, c.species, g->layer0_rows, dhu0 + g->layer0_sc, dhu0, a.hu[0], g->layer0_sc, a.sc);
+        k_species_rows<T><<<row_blocks(NA), row_threads(std::max(std::max(dhu0, g->layer0_sc), uc.rows ? dhu1 : 0))>>>(
+            NA, c.species, {g->layer0_rows, ld0, 0, dhu0, a.hu[0], NA},
+            {g->layer0_rows, ld0, dhu0, g->layer0_sc, a.sc, ro_comp0 ? 0 : N},
+            {uc.rows, dhu1, 0, dhu1, L > 1 ? a.hu[1] : nullptr, uc.rows ? N : 0});
     bool need_ef = !table; /* the edge features feed the radial MLPs and the densities; the tables take r */
     for (int t = 0; t < L; t++) need_ef = need_ef || hm->layers[t].density;
     T *ef_out = need_ef ? a.ef : nullptr;
@@ -2865,7 +2997,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         };
         const bool ro_comp = g->ro_composed.ok && g->ro_composed.layer == t; /* h is never formed */
         if (ly->residual && t > 0 && !ro_comp) CGQ_TRY(skip_beside());       /* beside linear_up and the conv */
-        if (!(t == 0 && rows0))
+        if (!(t == 0 && rows0) && !(t == 1 && uc.ok)) /* else formed from the rows or with layer 0's product linear */
             node_linear_fwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, n_up, hin, din, hu, dhu_t, (T)1,
                                nullptr, 0);
         CGQ_LAUNCH_CHECK();
@@ -2929,9 +3061,18 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         symcon_forward<T>(sp, groups, N, c.species, ly->residual ? Mlin : A, dTt, B, dB);
         prof.mark("symcon");
         CGQ_TRY(side.join()); /* sc */
-        if (!ro_comp)
+        const T *wprod = reinterpret_cast<const T *>(sly->product_linear.weight);
+        if (t == 0 && uc.ok) { /* h's first blocks and layer 1's hu, both from B in one launch (up_compose_plan) */
+            std::vector<lin_gemm<T>> gs;
+            lin_gemm_fwd_parts<T>(&uc.head.l, wprod, N, B, dB, h, dH, (T)1, (ly->use_sc && ly->residual) ? sc : nullptr,
+                                  dsc, gs);
+            lin_gemm_fwd_parts<T>(&uc.comp.l, uc.weights<T>(), N, B, dB, a.hu[1], dhu1, (T)1,
+                                  uc.rows ? a.hu[1] : nullptr, dhu1, gs); /* the rows gathered at the step's start */
+            lin_gemm_launch<T, false>(gs);
+        } else if (!ro_comp) {
             node_linear_fwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, B, dB, h, dH, (T)1,
                                (ly->use_sc && ly->residual) ? sc : nullptr, dsc);
+        }
         CGQ_LAUNCH_CHECK();
         prof.mark("node_fwd");
         for (int r = 0; r < hm->n_readouts; r++)
@@ -2986,8 +3127,14 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
                 } else if (t > 0) { /* layer 0's: the embedding's gradient is not needed */
                     CGQ_CHECK_GPU(cudaMemsetAsync(gh_prev, 0, sizeof(T) * N * din));
                 }
-                node_linear_bwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, gh, dH, gBn,
-                                   maxb, (T)1, 0);
+                if (t == 0 && uc.ok) { /* dE/dB = dE/dhu_1 (Wp Wu)^T + dE/dh Wp^T over h's first blocks */
+                    lin_gemm_bwd<T>(&uc.comp.l, uc.weights<T>(), N, ghu, dhu1, gBn, maxb, (T)1, 0);
+                    lin_gemm_bwd<T>(&uc.head.l, reinterpret_cast<const T *>(sly->product_linear.weight), N, gh, dH, gBn,
+                                    maxb, (T)1, 1);
+                } else {
+                    node_linear_bwd<T>(&ly->product_linear, &sly->product_linear, &dly->product_linear, N, gh, dH, gBn,
+                                       maxb, (T)1, 0);
+                }
             }
             prof.mark("node_bwd");
             const symcon_plan &sp = g->symcon[t];
@@ -3069,7 +3216,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         if (t == 0) break;
         CGQ_TRY(finish_sender_grads<T>(g, chunks.empty(), N, NA, dhu_t, ghu, a.staging, xc));
         if (chunks.empty()) CGQ_TRY(side.join()); /* the skip's gh_prev (else joined in the chunk loop) */
-        node_linear_bwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, N, ghu, dhu_t, gh_prev, din, (T)1, 1);
+        if (!(t == 1 && uc.ok))                   /* else layer 0's reverse reads ghu through the composed map */
+            node_linear_bwd<T>(&ly->linear_up, &sly->linear_up, &dly->linear_up, N, ghu, dhu_t, gh_prev, din, (T)1, 1);
         CGQ_LAUNCH_CHECK();
         prof.mark("node_bwd");
         std::swap(gh, gh_prev);

@@ -631,11 +631,11 @@ static bool lin_gemm_ok(const cgq_linear *hl) {
     return true;
 }
 
-/* y[n] = alpha * linear(x[n]) (+ add[n]); hl: the host copy (irreps, instructions), W: its weights on the GPU */
+/* y[n] = alpha * linear(x[n]) (+ add[n]) as parts of a launch, appended to gs; hl: the host copy (irreps,
+ * instructions), W: its weights on the GPU */
 template <class T>
-static void lin_gemm_fwd(const cgq_linear *hl, const T *W, int64_t n_nodes, const T *x, int64_t ldx, T *y, int64_t ldy,
-                         T alpha, const T *add, int64_t ldadd) {
-    std::vector<lin_gemm<T>> gs;
+static void lin_gemm_fwd_parts(const cgq_linear *hl, const T *W, int64_t n_nodes, const T *x, int64_t ldx, T *y,
+                               int64_t ldy, T alpha, const T *add, int64_t ldadd, std::vector<lin_gemm<T>> &gs) {
     for (int j = 0; j < hl->out.n && n_nodes; j++) {
         const cgq_irrep_block &ob = hl->out.b[j];
         lin_gemm<T> g{};
@@ -649,6 +649,14 @@ static void lin_gemm_fwd(const cgq_linear *hl, const T *W, int64_t n_nodes, cons
         }
         gs.push_back(g);
     }
+}
+
+/* y[n] = alpha * linear(x[n]) (+ add[n]) */
+template <class T>
+static void lin_gemm_fwd(const cgq_linear *hl, const T *W, int64_t n_nodes, const T *x, int64_t ldx, T *y, int64_t ldy,
+                         T alpha, const T *add, int64_t ldadd) {
+    std::vector<lin_gemm<T>> gs;
+    lin_gemm_fwd_parts<T>(hl, W, n_nodes, x, ldx, y, ldy, alpha, add, ldadd, gs);
     lin_gemm_launch<T, false>(gs);
 }
 
