@@ -1500,29 +1500,18 @@ __global__ void k_embed_table(const cgq_model *m, int n_species, double *table) 
     for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < n_species * dout; q += gridDim.x * blockDim.x)
         table[q] = embed_value(lin, q / dout, q % dout);
 }
-/* Columns [col, col + d) of a per-species table's rows (ld doubles each), rounded to T, into out (rows of d) for the
- * first n nodes: the species embedding (embed_table), layer 0's linear_up and skip (build_layer0_rows), layer 1's
- * rows of a composed linear_up (build_up_compose) */
+/* Rows of a per-species table (ld doubles each) for the nodes, rounded to T, a block per node: columns [0, d1) into
+ * out1 (rows of d1) for the NA nodes, columns [d1, d1 + d2) into out2 (rows of d2) for the first N2 of them. The
+ * species embedding (embed_table), layer 0's linear_up and skip (build_layer0_rows), layer 1's composed linear_up's
+ * rows (build_up_compose). */
 template <class T>
-struct species_cols {
-    const double *table = nullptr;
-    int ld = 0, col = 0, d = 0;
-    T *out = nullptr;
-    int64_t n = 0;
-};
-template <class T>
-__device__ inline void species_cols_put(const species_cols<T> &o, int64_t i, int z) {
-    if (i >= o.n) return;
-    const double *row = o.table + (int64_t)z * o.ld + o.col;
-    for (int j = threadIdx.x; j < o.d; j += blockDim.x) o.out[i * o.d + j] = (T)row[j];
-}
-/* up to three tables' columns for each node, a block per node (rows: the largest n) */
-template <class T>
-__global__ void k_species_rows(int64_t rows, const int32_t *species, species_cols<T> a, species_cols<T> b,
-                               species_cols<T> c) {
-    for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {
-        const int z = species[i];
-        species_cols_put(a, i, z), species_cols_put(b, i, z), species_cols_put(c, i, z);
+__global__ void k_species_rows(int64_t NA, int64_t N2, const int32_t *species, const double *table, int ld, int d1,
+                               T *out1, int d2, T *out2) {
+    for (int64_t i = blockIdx.x; i < NA; i += gridDim.x) {
+        const double *row = table + (int64_t)species[i] * ld;
+        for (int j = threadIdx.x; j < d1; j += blockDim.x) out1[i * d1 + j] = (T)row[j];
+        if (i < N2)
+            for (int j = threadIdx.x; j < d2; j += blockDim.x) out2[i * d2 + j] = (T)row[d1 + j];
     }
 }
 /* Launch shape of the row kernels (k_species_rows, NequIP's gates): a block per row (node), a thread per element of a
@@ -2340,8 +2329,8 @@ static cgq_status evaluate_v1(cgq_gpu *g, const cgq_graph *gr, const cgq_exchang
     if (E) k_edge_geometry<<<blocks_for(E), T>>>(c);
     if (NA)
         k_species_rows<double><<<row_blocks(NA), row_threads(hm->node_embedding.out.dim)>>>(
-            NA, c.species, {g->embed_table, hm->node_embedding.out.dim, 0, hm->node_embedding.out.dim, c.emb, NA}, {},
-            {});
+            NA, 0, c.species, g->embed_table, hm->node_embedding.out.dim, hm->node_embedding.out.dim, c.emb, 0,
+            nullptr);
     CGQ_LAUNCH_CHECK();
     for (int t = 0; t < L; t++) {
         const int64_t n_up = t == 0 ? NA : N;
@@ -2915,20 +2904,21 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
     CGQ_TRY(side.fork(&ss)); /* the edge geometry beside the embedding and layer 0's node maps (joined before its conv) */
     /* the default stream's first kernel is launched first: at the step's start the GPU runs each kernel as the host
      * launches it */
-    /* layer 0's linear_up and skip from their rows per species (and layer 1's linear_up's rows where it is composed);
-     * the embedding itself only where a composed readout reads it (a one-layer model) or without those rows */
+    /* layer 0's linear_up and skip from their rows per species; the embedding itself only where a composed readout
+     * reads it (a one-layer model) or without those rows */
     const bool rows0 = g->layer0_rows != nullptr, ro_comp0 = g->ro_composed.ok && g->ro_composed.layer == 0;
-    const up_compose_plan &uc = g->up_comp;
-    const int de = hm->node_embedding.out.dim, dhu0 = hm->layers[0].linear_up.out.dim, ld0 = dhu0 + g->layer0_sc;
-    const int dhu1 = L > 1 ? hm->layers[1].linear_up.out.dim : 0;
+    const int de = hm->node_embedding.out.dim, dhu0 = hm->layers[0].linear_up.out.dim;
     if (NA && (!rows0 || ro_comp0))
         k_species_rows<T>
-            <<<row_blocks(NA), row_threads(de)>>>(NA, c.species, {g->embed_table, de, 0, de, a.h[0], NA}, {}, {});
+            <<<row_blocks(NA), row_threads(de)>>>(NA, 0, c.species, g->embed_table, de, de, a.h[0], 0, nullptr);
     if (NA && rows0) /* a composed readout reads no skip */
-        k_species_rows<T><<<row_blocks(NA), row_threads(std::max(std::max(dhu0, g->layer0_sc), uc.rows ? dhu1 : 0))>>>(
-            NA, c.species, {g->layer0_rows, ld0, 0, dhu0, a.hu[0], NA},
-            {g->layer0_rows, ld0, dhu0, g->layer0_sc, a.sc, ro_comp0 ? 0 : N},
-            {uc.rows, dhu1, 0, dhu1, L > 1 ? a.hu[1] : nullptr, uc.rows ? N : 0});
+        k_species_rows<T><<<row_blocks(NA), row_threads(std::max(dhu0, g->layer0_sc))>>>(
+            NA, ro_comp0 ? 0 : N, c.species, g->layer0_rows, dhu0 + g->layer0_sc, dhu0, a.hu[0], g->layer0_sc, a.sc);
+    const up_compose_plan &uc = g->up_comp; /* layer 1's composed linear_up adds its product to its rows */
+    const int dhu1 = L > 1 ? hm->layers[1].linear_up.out.dim : 0;
+    if (N && uc.rows)
+        k_species_rows<T>
+            <<<row_blocks(N), row_threads(dhu1)>>>(N, 0, c.species, uc.rows, dhu1, dhu1, a.hu[1], 0, nullptr);
     bool need_ef = !table; /* the edge features feed the radial MLPs and the densities; the tables take r */
     for (int t = 0; t < L; t++) need_ef = need_ef || hm->layers[t].density;
     T *ef_out = need_ef ? a.ef : nullptr;
