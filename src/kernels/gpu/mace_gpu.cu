@@ -1652,58 +1652,66 @@ static int layer0_h_read_end(const cgq_gpu *g) {
     return end;
 }
 
-/* up_compose_plan where layer 0's h is read past layer 1's linear_up only in its first blocks, layer 0's skip (if it
- * adds one) is a row per species (build_layer0_rows), and the maps are node GEMMs without biases. A trial, off unless
- * CGQ_GPU_UP_COMPOSE=1: written in session 54, not yet run on a GPU. */
-static cgq_status build_up_compose(cgq_gpu *g) {
+/* up_compose_plan's host part where layer 0's h is read past layer 1's linear_up only in its first blocks, layer 0's
+ * skip (if it adds one) is a row per species (build_layer0_rows), and the maps are node GEMMs without biases: the
+ * head's and comp's instructions, comp's weights w and the rows Wu sc_0 per species (empty without a skip), in double;
+ * u->ok false where the plan does not apply */
+static cgq_status up_compose_host(const cgq_gpu *g, up_compose_plan *u, std::vector<double> *w,
+                                  std::vector<double> *rows) {
     const cgq_model *m = g->host_model;
-    const char *env = getenv("CGQ_GPU_UP_COMPOSE");
-    if (!(env && env[0] == '1') || m->n_layers < 2) return CGQ_STATUS_OK;
+    *u = up_compose_plan{};
+    if (m->n_layers < 2) return CGQ_STATUS_OK;
     const cgq_mace_layer *l0 = &m->layers[0], *l1 = &m->layers[1];
+    const cgq_linear &pl = l0->product_linear;
     const bool adds_sc = l0->use_sc && l0->residual;
-    if (l0->density || (adds_sc && !g->layer0_sc) || !lin_gemm_ok(&l0->product_linear) ||
-        !lin_gemm_ok(&l1->linear_up) || !cgq_linear_composable(&l0->product_linear, &l1->linear_up))
+    if (l0->density || (adds_sc && !g->layer0_sc) || !lin_gemm_ok(&pl) || !cgq_linear_composable(&pl, &l1->linear_up))
         return CGQ_STATUS_OK;
     const int end = layer0_h_read_end(g);
     if (end < 0) return CGQ_STATUS_OK;
-    up_compose_plan &u = g->up_comp;
-    const cgq_linear &pl = l0->product_linear;
     int nb = 0; /* h's first blocks up to the end */
     while (nb < pl.out.n && pl.out.b[nb].offset < end) nb++;
-    u.head.l.in = pl.in, u.head.l.out = pl.out, u.head.l.out.n = nb;
+    u->head.l.in = pl.in, u->head.l.out = pl.out, u->head.l.out.n = nb;
     for (int k = 0; k < pl.n_ins; k++)
-        if (pl.ins_out[k] < nb) u.head.add(pl.ins_in[k], pl.ins_out[k], pl.w_offset[k], pl.path_weight[k]);
+        if (pl.ins_out[k] < nb) u->head.add(pl.ins_in[k], pl.ins_out[k], pl.w_offset[k], pl.path_weight[k]);
     cgq_linear c;
     CGQ_TRY(cgq_linear_compose(&pl, &l1->linear_up, &c));
-    u.comp.l.in = c.in, u.comp.l.out = c.out;
+    u->comp.l.in = c.in, u->comp.l.out = c.out;
     int64_t numel = 0;
     for (int k = 0; k < c.n_ins; k++) {
-        u.comp.add(c.ins_in[k], c.ins_out[k], c.w_offset[k], c.path_weight[k]);
+        u->comp.add(c.ins_in[k], c.ins_out[k], c.w_offset[k], c.path_weight[k]);
         numel += (int64_t)c.in.b[c.ins_in[k]].mul * c.out.b[c.ins_out[k]].mul;
     }
-    std::vector<double> w(c.weight, c.weight + numel);
+    w->assign(c.weight, c.weight + numel);
     cgq_linear_compose_free(&c);
-    if (!lin_gemm_ok(&u.comp.l)) {
-        u = up_compose_plan{};
-        return CGQ_STATUS_OK;
+    if (!lin_gemm_ok(&u->comp.l)) return CGQ_STATUS_OK;
+    rows->clear();
+    if (adds_sc) { /* Wu sc_0 per species, in double by the reference's map */
+        const int dhu0 = l0->linear_up.out.dim, ld = dhu0 + g->layer0_sc, dhu1 = l1->linear_up.out.dim;
+        rows->resize((size_t)m->n_species * dhu1);
+        for (int z = 0; z < m->n_species; z++)
+            cgq_linear_forward(&l1->linear_up, g->layer0_rows_host.data() + (size_t)z * ld + dhu0,
+                               rows->data() + (size_t)z * dhu1);
     }
+    u->ok = true;
+    return CGQ_STATUS_OK;
+}
+
+/* up_compose_plan on the device: a trial, off unless CGQ_GPU_UP_COMPOSE=1 (written in session 54, not yet run on a
+ * GPU) */
+static cgq_status build_up_compose(cgq_gpu *g) {
+    const char *env = getenv("CGQ_GPU_UP_COMPOSE");
+    if (!(env && env[0] == '1')) return CGQ_STATUS_OK;
+    up_compose_plan &u = g->up_comp;
+    std::vector<double> w, rows;
+    CGQ_TRY(up_compose_host(g, &u, &w, &rows));
+    if (!u.ok) return CGQ_STATUS_OK;
     std::vector<float> wf(w.begin(), w.end());
-    double *dw = w.data();
+    double *dw = w.data(), *dr = rows.empty() ? nullptr : rows.data();
     float *dwf = wf.data();
     CGQ_TRY(upload(g, &dw, w.size()));
     CGQ_TRY(upload(g, &dwf, wf.size()));
-    u.w = dw, u.w_f = reinterpret_cast<const double *>(dwf);
-    if (adds_sc) { /* Wu sc_0 per species, in double by the reference's map */
-        const int dhu0 = l0->linear_up.out.dim, ld = dhu0 + g->layer0_sc, dhu1 = l1->linear_up.out.dim;
-        std::vector<double> rows((size_t)m->n_species * dhu1);
-        for (int z = 0; z < m->n_species; z++)
-            cgq_linear_forward(&l1->linear_up, g->layer0_rows_host.data() + (size_t)z * ld + dhu0,
-                               rows.data() + (size_t)z * dhu1);
-        double *dr = rows.data();
-        CGQ_TRY(upload(g, &dr, rows.size()));
-        u.rows = dr;
-    }
-    u.ok = true;
+    CGQ_TRY(upload(g, &dr, rows.size()));
+    u.w = dw, u.w_f = reinterpret_cast<const double *>(dwf), u.rows = dr;
     return CGQ_STATUS_OK;
 }
 
