@@ -152,7 +152,7 @@ struct cgq_gpu {
     /* layer 0's linear_up and residual skip, a row per species (build_layer0_rows); null: the node GEMMs run */
     double *layer0_rows = nullptr;
     int layer0_sc = 0;                    /* the rows' skip columns after the linear_up's (0: none) */
-    std::vector<double> layer0_rows_host; /* the same on the host (build_up_compose reads the skip's) */
+    std::vector<double> layer0_rows_host; /* the same on the host, until build_up_compose has read the skip's */
     up_compose_plan up_comp;              /* layer 0's product linear into layer 1's linear_up (CGQ_GPU_UP_COMPOSE=1) */
     int fp32;
     void *arena_f = nullptr; /* the working precision's arrays (NequIP: laid out like arena; MACE v2: v2_arrays) */
@@ -1622,7 +1622,7 @@ static cgq_status build_layer0_rows(cgq_gpu *g) {
     }
     double *d = rows.data();
     CGQ_TRY(upload(g, &d, rows.size()));
-    g->layer0_rows = d, g->layer0_sc = dsc, g->layer0_rows_host = rows;
+    g->layer0_rows = d, g->layer0_sc = dsc, g->layer0_rows_host = std::move(rows);
     return CGQ_STATUS_OK;
 }
 
@@ -1700,11 +1700,11 @@ static cgq_status up_compose_host(const cgq_gpu *g, up_compose_plan *u, std::vec
  * GPU) */
 static cgq_status build_up_compose(cgq_gpu *g) {
     const char *env = getenv("CGQ_GPU_UP_COMPOSE");
-    if (!(env && env[0] == '1')) return CGQ_STATUS_OK;
     up_compose_plan &u = g->up_comp;
     std::vector<double> w, rows;
-    CGQ_TRY(up_compose_host(g, &u, &w, &rows));
-    if (!u.ok) return CGQ_STATUS_OK;
+    const cgq_status st = env && env[0] == '1' ? up_compose_host(g, &u, &w, &rows) : CGQ_STATUS_OK;
+    std::vector<double>().swap(g->layer0_rows_host); /* read by the plan's host part alone: not kept */
+    if (st != CGQ_STATUS_OK || !u.ok) return st;
     std::vector<float> wf(w.begin(), w.end());
     double *dw = w.data(), *dr = rows.empty() ? nullptr : rows.data();
     float *dwf = wf.data();
