@@ -10,10 +10,18 @@
 # RACE_PAIRS_FILTER: racecheck on those. The steps' times come first, on a quiet GPU, and every result reaches $OUT as
 # it comes, so a call cut at its limit still returns them (session 49: with BASE=1 and a racecheck of a whole fp32
 # step of ssmace_zbl_agnesi_l2, which takes more than 120 s, the old order, ctest first, passed 600 s and returned
-# nothing). ctest is bounded by CT seconds (default 400).
+# nothing). ctest is bounded by CT seconds (default 400); CT_REGEX: only the ctests matching it (`ctest -R`), e.g. the
+# ones a first call cut. The CPU's float64 references are computed once for the whole run and shared between its test
+# processes (tests/reference_cache.h): one fresh CGQ_TEST_SEED for the run (printed; set it to repeat a run), the
+# cache in /tmp/cgq_references (REFCACHE=0: each process computes its own, each with its own seed).
 set -u
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
+if [ "${REFCACHE:-1}" = 1 ]; then
+  export CGQ_TEST_SEED=${CGQ_TEST_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+  export CGQ_TEST_REFERENCE_CACHE=/tmp/cgq_references
+  rm -rf "$CGQ_TEST_REFERENCE_CACHE" && mkdir -p "$CGQ_TEST_REFERENCE_CACHE"
+fi
 source bench/device_build.sh
 { [ "${BENCH:-0}" = 1 ] || [ "${LAMMPS:-0}" = 1 ]; } && make_models
 BASE_PID=""
@@ -92,8 +100,10 @@ R=${RACE_FILTER:-'*Fused*mace01*:*Fused*water_mace*:*RadialTable*mace01*:*Radial
 start=$(date +%s)
 # 2 OpenMP threads per test (the CPU references): 16 per test at -j8 asks for 128 threads on 16 cores (374 s in session 15;
 # the 9 whole-binary variants alone took 89 s at 2 threads and -j9)
-OMP_NUM_THREADS=2 timeout ${CT:-400} ctest --test-dir build-gpu -L gpu -j12 --output-on-failure >/tmp/ctest_gpu.log 2>&1
-echo "ctest -L gpu (rc $?): $(( $(date +%s) - start )) s" >"$OUT/ctest_summary.txt"
+OMP_NUM_THREADS=2 timeout ${CT:-400} ctest --test-dir build-gpu -L gpu -j12 --output-on-failure ${CT_REGEX:+-R "$CT_REGEX"} \
+  >/tmp/ctest_gpu.log 2>&1
+echo "ctest -L gpu${CT_REGEX:+ -R '$CT_REGEX'} (rc $?): $(( $(date +%s) - start )) s, seed ${CGQ_TEST_SEED:-per process}," \
+  "$(ls ${CGQ_TEST_REFERENCE_CACHE:-/nonexistent} 2>/dev/null | wc -l) references shared" >"$OUT/ctest_summary.txt"
 grep -E "tests passed|tests failed|Total Test time" /tmp/ctest_gpu.log >>"$OUT/ctest_summary.txt"
 echo "skipped (no plan of that kind for the model): $(grep -c '\*\*\*Skipped' /tmp/ctest_gpu.log)" >>"$OUT/ctest_summary.txt"
 grep -E "\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception" /tmp/ctest_gpu.log | head -20 >>"$OUT/ctest_summary.txt"

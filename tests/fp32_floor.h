@@ -4,7 +4,9 @@
 // change of the three on the CPU's float64 path. Random-weight fixtures have cells whose energy is a cancellation of
 // much larger terms: NequIP's tiny cell (two atoms, site energies 0.077 and -0.004 eV) moves by 5e-7 to 2.3e-6 of
 // its energy scale at the pairs test's random positions (30 draws), so a fixed 1e-6 limit there tests the fixture's
-// conditioning, not the GPU. The fp32 tests allow max(1e-6 of the scale, kFp32FloorFactor x the floor).
+// conditioning, not the GPU. The fp32 tests allow max(1e-6 of the scale, kFp32FloorFactor x the floor). With a
+// reference cache (reference_cache.h) the perturbed models' energies come from it where another process computed
+// them, and the copies are made only when one is missing.
 #pragma once
 
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <memory>
 
+#include "reference_cache.h"
 #include "test_util.h"
 
 namespace cgqtest {
@@ -72,36 +75,53 @@ inline bool write_perturbed_copy(const std::string &src, const std::string &dst,
 
 class Fp32Floor {
   public:
-    explicit Fp32Floor(const std::string &model_file) {
-        const std::string base = model_file.substr(model_file.find_last_of('/') + 1);
-        for (int k = 0; k < 3; k++) {
-            /* per process: ctest runs several test_gpu processes on one fixture at once */
-            const std::string copy =
-                ::testing::TempDir() + "fp32floor_" + std::to_string(getpid()) + "_" + std::to_string(k) + "_" + base;
-            if (!detail::write_perturbed_copy(model_file, copy, 1000 + k)) return;
-            models_.push_back(std::make_unique<Model>(copy));
-            std::remove(copy.c_str());
-            if (!models_.back()->m) return;
-            evaluators_.push_back(std::make_unique<Evaluator>(models_.back()->m));
-            if (!evaluators_.back()->e) return;
-        }
-        ok_ = true;
+    explicit Fp32Floor(const std::string &model_file, ReferenceCache cache = ReferenceCache::from_environment())
+        : file_(model_file), cache_(std::move(cache)) {
+        ok_ = cache_.enabled() || build(); /* with a cache, built at its first miss */
     }
     bool ok() const { return ok_; }
-    // the largest |E_k - e64| of the perturbed models at pos (e64: the unperturbed float64 energy there)
+    // the largest |E_k - e64| of the perturbed models at pos (e64: the unperturbed float64 energy there); a failure
+    // to build the perturbed models fails the test and returns 0 (the tightest limit), never a wider one
     double energy(const Case &c, const std::vector<double> &pos, double e64) const {
         double floor = 0.0;
-        for (const auto &ev : evaluators_) {
-            const Eval r = evaluate(ev->e, c, pos);
-            floor = std::fmax(floor, r.status == CGQ_STATUS_OK ? std::fabs(r.energy - e64) : HUGE_VAL);
+        for (int k = 0; k < kCopies; k++) {
+            const Eval r = cache_.cached(file_, "fp32 floor " + std::to_string(k), c, pos, [&] {
+                if (evaluators_.size() < kCopies && !build()) return Eval{CGQ_STATUS_BAD_FILE, 0.0, {0}, {}, {}, {}};
+                return evaluate(evaluators_[k]->e, c, pos);
+            });
+            if (r.status != CGQ_STATUS_OK) {
+                ADD_FAILURE() << "fp32 floor of " << file_ << ": " << cgq_last_error();
+                return 0.0;
+            }
+            floor = std::fmax(floor, std::fabs(r.energy - e64));
         }
         return floor;
     }
 
   private:
-    std::vector<std::unique_ptr<Model>> models_;
-    std::vector<std::unique_ptr<Evaluator>> evaluators_;
+    static constexpr int kCopies = 3;
+    std::string file_;
+    ReferenceCache cache_;
+    mutable std::vector<std::unique_ptr<Model>> models_; /* built lazily where a cache is in use */
+    mutable std::vector<std::unique_ptr<Evaluator>> evaluators_;
     bool ok_ = false;
+
+    bool build() const {
+        models_.clear(), evaluators_.clear();
+        const std::string base = file_.substr(file_.find_last_of('/') + 1);
+        for (int k = 0; k < kCopies; k++) {
+            /* per process: ctest runs several test_gpu processes on one fixture at once */
+            const std::string copy =
+                ::testing::TempDir() + "fp32floor_" + std::to_string(getpid()) + "_" + std::to_string(k) + "_" + base;
+            if (!detail::write_perturbed_copy(file_, copy, 1000 + k)) return false;
+            models_.push_back(std::make_unique<Model>(copy));
+            std::remove(copy.c_str());
+            if (!models_.back()->m) return false;
+            evaluators_.push_back(std::make_unique<Evaluator>(models_.back()->m));
+            if (!evaluators_.back()->e) return false;
+        }
+        return true;
+    }
 };
 
 }  // namespace cgqtest

@@ -1,5 +1,6 @@
 // test_gpu.cpp (ctest label gpu): the GPU backend against the float64 CPU reference on every fixture,
-// on the stored structures and on freshly perturbed ones, and bitwise determinism over repeats.
+// on the stored structures and on freshly perturbed ones, and bitwise determinism over repeats. The CPU's results can
+// be shared between the processes of one ctest run (reference_cache.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,10 +10,15 @@
 
 #include "fp32_floor.h"
 #include "pairs_util.h"
+#include "reference_cache.h"
 
 using namespace cgqtest;
 
 namespace {
+// the CPU's float64 results, shared between this run's processes where CGQ_TEST_REFERENCE_CACHE is set
+const ReferenceCache kReferences = ReferenceCache::from_environment();
+const char *const kCpuTag = "cpu fp64 cgq_evaluate_system";
+
 cgq_evaluator *make(const cgq_model *m, cgq_device d, cgq_precision prec = CGQ_PRECISION_FP64,
                     cgq_status *status = nullptr) {
     cgq_evaluator_params p = cgq_evaluator_default_params();
@@ -65,7 +71,7 @@ TEST_P(Gpu, MatchesCpuReferenceAndIsDeterministic) {
     ASSERT_NE(cpu, nullptr);
     const unsigned seed = test_seed();
     for_each_structure(GetParam(), seed, [&](const Case &c, const std::vector<double> &pos, const char *label) {
-        Eval a = evaluate(cpu, c, pos), b = evaluate(gpu, c, pos);
+        Eval a = kReferences.evaluate_cached(cpu, GetParam(), kCpuTag, c, pos), b = evaluate(gpu, c, pos);
         ASSERT_EQ(a.status, CGQ_STATUS_OK) << cgq_last_error();
         ASSERT_EQ(b.status, CGQ_STATUS_OK) << cgq_last_error();
         const size_t n = c.Z.size();
@@ -108,7 +114,7 @@ TEST_P(Gpu, Float32WithinTolerancesAndDeterministic) {
     ASSERT_TRUE(floor.ok()) << cgq_last_error();
     const unsigned seed = test_seed();
     for_each_structure(GetParam(), seed, [&](const Case &c, const std::vector<double> &pos, const char *label) {
-        Eval a = evaluate(cpu, c, pos), b = evaluate(gpu, c, pos);
+        Eval a = kReferences.evaluate_cached(cpu, GetParam(), kCpuTag, c, pos), b = evaluate(gpu, c, pos);
         ASSERT_EQ(a.status, CGQ_STATUS_OK) << cgq_last_error();
         ASSERT_EQ(b.status, CGQ_STATUS_OK) << cgq_last_error();
         const size_t n = c.Z.size();
@@ -196,7 +202,7 @@ static void check_pairs_on_device(const std::string &file, cgq_precision prec) {
             std::vector<double> pos = c.pos;
             for (double &v : pos) v += move(rng);
             const std::vector<double> x = p.positions(pos, c.cell);
-            const Eval a = evaluate(cpu, c, pos);
+            const Eval a = kReferences.evaluate_cached(cpu, file, kCpuTag, c, pos);
             double sites = 0.0;
             for (size_t i = 0; i < c.Z.size(); i++) sites += std::fabs(a.atomic_energies[i]);
             const double escale = std::fmax(std::fabs(a.energy), sites), fs = std::fmax(max_abs(a.forces), 1e-6);
