@@ -221,9 +221,9 @@ TEST_P(GpuKernels, ReadoutMatchesCpu) {
             expect_close(GetParam(), ro->layer, fp32, seed, "d readout/dh", gh, ghr);
         }
         // the last layer's readout composed with its product linear and skip, against readout(product_linear(B) +
-        // skip(x, species)) and that chain's reverse
-        const int rc = cgq_gpu_readout_composed(g);
-        std::printf("  composed readout: %s\n", rc < 0 ? "none" : "yes");
+        // skip(x, species)) and that chain's reverse, plus the layer below's readout of x where it is merged in
+        const int rc = cgq_gpu_readout_composed(g), rm = cgq_gpu_readout_merged(g);
+        std::printf("  composed readout: %s, merged readout: %s\n", rc < 0 ? "none" : "yes", rm < 0 ? "none" : "yes");
         if (rc < 0) return;
         const cgq_readout *ro = &m->readouts[rc];
         const cgq_mace_layer *ly = &m->layers[ro->layer];
@@ -254,6 +254,13 @@ TEST_P(GpuKernels, ReadoutMatchesCpu) {
             mace_readout_backward(ro, z.data(), 1.0, gh.data(), tmp.data());
             cgq_linear_backward(&ly->product_linear, gh.data(), &gBr[i * dB]);
             if (skip) cgq_tp_node_backward_x1(&ly->skip_tp, onehot.data(), gh.data(), &gxr[i * din]);
+            if (rm >= 0) {
+                const cgq_readout *below = &m->readouts[rm];
+                std::vector<double> zb(mace_readout_hidden(below) + 1),
+                    tb(4 * below->linear_1.out.dim + below->linear_2.out.dim + 1);
+                outr[i] += mace_readout_forward(below, &x[i * din], zb.data(), tb.data());
+                mace_readout_backward(below, zb.data(), 1.0, &gxr[i * din], tb.data());
+            }
         }
         expect_close(GetParam(), ro->layer, fp32, seed, "composed", out, outr);
         expect_close(GetParam(), ro->layer, fp32, seed, "composed dE/dB", gB, gBr);

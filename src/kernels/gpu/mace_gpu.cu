@@ -163,6 +163,7 @@ struct cgq_gpu {
     linskip_plan linskip[CGQ_MAX_LAYERS]; /* a non-residual layer's linear and skip as one GEMM (node_ops.cuh) */
     readout_plan readouts[CGQ_MAX_LAYERS]; /* MACE v2: the readouts as dense matrices (readout.cuh) */
     readout_plan ro_composed;   /* the last layer's readout with its product linear and skip (build_composed_readout) */
+    readout_merge ro_merge;     /* the layer below's linear readout merged into it (CGQ_GPU_RO_MERGE=1) */
     int ro_composed_index = -1; /* the readout it stands for */
     radial_table radial[CGQ_MAX_LAYERS]; /* fp32: the radial MLPs as tables (all layers or none) */
     radial_table wtab[CGQ_MAX_LAYERS];   /* fp32 MACE: the convolution weights' tables (build_weight_tables) */
@@ -1406,8 +1407,11 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
     if (st == CGQ_STATUS_OK && g->v2 && !set_smem_limits_all(g)) g->v2 = 0;
     if (getenv("CGQ_GPU_V1")) g->v2 = 0; /* the v1 steps, for comparisons */
     const char *compose = getenv("CGQ_GPU_RO_COMPOSE"); /* =0: the product linear and skip as GEMMs, h formed */
+    /* =1: the layer below's linear readout merged into the composed one (a trial, session 55, not yet run on a GPU) */
+    const char *merge = getenv("CGQ_GPU_RO_MERGE");
     for (int r = 0; r < m->n_readouts && st == CGQ_STATUS_OK && g->v2 && !(compose && compose[0] == '0'); r++) {
-        st = build_composed_readout(m, r, g->readouts[r], device_uploader{g}, &g->ro_composed);
+        st = build_composed_readout(m, r, g->readouts[r], device_uploader{g}, &g->ro_composed,
+                                    merge && merge[0] == '1' ? &g->ro_merge : nullptr);
         if (g->ro_composed.ok) {
             g->ro_composed_index = r;
             break;
@@ -3076,11 +3080,12 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         prof.mark("node_fwd");
         for (int r = 0; r < hm->n_readouts; r++)
             if (ro_comp && r == g->ro_composed_index)
-                k_readout_fwd<T><<<ro_blocks, RO_LANES * RO_GROUPS>>>(g->ro_composed, N, B, dB, hin, din, c.species,
-                                                                      a.ro_z[r], a.e_acc);
-            else if (g->readouts[r].layer == t)
+                (g->ro_merge.index >= 0 ? k_readout_fwd<T, true> : k_readout_fwd<T, false>)
+                    <<<ro_blocks, RO_LANES * RO_GROUPS>>>(g->ro_composed, N, B, dB, hin, din, c.species, a.ro_z[r],
+                                                          a.e_acc, g->ro_merge);
+            else if (g->readouts[r].layer == t && r != g->ro_merge.index) /* a merged one: in the composed */
                 k_readout_fwd<T><<<ro_blocks, RO_LANES * RO_GROUPS>>>(g->readouts[r], N, h, dH, nullptr, 0, nullptr,
-                                                                      a.ro_z[r], a.e_acc);
+                                                                      a.ro_z[r], a.e_acc, readout_merge());
         CGQ_LAUNCH_CHECK();
         prof.mark("readout");
     }
@@ -3111,14 +3116,16 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
         if (N) {
             if (ro_comp) { /* dE/dB (every column) and dE/dx from the readout: no skip, no product linear */
                 if (t > 0) CGQ_CHECK_GPU(cudaMemsetAsync(gh_prev, 0, sizeof(T) * N * din));
-                k_readout_bwd<T><<<ro_blocks, RO_LANES * RO_GROUPS>>>(g->ro_composed, N, a.ro_z[g->ro_composed_index],
-                                                                      hm->scale, gBn, maxb, t > 0 ? gh_prev : nullptr,
-                                                                      din, c.species);
+                (g->ro_merge.index >= 0 ? k_readout_bwd<T, true> : k_readout_bwd<T, false>)
+                    <<<ro_blocks, RO_LANES * RO_GROUPS>>>(g->ro_composed, N, a.ro_z[g->ro_composed_index], hm->scale,
+                                                          gBn, maxb, t > 0 ? gh_prev : nullptr, din, c.species,
+                                                          g->ro_merge);
             } else {
                 for (int r = 0; r < hm->n_readouts; r++)
-                    if (g->readouts[r].layer == t)
+                    if (g->readouts[r].layer == t && r != g->ro_merge.index) /* merged: dE/dh written above */
                         k_readout_bwd<T><<<ro_blocks, RO_LANES * RO_GROUPS>>>(g->readouts[r], N, a.ro_z[r], hm->scale,
-                                                                              gh, dH, nullptr, 0, nullptr);
+                                                                              gh, dH, nullptr, 0, nullptr,
+                                                                              readout_merge());
                 if (t > 0 && ly->use_sc && ly->residual) { /* beside the layer's reverse, joined before its conv */
                     cudaStream_t st = 0;
                     CGQ_TRY(side.fork(&st));
@@ -3359,8 +3366,8 @@ extern "C" cgq_status cgq_gpu_skip_tp(cgq_gpu *g, int layer, int64_t n, const in
 /* A readout plan's kernels alone on n rows: out[i] = its output from row i of in1 (width d1) and, for a composed plan,
  * of x (width d2, the nodes' species); g1, g2 = d(out)/d(in1), d(out)/dx (scale 1) */
 template <class T>
-static cgq_status readout_t(const readout_plan &p, int64_t n, const int32_t *species, const double *in1, int d1,
-                            const double *x, int d2, double *out, double *g1, double *g2) {
+static cgq_status readout_t(const readout_plan &p, const readout_merge &mg, int64_t n, const int32_t *species,
+                            const double *in1, int d1, const double *x, int d2, double *out, double *g1, double *g2) {
     const unsigned blocks = (unsigned)std::min<int64_t>((n + RO_GROUPS - 1) / RO_GROUPS, 65535);
     double *dz = nullptr, *de = nullptr;
     auto run = [&]() -> cgq_status {
@@ -3372,12 +3379,14 @@ static cgq_status readout_t(const readout_plan &p, int64_t n, const int32_t *spe
         if (x) in.push_back({x, n * d2}), outs.push_back({g2, n * d2});
         cudaError_t err = cudaSuccess;
         CGQ_TRY(run_on_device<T>(in, outs, species, n, [&](const int32_t *dsp, T *const *i, T *const *o) {
-            k_readout_fwd<T><<<blocks, RO_LANES * RO_GROUPS>>>(p, n, i[0], d1, x ? i[1] : nullptr, d2, dsp, dz, de);
+            (mg.index >= 0 ? k_readout_fwd<T, true> : k_readout_fwd<T, false>)
+                <<<blocks, RO_LANES * RO_GROUPS>>>(p, n, i[0], d1, x ? i[1] : nullptr, d2, dsp, dz, de, mg);
             /* as the step: a plan's rows are added to dE/dh, a composed plan's written (dE/dB: every column, so
              * NaN bits before; dE/dx: zeros before, its columns that feed a unit written) */
             for (size_t k = 0; k < outs.size() && err == cudaSuccess; k++)
                 err = cudaMemset(o[k], p.composed && k == 0 ? 0xff : 0, sizeof(T) * (size_t)outs[k].second);
-            k_readout_bwd<T><<<blocks, RO_LANES * RO_GROUPS>>>(p, n, dz, 1.0, o[0], d1, x ? o[1] : nullptr, d2, dsp);
+            (mg.index >= 0 ? k_readout_bwd<T, true> : k_readout_bwd<T, false>)
+                <<<blocks, RO_LANES * RO_GROUPS>>>(p, n, dz, 1.0, o[0], d1, x ? o[1] : nullptr, d2, dsp, mg);
         }));
         CGQ_CHECK_GPU(err);
         CGQ_CHECK_GPU(cudaMemcpy(out, de, sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost));
@@ -3396,12 +3405,16 @@ extern "C" cgq_status cgq_gpu_readout(cgq_gpu *g, int r, int64_t n, const double
     const readout_plan &p = g->readouts[r];
     const int dH = g->host_model->layers[p.layer].product_linear.out.dim;
     const std::vector<int32_t> species((size_t)n, 0);
-    return g->fp32 ? readout_t<float>(p, n, species.data(), h, dH, nullptr, 0, out, gh, nullptr)
-                   : readout_t<double>(p, n, species.data(), h, dH, nullptr, 0, out, gh, nullptr);
+    return g->fp32 ? readout_t<float>(p, readout_merge(), n, species.data(), h, dH, nullptr, 0, out, gh, nullptr)
+                   : readout_t<double>(p, readout_merge(), n, species.data(), h, dH, nullptr, 0, out, gh, nullptr);
 }
 
 extern "C" int cgq_gpu_readout_composed(const cgq_gpu *g) {
     return g->ro_composed.ok ? g->ro_composed_index : -1;
+}
+
+extern "C" int cgq_gpu_readout_merged(const cgq_gpu *g) {
+    return g->ro_composed.ok ? g->ro_merge.index : -1;
 }
 
 extern "C" cgq_status cgq_gpu_readout_composed_run(cgq_gpu *g, int64_t n, const int32_t *species, const double *B,
@@ -3410,8 +3423,8 @@ extern "C" cgq_status cgq_gpu_readout_composed_run(cgq_gpu *g, int64_t n, const 
         return cgq_fail(CGQ_STATUS_INVALID_ARGUMENT, "cgq_gpu_readout_composed_run: no composed readout (or no nodes)");
     const readout_plan &p = g->ro_composed;
     const int dB = g->host_model->layers[p.layer].product_out.dim, din = mace_layer_in_dim(g->host_model, p.layer);
-    return g->fp32 ? readout_t<float>(p, n, species, B, dB, x, din, out, gB, gx)
-                   : readout_t<double>(p, n, species, B, dB, x, din, out, gB, gx);
+    return g->fp32 ? readout_t<float>(p, g->ro_merge, n, species, B, dB, x, din, out, gB, gx)
+                   : readout_t<double>(p, g->ro_merge, n, species, B, dB, x, din, out, gB, gx);
 }
 
 template <class T>

@@ -36,6 +36,15 @@ struct readout_plan {
     const double *wm = nullptr, *bm = nullptr, *w2 = nullptr; /* device: H x H, H, H (head column) */
 };
 
+/* The linear readout of the layer below merged into a composed plan (build_composed_readout, merge): its output added
+ * to the plan's. The readout kernels take it as their last parameter, so that their other parameters keep their
+ * places in the kernels without it. */
+struct readout_merge {
+    int index = -1;            /* that readout, -1 for none */
+    const double *w = nullptr; /* device: its weight per x row of the plan (nrows - nb), 0 where it reads none */
+    double b = 0.0;            /* its bias */
+};
+
 /* Dense form of a linear on the host: y = x D + b, D row-major din x dout (the paths' pw * W, exact products). */
 static void dense_linear(const cgq_linear *lin, std::vector<double> *D, std::vector<double> *b) {
     const int din = lin->in.dim, dout = lin->out.dim;
@@ -118,17 +127,41 @@ static cgq_status build_readout_plan(const cgq_readout *ro, Upload up, readout_p
     return CGQ_STATUS_OK;
 }
 
+/* The linear readout of the layer below layer t (its input is layer t's input x), to be added to the composed readout
+ * of layer t (merge_below): its index, or -1 where there is none, or another readout reads that layer. wx: its weight
+ * per column of x (din), b: its bias. */
+static int linear_readout_below(const cgq_model *m, int t, int din, std::vector<double> *wx, double *b) {
+    int q = -1;
+    for (int k = 0; k < m->n_readouts; k++)
+        if (t > 0 && m->readouts[k].layer == t - 1) {
+            if (q >= 0) return -1;
+            q = k;
+        }
+    if (q < 0 || m->readouts[q].kind != CGQ_READOUT_LINEAR || m->readouts[q].linear_1.in.dim != din) return -1;
+    std::vector<double> D, bias;
+    dense_linear(&m->readouts[q].linear_1, &D, &bias);
+    const int d1 = m->readouts[q].linear_1.out.dim, head = m->readouts[q].head_index;
+    wx->assign(din, 0.0);
+    for (int c = 0; c < din; c++) (*wx)[c] = D[(size_t)c * d1 + head];
+    *b = bias[head];
+    return q;
+}
+
 /* The last layer's readout composed with that layer's product linear and residual skip: h = product_linear(B) +
  * skip(x, species) is read by this readout alone, so its first layer becomes z = B Wb + x Wx_s + b1' with the weights
  * multiplied once here in double (Wb = Dp W1, Wx_s = Ds W1, b1' = b1 + bp W1), and h is never formed; the reverse
  * writes dE/dB and dE/dx. plain: readout r's plan, whose later layers' device arrays the composed plan shares. The
  * rows are every column of B (so the reverse writes all of dE/dB), then the columns of x that feed a unit; each
  * species has its own table of nrows x H. p->ok is false where the form does not allow it: another readout of that
- * layer, or a skip that is not the per-species product skip_gemm_fwd runs. */
+ * layer, or a skip that is not the per-species product skip_gemm_fwd runs. merge (null: none): the linear readout
+ * of the layer below, which reads x alone, added to this one where there is one (its columns of x among the rows, its
+ * dot product in the forward, its constant gradient in the reverse's rows of dE/dx), so that it has no launches of
+ * its own; merge->index -1 where there is none. */
 template <class Upload>
 static cgq_status build_composed_readout(const cgq_model *m, int r, const readout_plan &plain, Upload up,
-                                         readout_plan *p) {
+                                         readout_plan *p, readout_merge *merge = nullptr) {
     *p = readout_plan();
+    if (merge) *merge = readout_merge();
     const cgq_readout *ro = &m->readouts[r];
     const int t = ro->layer, S = m->n_species, H = plain.H;
     if (!plain.ok || t != m->n_layers - 1) return CGQ_STATUS_OK;
@@ -141,6 +174,9 @@ static cgq_status build_composed_readout(const cgq_model *m, int r, const readou
     if (ly->product_linear.in.dim != dB ||
         (skip && (tp->in2.n != 1 || tp->in2.b[0].mul != S || tp->out.dim != dH || tp->in1.dim != din || !tp->weight)))
         return CGQ_STATUS_OK;
+    std::vector<double> wlin;
+    double blin = 0.0;
+    const int merged = merge ? linear_readout_below(m, t, din, &wlin, &blin) : -1;
     /* W1 as rows of h: w1(c, j) */
     std::vector<double> D1, b1, Dp, bp;
     dense_linear(&ro->linear_1, &D1, &b1);
@@ -190,12 +226,12 @@ static cgq_status build_composed_readout(const cgq_model *m, int r, const readou
                         }
                 }
         }
-        for (int xr = 0; xr < din; xr++) {
-            bool any = false;
-            for (int s = 0; s < S && !any; s++)
-                for (int j = 0; j < H && !any; j++) any = WX[((size_t)s * din + xr) * H + j] != 0.0;
-            if (any) xrows.push_back(xr);
-        }
+    }
+    for (int xr = 0; xr < din && (skip || merged >= 0); xr++) { /* the x columns that feed a unit or the merged one */
+        bool any = merged >= 0 && wlin[xr] != 0.0;
+        for (int s = 0; s < S && !any && skip; s++)
+            for (int j = 0; j < H && !any; j++) any = WX[((size_t)s * din + xr) * H + j] != 0.0;
+        if (any) xrows.push_back(xr);
     }
     const int nrows = dB + (int)xrows.size(), tables = skip ? S : 1;
     if ((size_t)tables * nrows * H * sizeof(double) > ((size_t)64 << 20)) return CGQ_STATUS_OK; /* too large a table */
@@ -206,11 +242,17 @@ static cgq_status build_composed_readout(const cgq_model *m, int r, const readou
     for (int s = 0; s < tables; s++) {
         double *ws = &w1[(size_t)s * nrows * H];
         std::copy(WB.begin(), WB.end(), ws);
-        for (size_t k = 0; k < xrows.size(); k++)
+        for (size_t k = 0; k < xrows.size() && skip; k++) /* (no skip: the merged readout's rows, zeros here) */
             std::copy_n(&WX[((size_t)s * din + xrows[k]) * H], H, ws + (dB + k) * H);
     }
     *p = plain;
     p->nrows = nrows, p->nb = dB, p->w1_species = skip ? (int64_t)nrows * H : 0, p->composed = true;
+    if (merged >= 0) {
+        std::vector<double> wl(xrows.size());
+        for (size_t k = 0; k < xrows.size(); k++) wl[k] = wlin[xrows[k]];
+        merge->index = merged, merge->b = blin;
+        CGQ_TRY(up(&merge->w, wl));
+    }
     CGQ_TRY(up(&p->rows, rows));
     CGQ_TRY(up(&p->w1, w1));
     CGQ_TRY(up(&p->w1t, transposed_tables(w1, nrows, H)));
@@ -344,12 +386,13 @@ __device__ inline const double *ro_weights(const readout_plan &p, const double *
 }
 
 /* The readout of the N rows h (row width dH; a composed plan's B, with x of row width dx and the nodes' species):
- * e_acc[i] += its output; z: the pre-activations (zw per node). A group only synchronises its own lanes, so a group
- * without a node leaves at once. */
-template <class T>
+ * e_acc[i] += its output (a composed plan's with its merged readout's); z: the pre-activations (zw per node). A
+ * group only synchronises its own lanes, so a group without a node leaves at once. MERGED: mg is the merged readout
+ * of a composed plan (apart at compile time: the plans without one run the kernels as they were). */
+template <class T, bool MERGED = false>
 __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
     k_readout_fwd(readout_plan p, int64_t N, const T *h, int dH, const T *x, int dx, const int32_t *species, double *z,
-                  double *e_acc) {
+                  double *e_acc, readout_merge mg) {
     __shared__ double sa[RO_GROUPS][RO_MAX_HIDDEN], sx[RO_GROUPS][RO_STAGE];
     ro_rounds(N, sa, [&](int64_t i, bool on, int lane, double *sg) {
         if (!on) return;
@@ -387,6 +430,14 @@ __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
             }
             CGQ_SYNCWARP();
         }
+        double lin = 0.0; /* the merged readout of the layer below: its dot product with x, added in a fixed order */
+        if (MERGED) {
+            const T *xi = x + i * dx;
+            for (int k = lane; k < p.nrows - p.nb; k += RO_LANES)
+                lin = fma(mg.w[k], (double)xi[p.rows[p.nb + k]], lin);
+            for (int o = 1; o < RO_LANES; o *= 2) lin += CGQ_SHFL_XOR_W(lin, o, RO_LANES);
+            lin += mg.b;
+        }
         if (lane == 0) {
             double out = sg[0];
             if (!p.linear) {
@@ -394,19 +445,19 @@ __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
                 for (int j = 0; j < p.H; j++) out += p.w2[j] * sg[j];
                 out += p.b2;
             }
-            e_acc[i] += out;
+            e_acc[i] += MERGED ? out + lin : out;
         }
         CGQ_SYNCWARP(); /* sg and sx are the next round's */
     });
 }
 
 /* gh[i] += scale * d(readout)/dh for the N rows (row width dH), from the kept pre-activations z; a composed plan's
- * into dE/dB (gh: every column written) and dE/dx (gx, row width dx: its columns that feed a unit written; null: not
- * wanted). */
-template <class T>
+ * into dE/dB (gh: every column written) and dE/dx (gx, row width dx: its columns that feed a unit or the merged
+ * readout written, that readout's gradient included; null: not wanted). MERGED as k_readout_fwd. */
+template <class T, bool MERGED = false>
 __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
     k_readout_bwd(readout_plan p, int64_t N, const double *z, double scale, T *gh, int dH, T *gx, int dx,
-                  const int32_t *species) {
+                  const int32_t *species, readout_merge mg) {
     __shared__ double sa[RO_GROUPS][RO_MAX_HIDDEN];
     ro_rounds(N, sa, [&](int64_t i, bool on, int lane, double *sg) {
         double ga[RO_PER_LANE]; /* dE/d(activation output) of this thread's units */
@@ -449,6 +500,7 @@ __global__ void __launch_bounds__(RO_LANES *RO_GROUPS)
             const bool add = !p.composed;
             double s = add && sizeof(T) == sizeof(double) ? (double)*g : 0.0;
             for (int j = 0; j < p.H; j++) s += w1t[(int64_t)j * p.nrows + r] * sg[j];
+            if (MERGED && r >= p.nb) s += scale * mg.w[r - p.nb]; /* the merged readout's (constant) */
             *g = add && sizeof(T) != sizeof(double) ? *g + (T)s : (T)s;
         }
         __syncthreads();
