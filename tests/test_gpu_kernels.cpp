@@ -241,6 +241,9 @@ TEST_P(GpuKernels, ReadoutMatchesCpu) {
         std::vector<double> outr(n), gBr(n * dB, 0.0), gxr(n * din, 0.0), h(dH), sc(dH), gh(dH),
             z(mace_readout_hidden(ro) + 1), tmp(4 * ro->linear_1.out.dim + ro->linear_2.out.dim + 1);
         const bool skip = ly->use_sc && ly->residual;
+        const cgq_readout *below = rm >= 0 ? &m->readouts[rm] : nullptr; /* the merged readout's scratch */
+        std::vector<double> zb(below ? mace_readout_hidden(below) + 1 : 0),
+            tb(below ? 4 * below->linear_1.out.dim + below->linear_2.out.dim + 1 : 0);
         for (int64_t i = 0; i < n; i++) {
             std::vector<double> onehot(ns, 0.0);
             onehot[species[i]] = 1.0;
@@ -254,10 +257,7 @@ TEST_P(GpuKernels, ReadoutMatchesCpu) {
             mace_readout_backward(ro, z.data(), 1.0, gh.data(), tmp.data());
             cgq_linear_backward(&ly->product_linear, gh.data(), &gBr[i * dB]);
             if (skip) cgq_tp_node_backward_x1(&ly->skip_tp, onehot.data(), gh.data(), &gxr[i * din]);
-            if (rm >= 0) {
-                const cgq_readout *below = &m->readouts[rm];
-                std::vector<double> zb(mace_readout_hidden(below) + 1),
-                    tb(4 * below->linear_1.out.dim + below->linear_2.out.dim + 1);
+            if (below) {
                 outr[i] += mace_readout_forward(below, &x[i * din], zb.data(), tb.data());
                 mace_readout_backward(below, zb.data(), 1.0, &gxr[i * din], tb.data());
             }

@@ -128,7 +128,7 @@ static cgq_status build_readout_plan(const cgq_readout *ro, Upload up, readout_p
 }
 
 /* The linear readout of the layer below layer t (its input is layer t's input x), to be added to the composed readout
- * of layer t (merge_below): its index, or -1 where there is none, or another readout reads that layer. wx: its weight
+ * of layer t (build_composed_readout's merge): its index, or -1 where there is none, or another readout reads that layer. wx: its weight
  * per column of x (din), b: its bias. */
 static int linear_readout_below(const cgq_model *m, int t, int din, std::vector<double> *wx, double *b) {
     int q = -1;
