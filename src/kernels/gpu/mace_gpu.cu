@@ -163,7 +163,7 @@ struct cgq_gpu {
     linskip_plan linskip[CGQ_MAX_LAYERS]; /* a non-residual layer's linear and skip as one GEMM (node_ops.cuh) */
     readout_plan readouts[CGQ_MAX_LAYERS]; /* MACE v2: the readouts as dense matrices (readout.cuh) */
     readout_plan ro_composed;   /* the last layer's readout with its product linear and skip (build_composed_readout) */
-    readout_merge ro_merge;     /* the layer below's linear readout merged into it (CGQ_GPU_RO_MERGE=1) */
+    readout_merge ro_merge;     /* the layer below's linear readout merged into it (CGQ_GPU_RO_MERGE=0: off) */
     int ro_composed_index = -1; /* the readout it stands for */
     radial_table radial[CGQ_MAX_LAYERS]; /* fp32: the radial MLPs as tables (all layers or none) */
     radial_table wtab[CGQ_MAX_LAYERS];   /* fp32 MACE: the convolution weights' tables (build_weight_tables) */
@@ -1407,11 +1407,11 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
     if (st == CGQ_STATUS_OK && g->v2 && !set_smem_limits_all(g)) g->v2 = 0;
     if (getenv("CGQ_GPU_V1")) g->v2 = 0; /* the v1 steps, for comparisons */
     const char *compose = getenv("CGQ_GPU_RO_COMPOSE"); /* =0: the product linear and skip as GEMMs, h formed */
-    /* =1: the layer below's linear readout merged into the composed one (a trial, session 55, not yet run on a GPU) */
+    /* =0: the layer below's linear readout apart, not merged into the composed one (the default since session 56) */
     const char *merge = getenv("CGQ_GPU_RO_MERGE");
     for (int r = 0; r < m->n_readouts && st == CGQ_STATUS_OK && g->v2 && !(compose && compose[0] == '0'); r++) {
         st = build_composed_readout(m, r, g->readouts[r], device_uploader{g}, &g->ro_composed,
-                                    merge && merge[0] == '1' ? &g->ro_merge : nullptr);
+                                    merge && merge[0] == '0' ? nullptr : &g->ro_merge);
         if (g->ro_composed.ok) {
             g->ro_composed_index = r;
             break;

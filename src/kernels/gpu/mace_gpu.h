@@ -50,8 +50,8 @@ cgq_status cgq_gpu_readout(cgq_gpu *gpu, int r, int64_t n, const double *h, doub
  * the index of the readout it stands for, or -1 where the evaluator forms h (CGQ_GPU_RO_COMPOSE=0, or a form it does
  * not compose). */
 int cgq_gpu_readout_composed(const cgq_gpu *gpu);
-/* The linear readout of the layer below merged into the composed one (CGQ_GPU_RO_MERGE=1: its output added to the
- * composed readout's, its gradient to dE/dx; it has no launches of its own): its index, or -1 for none. */
+/* The linear readout of the layer below merged into the composed one (its output added to the composed readout's, its
+ * gradient to dE/dx; it has no launches of its own): its index, or -1 for none (CGQ_GPU_RO_MERGE=0, or no merge). */
 int cgq_gpu_readout_merged(const cgq_gpu *gpu);
 /* Kernel test entry: the composed readout on n nodes of the given species from that layer's product basis B
  * [n][product_out.dim] and input features x [n][its input dim]: out[i] = readout(product_linear(B) + skip(x)) and
