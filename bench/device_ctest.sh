@@ -52,12 +52,14 @@ if [ "${BENCH:-0}" = 1 ]; then # first the MACE-MP-0-medium-architecture step: c
       [ -n "$B0" ] && echo "base $(prof $B0)"
       echo "$(prof $B)"
     done
+    echo "$(CGQ_GPU_PROFILE=host $B $MP $W 3 3 3 cuda 10 --fp32 --pairs 2>&1 | grep profile | tail -1)" # no syncs
     [ -n "$B0" ] && echo "MP-0 98,304 atoms base: $($B0 $MP $W 8 8 8 cuda 3 --fp32 --pairs | ms)"
     echo "MP-0 98,304 atoms: $($B $MP $W 8 8 8 cuda 3 --fp32 --pairs | tee /tmp/mp0_98k.txt | ms)"
     grep rebuild /tmp/mp0_98k.txt
     for v in ${VARIANTS:-}; do # switches of the new tree, A/B in one binary: VARIANTS='CGQ_X=0 CGQ_X=1'
       echo "MP-0 $v: $(env $v $B $MP $W 3 3 3 cuda 10 --fp32 --pairs | ms)"
       echo "  $(env $v CGQ_GPU_PROFILE=1 $B $MP $W 3 3 3 cuda 3 --fp32 --pairs 2>&1 | grep profile | tail -1)"
+      echo "  $(env $v CGQ_GPU_PROFILE=host $B $MP $W 3 3 3 cuda 10 --fp32 --pairs 2>&1 | grep profile | tail -1)"
       echo "mace01 $v: $(env $v $B potentials/mace01-solvent.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
       echo "water-mace-small $v: $(env $v $B potentials/water-mace-small.h5 $W 3 3 3 cuda 20 --fp32 --pairs | ms)"
     done
