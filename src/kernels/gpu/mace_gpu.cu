@@ -1987,8 +1987,8 @@ static size_t lay_pairs_fixed(pair_state &ps, char *q, int64_t NP, int64_t N, in
 
 /* The summary's error fields to "none" (0x7f7f7f7f) for the next step: queued once a step's are read, so that the
  * next step's first launches are its kernels */
-static cgq_status pairs_summary_reset(const pair_state &ps) {
-    CGQ_CHECK_GPU(cudaMemsetAsync(ps.summary, 0x7f, offsetof(pair_summary, n_edges)));
+static cgq_status pairs_summary_reset(const pair_state &ps, cudaStream_t st = 0) {
+    CGQ_CHECK_GPU(cudaMemsetAsync(ps.summary, 0x7f, offsetof(pair_summary, n_edges), st));
     return CGQ_STATUS_OK;
 }
 
@@ -2211,7 +2211,7 @@ static cgq_status pairs_count_work(const pair_state &ps, char *stage, double rc,
 /* The work after the summary's copy, on stream st: the summary's error fields reset for the next step (graph: in the
  * fill graph; else queued by the host once it has read them) and the edges filled */
 static cgq_status pairs_fill_work(const pair_state &ps, bool reset, cudaStream_t st) {
-    if (reset) CGQ_CHECK_GPU(cudaMemsetAsync(ps.summary, 0x7f, offsetof(pair_summary, n_edges), st));
+    if (reset) CGQ_TRY(pairs_summary_reset(ps, st));
     pairs_edges(ps, st);
     CGQ_LAUNCH_CHECK();
     return CGQ_STATUS_OK;
