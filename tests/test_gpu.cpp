@@ -283,71 +283,30 @@ void expect_bitwise(const Eval &a, const Eval &b, const std::string &what) {
     EXPECT_TRUE(a.atomic_energies == b.atomic_energies) << what;
     EXPECT_TRUE(a.atomic_virials == b.atomic_virials) << what;
 }
-
-// body(gpu, case, points, mode, name) for every case and node mode of the fixture, on a GPU evaluator in fp64 and
-// in fp32 (where the model runs in fp32)
-template <class F>
-void for_each_gpu_case(const std::string &file, const cgq_model *m, F body) {
-    for (cgq_precision prec : {CGQ_PRECISION_FP64, CGQ_PRECISION_FP32}) {
-        cgq_status st;
-        cgq_evaluator *gpu = make(m, CGQ_DEVICE_CUDA, prec, &st);
-        if (st == CGQ_STATUS_UNSUPPORTED) continue;
-        ASSERT_NE(gpu, nullptr) << cgq_last_error();
-        for (const Case &c : read_cases(file)) {
-            const Points p = make_points(m, c, 1.0);
-            for (Nodes mode : kAllNodes)
-                body(gpu, c, p, mode, c.name + nodes_name(mode) + (prec == CGQ_PRECISION_FP32 ? " fp32" : " fp64"));
-        }
-        cgq_evaluator_free(gpu);
-    }
-}
 }  // namespace
 
 TEST_P(Gpu, PairsBuiltOnDeviceAreTheHostsBitwise) {
     Model model(GetParam());
     ASSERT_NE(model.m, nullptr) << cgq_last_error();
     if (!cgq_gpu_count()) GTEST_SKIP() << "no GPU";
-    const double radius = cgq_model_cutoff(model.m) + 1.0;
-    for_each_gpu_case(GetParam(), model.m, [&](cgq_evaluator *gpu, const Case &c, const Points &p, Nodes mode,
-                                               const std::string &what) {
-        const std::vector<double> x = p.positions(c.pos, c.cell);
-        const Eval host = built_pairs_eval(gpu, p, mode, x, radius, false);
-        const Eval dev = built_pairs_eval(gpu, p, mode, x, radius, true);
-        expect_bitwise(dev, host, what);
-    });
-}
-
-// A pairs step's count and fill launches as CUDA graphs (CGQ_GPU_PAIRS_GRAPH=1) are the launches bitwise: the graphs
-// made at a step, reused at the next (moved positions), and made again for a new list
-TEST_P(Gpu, PairsStepsAsGraphsAreTheLaunchesBitwise) {
-    Model model(GetParam());
-    ASSERT_NE(model.m, nullptr) << cgq_last_error();
-    if (!cgq_gpu_count()) GTEST_SKIP() << "no GPU";
-    std::mt19937_64 rng(test_seed());
-    std::uniform_real_distribution<double> move(-0.28, 0.28);
-    const char *env = getenv("CGQ_GPU_PAIRS_GRAPH"); /* put back after each step (the ctest variant sets it) */
-    const std::string was = env ? env : "";
-    auto step = [&](cgq_evaluator *gpu, const Points &p, const NodeMap &nm, const std::vector<double> &x, bool graph) {
-        setenv("CGQ_GPU_PAIRS_GRAPH", graph ? "1" : "0", 1);
-        const Eval r = evaluate_pairs(gpu, p, nm, x);
-        if (env) setenv("CGQ_GPU_PAIRS_GRAPH", was.c_str(), 1);
-        else unsetenv("CGQ_GPU_PAIRS_GRAPH");
-        return r;
-    };
-    for_each_gpu_case(GetParam(), model.m, [&](cgq_evaluator *gpu, const Case &c, const Points &p, Nodes mode,
-                                               const std::string &what) {
-        const NodeMap nm = node_map(p, mode);
-        const cgq_pair_list l = pair_list(p, nm);
-        ASSERT_EQ(cgq_evaluator_set_pairs(gpu, &l), CGQ_STATUS_OK) << cgq_last_error();
-        std::vector<double> pos = c.pos;
-        const std::vector<double> x0 = p.positions(pos, c.cell);
-        for (double &v : pos) v += move(rng);
-        const std::vector<double> x1 = p.positions(pos, c.cell);
-        const Eval a0 = step(gpu, p, nm, x0, false), g0 = step(gpu, p, nm, x0, true);
-        const Eval g1 = step(gpu, p, nm, x1, true), a1 = step(gpu, p, nm, x1, false);
-        expect_bitwise(g0, a0, what + ", graphs made");
-        expect_bitwise(g1, a1, what + ", graphs reused");
-    });
+    for (cgq_precision prec : {CGQ_PRECISION_FP64, CGQ_PRECISION_FP32}) {
+        cgq_status st;
+        cgq_evaluator *gpu = make(model.m, CGQ_DEVICE_CUDA, prec, &st);
+        if (st == CGQ_STATUS_UNSUPPORTED) continue;
+        ASSERT_NE(gpu, nullptr) << cgq_last_error();
+        for (const Case &c : read_cases(GetParam())) {
+            const Points p = make_points(model.m, c, 1.0);
+            const std::vector<double> x = p.positions(c.pos, c.cell);
+            for (Nodes mode : kAllNodes) {
+                const double radius = cgq_model_cutoff(model.m) + 1.0;
+                const Eval host = built_pairs_eval(gpu, p, mode, x, radius, false);
+                const Eval dev = built_pairs_eval(gpu, p, mode, x, radius, true);
+                expect_bitwise(dev, host, c.name + nodes_name(mode) +
+                                              (prec == CGQ_PRECISION_FP32 ? " fp32" : " fp64"));
+            }
+        }
+        cgq_evaluator_free(gpu);
+    }
 }
 
 // A domain of ~5,800 points (a jittered lattice, 1.5 A apart, in random order) of which 4,000 are local, the others

@@ -95,20 +95,9 @@ struct pair_state {
     int32_t *sender = nullptr, *sedge = nullptr, *erecv = nullptr;
     double *vec = nullptr;
     cudaEvent_t summary_ready = nullptr;  /* the summary's download: what the host waits for */
-    /* CGQ_GPU_PAIRS_GRAPH=1 (a trial): a step's count and fill launches as two CUDA graphs (pairs_graphs_make), made
-     * for this list, these buffers and the pinned stage at graphs_stage, and made again when any of them changes */
-    cudaGraphExec_t count_graph = nullptr, fill_graph = nullptr;
-    const void *graphs_stage = nullptr;
-    cudaStream_t capture = nullptr;
     std::vector<int64_t> h_row, point_id; /* the rows on the host where the edges need chunks; ids for messages */
     std::vector<int32_t> snode;           /* set_pairs: each candidate's sender node (kept: no per-call allocation) */
 };
-
-static void pairs_graphs_free(pair_state *ps) {
-    if (ps->count_graph) (void)cudaGraphExecDestroy(ps->count_graph); /* nothing to report from a release */
-    if (ps->fill_graph) (void)cudaGraphExecDestroy(ps->fill_graph);
-    ps->count_graph = ps->fill_graph = nullptr, ps->graphs_stage = nullptr;
-}
 
 /* The node side of a NequIP layer on the GEMM kernels (nequip_gpu.cuh): linear_1 and linear_2 weights, and the
  * self-connection with the type embedding folded in (a species-weighted skip product), all in the working precision. */
@@ -898,8 +887,6 @@ extern "C" void cgq_gpu_free(cgq_gpu *g) {
     if (g->side_join) cudaEventDestroy(g->side_join);
     if (g->side) cudaStreamDestroy(g->side);
     if (g->pairs.summary_ready) cudaEventDestroy(g->pairs.summary_ready);
-    pairs_graphs_free(&g->pairs);
-    if (g->pairs.capture) (void)cudaStreamDestroy(g->pairs.capture);
     cudaFree(g->pairs.buf);
     cudaFree(g->pairs.step);
     cudaFree(g->pairs.build);
@@ -1934,10 +1921,10 @@ static unsigned scan_tile_count(int64_t n) {
 }
 /* The scan of n int32 flags into out[0..n] (out[n] = total) whose tiles' counts are in tiles (n / CGQ_SCAN_TILE + 1
  * int64: k_scan_tiles, or the kernel that made the flags) */
-static void scan_counted_flags(const int32_t *in, int64_t n, int64_t *out, int64_t *tiles, cudaStream_t st = 0) {
+static void scan_counted_flags(const int32_t *in, int64_t n, int64_t *out, int64_t *tiles) {
     const unsigned nt = scan_tile_count(n);
-    k_scan_tile_sums<<<1, CGQ_SCAN_THREADS, 0, st>>>(nt, tiles, out + n);
-    if (nt) k_scan_apply<<<nt, CGQ_SCAN_THREADS, 0, st>>>(n, in, tiles, out);
+    k_scan_tile_sums<<<1, CGQ_SCAN_THREADS>>>(nt, tiles, out + n);
+    if (nt) k_scan_apply<<<nt, CGQ_SCAN_THREADS>>>(n, in, tiles, out);
 }
 /* Exclusive scan of n int32 flags into out[0..n] (out[n] = total); tiles: (n / CGQ_SCAN_TILE + 1) int64. */
 static void scan_flags(const int32_t *in, int64_t n, int64_t *out, int64_t *tiles) {
@@ -1987,8 +1974,8 @@ static size_t lay_pairs_fixed(pair_state &ps, char *q, int64_t NP, int64_t N, in
 
 /* The summary's error fields to "none" (0x7f7f7f7f) for the next step: queued once a step's are read, so that the
  * next step's first launches are its kernels */
-static cgq_status pairs_summary_reset(const pair_state &ps, cudaStream_t st = 0) {
-    CGQ_CHECK_GPU(cudaMemsetAsync(ps.summary, 0x7f, offsetof(pair_summary, n_edges), st));
+static cgq_status pairs_summary_reset(const pair_state &ps) {
+    CGQ_CHECK_GPU(cudaMemsetAsync(ps.summary, 0x7f, offsetof(pair_summary, n_edges)));
     return CGQ_STATUS_OK;
 }
 
@@ -2012,7 +1999,6 @@ static cgq_status pairs_ready(cgq_gpu *g, int64_t NP, int64_t N, int64_t NA, int
         ps.sedge = carve<int32_t>(q, o, C), ps.erecv = carve<int32_t>(q, o, C);
         return o;
     };
-    pairs_graphs_free(&ps); /* made for the last list and buffers */
     CGQ_TRY(grow(&ps.step, &ps.step_cap, lay_step(nullptr)));
     lay_step(static_cast<char *>(ps.step));
     CGQ_TRY(pairs_summary_reset(ps));
@@ -2176,81 +2162,13 @@ extern "C" cgq_status cgq_gpu_build_pairs(cgq_gpu *g, const cgq_point_set *pt, d
 
 /* The kept candidates' edges (sender, vector, receiver) and the edges grouped by sender, into arrays laid for all
  * n_cand candidates (pairs_ready: the edges are at most as many) */
-static void pairs_edges(const pair_state &ps, cudaStream_t st) {
+static void pairs_edges(const pair_state &ps) {
     const int64_t C = ps.n_cand, ns = ps.n_sorted;
     if (C)
-        k_pair_edges<<<blocks_for(C), CGQ_GPU_THREADS, 0, st>>>(C, ps.cand_recv, ps.cand, ps.point_node, ps.x, ps.keep,
-                                                                ps.escan, ps.sender, ps.vec, ps.erecv);
+        k_pair_edges<<<blocks_for(C), CGQ_GPU_THREADS>>>(C, ps.cand_recv, ps.cand, ps.point_node, ps.x, ps.keep,
+                                                         ps.escan, ps.sender, ps.vec, ps.erecv);
     if (ns)
-        k_pair_sender_edges<<<blocks_for(ns), CGQ_GPU_THREADS, 0, st>>>(ns, ps.order, ps.skeep, ps.sscan, ps.escan,
-                                                                        ps.sedge);
-}
-
-/* A pairs step's work before the host's wait, on stream st: the positions up from the pinned stage (after its first
- * PAIR_STAGE_DATA bytes), the kept candidates counted and scanned, the row pointers made, and the summary down into
- * the stage's first bytes. The flag kernels count their tiles for the scans (a pass fewer over each array); the
- * summary's error fields were reset after the last step's were read (pairs_summary_reset). */
-static cgq_status pairs_count_work(const pair_state &ps, char *stage, double rc, cudaStream_t st) {
-    const int64_t N = ps.n_local, NA = ps.n_nodes, C = ps.n_cand, ns = ps.n_sorted, NP = ps.n_points;
-    if (NP)
-        CGQ_CHECK_GPU(cudaMemcpyAsync(ps.x, stage + PAIR_STAGE_DATA, sizeof(double) * 3 * NP, cudaMemcpyHostToDevice, st));
-    if (C || NP)
-        k_pair_keep<<<std::max(1u, scan_tile_count(C)), CGQ_SCAN_THREADS, 0, st>>>(
-            C, ps.cand_recv, ps.cand, ps.point_node, NP, ps.x, rc * rc, ps.keep, ps.summary, ps.tiles);
-    scan_counted_flags(ps.keep, C, ps.escan, ps.tiles, st);
-    if (ns) k_gather_flags<<<scan_tile_count(ns), CGQ_SCAN_THREADS, 0, st>>>(ns, ps.order, ps.keep, ps.skeep, ps.tiles);
-    scan_counted_flags(ps.skeep, ns, ps.sscan, ps.tiles, st);
-    k_pair_rows<<<blocks_for(std::max(N, NA) + 1), CGQ_GPU_THREADS, 0, st>>>(N, ps.cand_row, ps.escan, ps.row_ptr, NA,
-                                                                            ps.cand_srow, ps.sscan, ps.srow,
-                                                                            &ps.summary->n_edges);
-    CGQ_LAUNCH_CHECK();
-    CGQ_CHECK_GPU(cudaMemcpyAsync(stage, ps.summary, sizeof(pair_summary), cudaMemcpyDeviceToHost, st));
-    return CGQ_STATUS_OK;
-}
-
-/* The work after the summary's copy, on stream st: the summary's error fields reset for the next step (graph: in the
- * fill graph; else queued by the host once it has read them) and the edges filled */
-static cgq_status pairs_fill_work(const pair_state &ps, bool reset, cudaStream_t st) {
-    if (reset) CGQ_TRY(pairs_summary_reset(ps, st));
-    pairs_edges(ps, st);
-    CGQ_LAUNCH_CHECK();
-    return CGQ_STATUS_OK;
-}
-
-/* The launches of one work (pairs_count_work or pairs_fill_work) captured on the capture stream into *exec */
-template <class F>
-static cgq_status pairs_capture(pair_state &ps, cudaGraphExec_t *exec, F work) {
-    cudaGraph_t graph = nullptr;
-    CGQ_CHECK_GPU(cudaStreamBeginCapture(ps.capture, cudaStreamCaptureModeThreadLocal));
-    const cgq_status st = work(ps.capture);
-    const cudaError_t end = cudaStreamEndCapture(ps.capture, &graph); /* ended whatever the work returned */
-    CGQ_TRY(st);
-    CGQ_CHECK_GPU(end);
-    const cudaError_t made = cudaGraphInstantiateWithFlags(exec, graph, 0);
-    (void)cudaGraphDestroy(graph); /* the instance keeps what it needs */
-    CGQ_CHECK_GPU(made);
-    return CGQ_STATUS_OK;
-}
-
-/* The two graphs of this list, its buffers and the stage at `stage` (CGQ_GPU_PAIRS_GRAPH=1): the launches of a step
- * as they were on the default stream, each graph one launch of the host's (a step's first ~134 us were bound by the
- * host's 15 calls there, session 56's timeline), the same kernels on the same arguments: the same bits. */
-static cgq_status pairs_graphs_make(cgq_gpu *g, char *stage) {
-    pair_state &ps = g->pairs;
-    pairs_graphs_free(&ps);
-    if (!ps.capture) CGQ_CHECK_GPU(cudaStreamCreateWithFlags(&ps.capture, cudaStreamNonBlocking));
-    const double rc = g->host_model->r_max;
-    cgq_status st = pairs_capture(ps, &ps.count_graph, [&](cudaStream_t s) { return pairs_count_work(ps, stage, rc, s); });
-    if (st == CGQ_STATUS_OK)
-        st = pairs_capture(ps, &ps.fill_graph, [&](cudaStream_t s) { return pairs_fill_work(ps, true, s); });
-    if (st != CGQ_STATUS_OK) pairs_graphs_free(&ps); /* both or neither */
-    else ps.graphs_stage = stage;
-    return st;
-}
-
-static bool pairs_graph_on() {
-    const char *env = getenv("CGQ_GPU_PAIRS_GRAPH");
-    return env && env[0] == '1';
+        k_pair_sender_edges<<<blocks_for(ns), CGQ_GPU_THREADS>>>(ns, ps.order, ps.skeep, ps.sscan, ps.escan, ps.sedge);
 }
 
 /* Step 1 of a pairs evaluation: positions up (checked on the device), the kept candidates counted and scanned, the
@@ -2259,24 +2177,35 @@ static bool pairs_graph_on() {
  * (pairs_rows). */
 static cgq_status pairs_count(cgq_gpu *g, const double *pos) {
     pair_state &ps = g->pairs;
-    const int64_t NP = ps.n_points;
+    const int64_t N = ps.n_local, NA = ps.n_nodes, C = ps.n_cand, ns = ps.n_sorted, NP = ps.n_points;
+    const double rc = g->host_model->r_max;
     CGQ_TRY(grow_stage(g, PAIR_STAGE_DATA + sizeof(double) * 3 * NP));
     char *stage = static_cast<char *>(g->graph_stage);
-    /* through pinned memory: the launches below are queued while it travels */
-    if (NP) memcpy(stage + PAIR_STAGE_DATA, pos, sizeof(double) * 3 * NP);
-    const bool graphs = pairs_graph_on();
-    if (graphs && (!ps.count_graph || ps.graphs_stage != stage)) CGQ_TRY(pairs_graphs_make(g, stage)); /* or none */
-    if (graphs) CGQ_CHECK_GPU(cudaGraphLaunch(ps.count_graph, 0));
-    else CGQ_TRY(pairs_count_work(ps, stage, g->host_model->r_max, 0));
+    if (NP) { /* through pinned memory: the launches below are queued while it travels */
+        memcpy(stage + PAIR_STAGE_DATA, pos, sizeof(double) * 3 * NP);
+        CGQ_CHECK_GPU(cudaMemcpyAsync(ps.x, stage + PAIR_STAGE_DATA, sizeof(double) * 3 * NP, cudaMemcpyHostToDevice));
+    }
+    /* the flag kernels count their tiles for the scans (a pass fewer over each array); the summary's error fields
+     * were reset after the last step's were read (pairs_summary_reset) */
+    if (C || NP)
+        k_pair_keep<<<std::max(1u, scan_tile_count(C)), CGQ_SCAN_THREADS>>>(
+            C, ps.cand_recv, ps.cand, ps.point_node, NP, ps.x, rc * rc, ps.keep, ps.summary, ps.tiles);
+    scan_counted_flags(ps.keep, C, ps.escan, ps.tiles);
+    if (ns) k_gather_flags<<<scan_tile_count(ns), CGQ_SCAN_THREADS>>>(ns, ps.order, ps.keep, ps.skeep, ps.tiles);
+    scan_counted_flags(ps.skeep, ns, ps.sscan, ps.tiles);
+    k_pair_rows<<<blocks_for(std::max(N, NA) + 1), CGQ_GPU_THREADS>>>(N, ps.cand_row, ps.escan, ps.row_ptr, NA, ps.cand_srow,
+                                                                     ps.sscan, ps.srow, &ps.summary->n_edges);
+    CGQ_LAUNCH_CHECK();
+    pair_summary sum;
+    CGQ_CHECK_GPU(cudaMemcpyAsync(stage, ps.summary, sizeof sum, cudaMemcpyDeviceToHost));
     CGQ_CHECK_GPU(cudaEventRecord(ps.summary_ready, 0));
     /* the edges are filled while the summary travels and the host plans the step (the host's round trip left the GPU
      * idle ~19 us of each step between k_pair_rows and these, session 50's trace) */
-    if (graphs) CGQ_CHECK_GPU(cudaGraphLaunch(ps.fill_graph, 0));
-    else CGQ_TRY(pairs_fill_work(ps, false, 0));
+    pairs_edges(ps);
+    CGQ_LAUNCH_CHECK();
     CGQ_CHECK_GPU(cudaEventSynchronize(ps.summary_ready));
-    pair_summary sum;
     memcpy(&sum, stage, sizeof sum);
-    if (!graphs) CGQ_TRY(pairs_summary_reset(ps));
+    CGQ_TRY(pairs_summary_reset(ps));
     auto id = [&](int64_t point) { return (long long)(ps.point_id.empty() ? point : ps.point_id[point]); };
     if (sum.nonfinite != 0x7f7f7f7f) {
         const double *x = pos + 3 * (int64_t)sum.nonfinite;

@@ -43,15 +43,6 @@
 #define cudaEventRecord hipEventRecord
 #define cudaEventSynchronize hipEventSynchronize
 #define cudaEventDestroy hipEventDestroy
-#define cudaGraph_t hipGraph_t
-#define cudaGraphExec_t hipGraphExec_t
-#define cudaStreamBeginCapture hipStreamBeginCapture
-#define cudaStreamEndCapture hipStreamEndCapture
-#define cudaStreamCaptureModeThreadLocal hipStreamCaptureModeThreadLocal
-#define cudaGraphInstantiateWithFlags hipGraphInstantiateWithFlags
-#define cudaGraphLaunch hipGraphLaunch
-#define cudaGraphDestroy hipGraphDestroy
-#define cudaGraphExecDestroy hipGraphExecDestroy
 #define cudaDeviceSynchronize hipDeviceSynchronize
 #define cudaDeviceGetAttribute hipDeviceGetAttribute
 #define cudaDevAttrMaxSharedMemoryPerBlockOptin hipDeviceAttributeSharedMemPerBlockOptin
