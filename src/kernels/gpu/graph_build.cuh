@@ -177,14 +177,21 @@ __global__ void k_pair_sender_edges(int64_t n_cand, const int32_t *order, const 
 }
 
 /* Per node: force = sum of dE/dv over edges it sends minus over edges it receives; node virial (if asked)
- * = half of -v (x) g of every edge it receives or sends; vpart = -v (x) g summed over its received edges
- * (each edge once, for the global virial). One warp per node: lane j takes edges j, j + W, ... of each list, then
- * the lanes' sums meet in a fixed butterfly (deterministic; every lane ends with the same bits). A thread per node
- * walked its ~180 edges one after another, with 1.2 warps per SM at 5,184 atoms: ~0.1 ms of MACE-MP-0's step. */
+ * = half of -v (x) g of every edge it receives or sends. One warp per node: lane j takes edges j, j + W, ... of each
+ * list, then the lanes' sums meet in a fixed butterfly (deterministic; every lane ends with the same bits). A thread
+ * per node walked its ~180 edges one after another, with 1.2 warps per SM at 5,184 atoms: ~0.1 ms of MACE-MP-0's step.
+ * The global virial, -v (x) g of every edge once (over the local nodes' received edges), is summed here too: each
+ * block's part (its warps' in order, each warp's nodes in turn) into bpart, then the block that finishes last (an
+ * integer ticket, no floating-point atomics) adds the parts in block order and sets the ticket back to 0. The order
+ * is fixed by the grid, so the bits repeat. (A separate one-block kernel over every node's part, k_virial_sum, took
+ * 8.2 us on the step's critical path after this one: session 56's timeline.) Block size at most 1,024. */
 __global__ void k_node_forces(int64_t n_nodes, int64_t n_local, const int64_t *row_ptr, const int64_t *srow,
                               const int32_t *sedge, const double *vec, const double *grad, double *force,
-                              double *node_virial, double *vpart) {
-    const int lane = threadIdx.x % CGQ_WARP;
+                              double *node_virial, double *bpart, unsigned *ticket, double *virial) {
+    const int lane = threadIdx.x % CGQ_WARP, warp = threadIdx.x / CGQ_WARP, n_warps = blockDim.x / CGQ_WARP;
+    __shared__ double sh[9][1024 / CGQ_WARP];
+    __shared__ bool last;
+    double vsum = 0.0; /* lane k < 9: component k of the warp's local nodes' received -v (x) g */
     const int64_t warps = (int64_t)gridDim.x * blockDim.x / CGQ_WARP;
     for (int64_t i = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / CGQ_WARP; i < n_nodes; i += warps) {
         double f[3] = {0, 0, 0}, wr[9] = {0}, ws[9] = {0};
@@ -226,35 +233,41 @@ __global__ void k_node_forces(int64_t n_nodes, int64_t n_local, const int64_t *r
             for (int k = 0; k < 9; k++)
                 if (k == lane) r = wr[k], t = ws[k];
             if (node_virial) node_virial[9 * i + lane] = 0.5 * (r + t);
-            if (i < n_local) vpart[9 * i + lane] = r;
+            if (i < n_local) vsum += r;
         }
     }
-}
-
-/* virial[k] = sum over rows of vpart[.][k]: one block of VIRIAL_THREADS; each thread sums its strided rows (all 9
- * components in one pass, two rows' loads in flight), then fixed butterflies over each warp and the warps' sums in
- * order. (Nine passes of 256 threads, each with a tree of barriers, took 20 us on the step's critical path; one pass
- * of 256, 10 us: session 40.) */
-#define VIRIAL_THREADS 1024
-__global__ void __launch_bounds__(VIRIAL_THREADS) k_virial_sum(int64_t n, const double *vpart, double *virial) {
-    constexpr int warps = VIRIAL_THREADS / CGQ_WARP;
-    __shared__ double sh[9][warps];
+    if (lane < 9) sh[lane][warp] = vsum;
+    __syncthreads();
+    if (threadIdx.x < 9) {
+        double s = 0.0;
+        for (int w = 0; w < n_warps; w++) s += sh[threadIdx.x][w];
+        bpart[9 * (int64_t)blockIdx.x + threadIdx.x] = s;
+        __threadfence(); /* the part is seen by every block before the ticket says it is there */
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    /* the last block: thread t adds parts t, t + blockDim.x, ... (volatile: the other blocks' stores, not an L1 copy),
+     * then fixed butterflies over each warp and the warps' sums in order */
+    const volatile double *parts = bpart;
     double s[9] = {0};
-#pragma unroll 2
-    for (int64_t i = threadIdx.x; i < n; i += VIRIAL_THREADS)
+    for (int64_t b = threadIdx.x; b < gridDim.x; b += blockDim.x)
 #pragma unroll
-        for (int k = 0; k < 9; k++) s[k] += vpart[9 * i + k];
+        for (int k = 0; k < 9; k++) s[k] += parts[9 * b + k];
 #pragma unroll
     for (int k = 0; k < 9; k++) s[k] = warp_total(s[k]);
-    if (threadIdx.x % CGQ_WARP == 0)
+    if (lane == 0)
 #pragma unroll
-        for (int k = 0; k < 9; k++) sh[k][threadIdx.x / CGQ_WARP] = s[k];
+        for (int k = 0; k < 9; k++) sh[k][warp] = s[k];
     __syncthreads();
     if (threadIdx.x < 9) {
         double t = 0.0;
-        for (int w = 0; w < warps; w++) t += sh[threadIdx.x][w];
+        for (int w = 0; w < n_warps; w++) t += sh[threadIdx.x][w];
         virial[threadIdx.x] = t;
     }
+    if (threadIdx.x == 0) *ticket = 0; /* for the next launch */
 }
 
 #endif

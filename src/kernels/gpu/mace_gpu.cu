@@ -86,7 +86,9 @@ struct pair_state {
     int32_t *cand_recv = nullptr, *cand = nullptr, *order = nullptr, *point_node = nullptr, *species = nullptr;
     /* step: positions, flags and scans, the graph's row pointers, its summary, outputs (force, virial and
      * node_virial adjacent: one download) */
-    double *x = nullptr, *force = nullptr, *node_virial = nullptr, *vpart = nullptr, *virial = nullptr;
+    double *x = nullptr, *force = nullptr, *node_virial = nullptr, *virial = nullptr;
+    double *bpart = nullptr; /* k_node_forces's blocks' parts of the virial, summed by its last block */
+    unsigned *ticket = nullptr; /* k_node_forces's finished blocks (0 between launches) */
     int32_t *keep = nullptr, *skeep = nullptr;
     pair_summary *summary = nullptr;
     int64_t *escan = nullptr, *sscan = nullptr, *tiles = nullptr, *row_ptr = nullptr, *srow = nullptr;
@@ -1584,6 +1586,8 @@ static int blocks_for(int64_t n, int per_cap) {
 /* up to 64 resident warps per SM: the latency-bound gathers (sender sums, edge geometry and tail) ran at 25% of the
  * warps with blocks_for's scratch cap (ncu, session 23) */
 static int blocks_wide(int64_t n) { return blocks_for(n, CGQ_WIDE); }
+/* k_node_forces's grid: a warp per node (its virial parts are laid per block: pairs_ready) */
+static int node_forces_blocks(int64_t n_nodes) { return blocks_wide(n_nodes * CGQ_WARP); }
 
 /* threads that blocks_for(n) launches: the per-thread scratch the steps over n items need */
 static size_t scratch_threads(int64_t n) { return (size_t)blocks_for(n) * CGQ_GPU_THREADS; }
@@ -1994,7 +1998,8 @@ static cgq_status pairs_ready(cgq_gpu *g, int64_t NP, int64_t N, int64_t NA, int
         ps.escan = carve<int64_t>(q, o, C + 1), ps.sscan = carve<int64_t>(q, o, ns + 1);
         ps.tiles = carve<int64_t>(q, o, tiles), ps.row_ptr = carve<int64_t>(q, o, N + 1), ps.srow = carve<int64_t>(q, o, NA + 1);
         ps.force = carve<double>(q, o, 3 * NA), ps.virial = carve<double>(q, o, 9);
-        ps.node_virial = carve<double>(q, o, 9 * NA), ps.vpart = carve<double>(q, o, 9 * N);
+        ps.node_virial = carve<double>(q, o, 9 * NA), ps.bpart = carve<double>(q, o, 9 * node_forces_blocks(NA));
+        ps.ticket = carve<unsigned>(q, o, 1);
         ps.sender = carve<int32_t>(q, o, C), ps.vec = carve<double>(q, o, 3 * C);
         ps.sedge = carve<int32_t>(q, o, C), ps.erecv = carve<int32_t>(q, o, C);
         return o;
@@ -2002,6 +2007,7 @@ static cgq_status pairs_ready(cgq_gpu *g, int64_t NP, int64_t N, int64_t NA, int
     CGQ_TRY(grow(&ps.step, &ps.step_cap, lay_step(nullptr)));
     lay_step(static_cast<char *>(ps.step));
     CGQ_TRY(pairs_summary_reset(ps));
+    CGQ_CHECK_GPU(cudaMemsetAsync(ps.ticket, 0, sizeof(unsigned)));
     if (!ps.summary_ready) CGQ_CHECK_GPU(cudaEventCreateWithFlags(&ps.summary_ready, cudaEventDisableTiming));
     ps.n_points = NP, ps.n_local = N, ps.n_nodes = NA, ps.n_cand = C, ps.n_sorted = ns;
     if (point_id) ps.point_id.assign(point_id, point_id + NP);
@@ -2255,11 +2261,12 @@ static cgq_status pairs_forces(cgq_gpu *g, const mace_ctx &c, cgq_node_result *r
     pair_state &ps = g->pairs;
     const int64_t N = ps.n_local, NA = ps.n_nodes;
     if (NA)
-        k_node_forces<<<blocks_wide(NA * CGQ_WARP), CGQ_GPU_THREADS>>>(NA, N, c.row_ptr, c.srow, c.sedge, c.vec,
-                                                                       c.edge_grad, ps.force,
-                                                                       r->node_virials ? ps.node_virial : nullptr,
-                                                                       ps.vpart);
-    k_virial_sum<<<1, VIRIAL_THREADS>>>(N, ps.vpart, ps.virial);
+        k_node_forces<<<node_forces_blocks(NA), CGQ_GPU_THREADS>>>(NA, N, c.row_ptr, c.srow, c.sedge, c.vec,
+                                                                   c.edge_grad, ps.force,
+                                                                   r->node_virials ? ps.node_virial : nullptr, ps.bpart,
+                                                                   ps.ticket, ps.virial);
+    else
+        CGQ_CHECK_GPU(cudaMemsetAsync(ps.virial, 0, sizeof(double) * 9));
     CGQ_LAUNCH_CHECK();
     const int64_t o_vir = ps.virial - ps.force, o_nv = ps.node_virial - ps.force;
     const int64_t n = r->node_virials && NA ? o_nv + 9 * NA : o_vir + 9; /* doubles from ps.force */
