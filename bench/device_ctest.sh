@@ -11,7 +11,7 @@
 # it comes, so a call cut at its limit still returns them (session 49: with BASE=1 and a racecheck of a whole fp32
 # step of ssmace_zbl_agnesi_l2, which takes more than 120 s, the old order, ctest first, passed 600 s and returned
 # nothing). ctest is bounded by CT seconds (default 400); CT_REGEX: only the ctests matching it (`ctest -R`), e.g. the
-# ones a first call cut. The CPU's float64 references are computed once for the whole run and shared between its test
+# ones a first call cut (its summary prints them as a CT_REGEX). The CPU's float64 references are computed once for the whole run and shared between its test
 # processes (tests/reference_cache.h): one fresh CGQ_TEST_SEED for the run (printed; set it to repeat a run), the
 # cache in /tmp/cgq_references (REFCACHE=0: each process computes its own, each with its own seed).
 set -u
@@ -109,6 +109,13 @@ echo "ctest -L gpu${CT_REGEX:+ -R '$CT_REGEX'} (rc $?): $(( $(date +%s) - start 
 grep -E "tests passed|tests failed|Total Test time" /tmp/ctest_gpu.log >>"$OUT/ctest_summary.txt"
 echo "skipped (no plan of that kind for the model): $(grep -c '\*\*\*Skipped' /tmp/ctest_gpu.log)" >>"$OUT/ctest_summary.txt"
 grep -E "\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception" /tmp/ctest_gpu.log | head -20 >>"$OUT/ctest_summary.txt"
+# the ctests that did not finish within CT, as a CT_REGEX for the next (warm) call
+ctest --test-dir build-gpu -N -L gpu ${CT_REGEX:+-R "$CT_REGEX"} 2>/dev/null | grep -oE "Test +#[0-9]+: [^ ]+" |
+  awk '{print $3}' | sort >/tmp/ctest_all.txt
+grep -oE "Test +#[0-9]+: [^ ]+ \.+" /tmp/ctest_gpu.log | awk '{print $3}' | sort >/tmp/ctest_done.txt
+cut=$(comm -23 /tmp/ctest_all.txt /tmp/ctest_done.txt | paste -sd'|')
+[ -n "$cut" ] && echo "not finished ($(comm -23 /tmp/ctest_all.txt /tmp/ctest_done.txt | wc -l)): CT_REGEX='^($cut)\$'" \
+  >>"$OUT/ctest_summary.txt"
 cp /tmp/ctest_gpu.log "$OUT/ctest_gpu.log"
 wait
 if [ "${LAMMPS:-0}" = 1 ]; then
