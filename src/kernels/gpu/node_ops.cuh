@@ -540,26 +540,37 @@ __global__ void __launch_bounds__(LTC_THREADS, 4) k_lin_gemm_tc_small(lin_gemm_p
  * faster on it (1.17 -> 1.12 ms, means of three alternated rounds, H100, session 38), the 16-channel water MACE
  * not (1.17-1.20 -> 1.23 ms). */
 #define LTC_MIN_N 32
+/* compute(dev) (>= 0) for the current device, computed once per device and kept in known[] as value + 1 (0: not yet):
+ * every node GEMM launch asks (~20 per step). 0 where the device cannot be named. */
+#if !defined(__HIPCC__)
+constexpr int per_device_max = 64; /* the size of every known[] */
+template <class F>
+static int per_device_once(std::atomic<int> *known, F compute) {
+    constexpr int max_devices = per_device_max;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+    if (dev < max_devices) {
+        const int v = known[dev].load(std::memory_order_relaxed);
+        if (v) return v - 1;
+    }
+    const int v = compute(dev);
+    if (dev < max_devices) known[dev].store(v + 1, std::memory_order_relaxed);
+    return v;
+}
+#endif
 static int lin_gemm_tc_mode() {
 #if defined(__HIPCC__)
     return 0;
 #else
-    /* read once per device (every node GEMM launch asks: ~20 per step), as mode + 1 (0: not yet read) */
-    constexpr int max_devices = 64;
-    static std::atomic<int> known[max_devices];
-    int dev = 0, major = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-    if (dev < max_devices) {
-        const int m = known[dev].load(std::memory_order_relaxed);
-        if (m) return m - 1;
-    }
-    const char *env = getenv("CGQ_GPU_NODE_TC");
-    int mode = 0;
-    if (!(env && env[0] == '0') && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-        major >= 8)
-        mode = env && env[0] == '1' ? 2 : 1;
-    if (dev < max_devices) known[dev].store(mode + 1, std::memory_order_relaxed);
-    return mode;
+    static std::atomic<int> known[per_device_max];
+    return per_device_once(known, [](int dev) {
+        const char *env = getenv("CGQ_GPU_NODE_TC");
+        int major = 0;
+        if (!(env && env[0] == '0') &&
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 8)
+            return env && env[0] == '1' ? 2 : 1;
+        return 0;
+    });
 #endif
 }
 
@@ -598,15 +609,11 @@ static bool lin_gemm_small_tiles(int64_t blocks, const lin_gemm<float> *gs, int 
 #else
     const char *env = getenv("CGQ_GPU_NODE_SMALL_TILES"); /* read per launch: a test switches it between steps */
     if (!(env && env[0] == '1')) return false;
-    constexpr int max_devices = 64; /* the SM count, read once per device */
-    static std::atomic<int> sm_count[max_devices];
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    if (dev < max_devices) sms = sm_count[dev].load(std::memory_order_relaxed);
-    if (!sms) {
-        if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) return false;
-        if (dev < max_devices) sm_count[dev].store(sms, std::memory_order_relaxed);
-    }
+    static std::atomic<int> known[per_device_max];
+    const int sms = per_device_once(known, [](int dev) {
+        int v = 0;
+        return cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess ? std::max(v, 0) : 0;
+    });
     for (int q = 0; q < n; q++)
         if (gs[q].d > GEMM_BM / 2) return false;
     return blocks < 2 * (int64_t)sms;
@@ -636,20 +643,22 @@ static void lin_gemm_launch(const std::vector<lin_gemm<T>> &in, cudaStream_t st 
         parts.n = (int)std::min<size_t>(LG_MAX_PARTS, gs.size() - b);
         const bool tc = lin_gemm_tc_ok(gs.data() + b, parts.n);
         int col_tiles = 1;
-        parts.tile0[0] = 0;
         for (int q = 0; q < parts.n; q++) {
-            const lin_gemm<T> &g = gs[b + q];
-            parts.g[q] = g;
-            const int64_t per = tc ? ltc_nodes(g.d) : GEMM_BM, items = tc ? g.n_nodes : g.n_nodes * g.d;
-            parts.tile0[q + 1] = parts.tile0[q] + (items + per - 1) / per;
-            col_tiles = std::max(col_tiles, (g.N + GEMM_BN - 1) / GEMM_BN);
+            parts.g[q] = gs[b + q];
+            col_tiles = std::max(col_tiles, (parts.g[q].N + GEMM_BN - 1) / GEMM_BN);
         }
+        auto lay_tiles = [&](int mi) { /* each part's first row tile; tensor-core tiles of 32 mi rows */
+            parts.tile0[0] = 0;
+            for (int q = 0; q < parts.n; q++) {
+                const lin_gemm<T> &g = parts.g[q];
+                const int64_t per = tc ? ltc_nodes(g.d, mi) : GEMM_BM, items = tc ? g.n_nodes : g.n_nodes * g.d;
+                parts.tile0[q + 1] = parts.tile0[q] + (items + per - 1) / per;
+            }
+        };
+        lay_tiles(2);
         if (parts.tile0[parts.n] == 0) continue;
         const bool small = tc && lin_gemm_small_tiles(parts.tile0[parts.n] * col_tiles, parts.g, parts.n);
-        if (small) /* the same parts in tiles of 32 rows */
-            for (int q = 0; q < parts.n; q++)
-                parts.tile0[q + 1] = parts.tile0[q] + (parts.g[q].n_nodes + ltc_nodes(parts.g[q].d, 1) - 1) /
-                                                          ltc_nodes(parts.g[q].d, 1);
+        if (small) lay_tiles(1);
         const dim3 grid((unsigned)parts.tile0[parts.n], col_tiles);
 #if !defined(__HIPCC__)
         if constexpr (std::is_same<T, float>::value)
