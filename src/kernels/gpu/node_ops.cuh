@@ -258,8 +258,8 @@ __global__ void __launch_bounds__(256) k_lin_gemm(lin_gemm_parts<T> parts) {
     }
 }
 
-/* Nodes per tensor-core tile (lin_tc_tile): T = 64 / d, T d of its 64 rows (mi = 1, the small tile: 32 / d of 32) */
-__host__ __device__ inline int ltc_nodes(int d, int mi = 2) { return GEMM_BM / 2 * mi / d; }
+/* Nodes per tensor-core tile (lin_tc_tile): T = 64 / d, T d of its 64 rows */
+__host__ __device__ inline int ltc_nodes(int d) { return GEMM_BM / d; }
 
 #if !defined(__HIPCC__)
 /* The float tiles on the tensor cores (sm_80 and later), with tf32_mma.cuh's float-accurate split products: 128
@@ -335,14 +335,13 @@ __device__ __forceinline__ void ltc_write(const lin_gemm<float> &g, const float 
 }
 
 /* The tile of nodes [node0, node0 + nodes) (nodes <= T) and columns [n0, n0 + 64); with per-species weights, those of
- * species sp (only its rows are written). MI: 16-row fragments per warp, the tile's rows 32 MI (2: 64 rows, the
- * default; 1: 32 rows, k_lin_gemm_tc_small) */
-template <bool BT, int MI>
+ * species sp (only its rows are written) */
+template <bool BT>
 __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *smem, int64_t node0, int nodes, int n0,
                                             int sp) {
     const int tid = threadIdx.x, lane = tid % 32, gq = lane / 4, tq = lane % 4;
-    const int wm = tid / 32 % 2 * 16 * MI, wn = tid / 64 * 32; /* the warp's outputs */
-    const int d = g.d, T = ltc_nodes(d, MI), P = ltc_node_stride(d), Td = T * d;
+    const int wm = tid / 32 % 2 * 32, wn = tid / 64 * 32; /* the warp's outputs */
+    const int d = g.d, T = ltc_nodes(d), P = ltc_node_stride(d), Td = T * d;
     const float *Ab = g.A + node0 * g.lda; /* offsets from the tile's first node fit an int (lin_gemm_tc_ok) */
     /* This thread's two 16-byte copies of A and two of W per step, each a destination in the stage, a source offset
      * from the step's first float and the bytes of a whole step (16 k's of the segment): A's floats 4 w to 4 w + 3 of
@@ -368,9 +367,9 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
         }
     }
     /* the fragments' rows (the padding rows past T d read the last row's values; they are not stored) */
-    int aro[MI][2], am[MI][2];
+    int aro[2][2], am[2][2];
 #pragma unroll
-    for (int mi = 0; mi < MI; mi++)
+    for (int mi = 0; mi < 2; mi++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int r = min(wm + 16 * mi + gq + 8 * h, Td - 1);
@@ -424,14 +423,14 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
         if (stage < n_steps) copy_step(stage);
         __pipeline_commit();
     }
-    float acc[MI][4][4] = {};
+    float acc[2][4][4] = {};
     /* segment by segment (its path weight and diagonal read once: in one loop over all k-steps with the segment's
      * state updated per step, the main loop took 704 SASS instructions per 16-wide step instead of 528, session 22) */
     for (int ms = 0, step = 0; ms < g.n_segs; ms++) {
-        float sc[MI][2]; /* the path weight times the row's diagonal coupling, applied to each k-step's sums */
+        float sc[2][2]; /* the path weight times the row's diagonal coupling, applied to each k-step's sums */
         const float pw = (float)g.pw[ms];
 #pragma unroll
-        for (int mi = 0; mi < MI; mi++)
+        for (int mi = 0; mi < 2; mi++)
 #pragma unroll
             for (int h = 0; h < 2; h++) sc[mi][h] = g.diag[ms] ? pw * g.diag[ms][am[mi][h]] : pw;
         for (int mk = 0; mk < g.K[ms]; mk += LTC_BK, step++) {
@@ -440,12 +439,12 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
             if (step + LTC_STAGES - 1 < n_steps) copy_step((step + LTC_STAGES - 1) % LTC_STAGES);
             __pipeline_commit();
             const float *As = smem + step % LTC_STAGES * LTC_STAGE, *Bs = As + GEMM_BM * LTC_KS;
-            float t[MI][4][4]; /* the 8 chains over the step's two 8-wide k-steps, side by side */
+            float t[2][4][4]; /* the 8 chains over the step's two 8-wide k-steps, side by side */
 #pragma unroll
             for (int kb = 0; kb < LTC_BK; kb += 8) {
-                uint32_t ah[MI][4], al[MI][4];
+                uint32_t ah[2][4], al[2][4];
 #pragma unroll
-                for (int mi = 0; mi < MI; mi++)
+                for (int mi = 0; mi < 2; mi++)
 #pragma unroll
                     for (int h = 0; h < 2; h++)
 #pragma unroll
@@ -463,7 +462,7 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
                     tf32_split_lo_truncated(b1, b[ni].y, b[ni].w);
                 }
 #pragma unroll
-                for (int mi = 0; mi < MI; mi++)
+                for (int mi = 0; mi < 2; mi++)
 #pragma unroll
                     for (int ni = 0; ni < 4; ni++) {
                         if (kb == 0)
@@ -472,16 +471,16 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
                         mma_tf32(t[mi][ni], al[mi], b[ni].x, b[ni].y);
                     }
 #pragma unroll
-                for (int mi = 0; mi < MI; mi++)
+                for (int mi = 0; mi < 2; mi++)
 #pragma unroll
                     for (int ni = 0; ni < 4; ni++) mma_tf32(t[mi][ni], ah[mi], b[ni].z, b[ni].w);
 #pragma unroll
-                for (int mi = 0; mi < MI; mi++)
+                for (int mi = 0; mi < 2; mi++)
 #pragma unroll
                     for (int ni = 0; ni < 4; ni++) mma_tf32(t[mi][ni], ah[mi], b[ni].x, b[ni].y);
             }
 #pragma unroll
-            for (int mi = 0; mi < MI; mi++)
+            for (int mi = 0; mi < 2; mi++)
 #pragma unroll
                 for (int ni = 0; ni < 4; ni++)
 #pragma unroll
@@ -490,7 +489,7 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
     }
     __syncthreads(); /* the stages are free for the sums */
 #pragma unroll
-    for (int mi = 0; mi < MI; mi++)
+    for (int mi = 0; mi < 2; mi++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             float *row = smem + ltc_out_row(wm + 16 * mi + gq + 8 * h, d);
@@ -502,34 +501,22 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
     ltc_write<BT>(g, smem, node0, nodes, n0, sp);
 }
 
-/* Block x of the grid takes node tile x - tile0[q] of part q (lin_gemm_launch), tiles of 32 MI rows */
-template <bool BT, int MI>
-__device__ __forceinline__ void lin_tc_block(const lin_gemm_parts<float> &parts, float *smem) {
+/* Block x of the grid takes node tile x - tile0[q] of part q (lin_gemm_launch) */
+template <bool BT>
+__global__ void __launch_bounds__(LTC_THREADS, 4) k_lin_gemm_tc(lin_gemm_parts<float> parts) {
+    __shared__ __align__(16) float smem[LTC_STAGES * LTC_STAGE];
     int q = 0;
     while (q + 1 < parts.n && blockIdx.x >= parts.tile0[q + 1]) q++;
     const lin_gemm<float> &g = parts.g[q];
-    const int64_t node0 = ((int64_t)blockIdx.x - parts.tile0[q]) * ltc_nodes(g.d, MI);
-    const int n0 = blockIdx.y * GEMM_BN, nodes = (int)std::min((int64_t)ltc_nodes(g.d, MI), g.n_nodes - node0);
+    const int64_t node0 = ((int64_t)blockIdx.x - parts.tile0[q]) * ltc_nodes(g.d);
+    const int n0 = blockIdx.y * GEMM_BN, nodes = (int)std::min((int64_t)ltc_nodes(g.d), g.n_nodes - node0);
     if (n0 >= g.N) return;
     for (int sp = -1;;) {
         if (g.species && (sp = lin_gemm_next_species(g.species, node0 * g.d, (node0 + nodes) * g.d, g.d, sp)) == INT_MAX)
             break;
-        lin_tc_tile<BT, MI>(g, smem, node0, nodes, n0, sp);
+        lin_tc_tile<BT>(g, smem, node0, nodes, n0, sp);
         if (!g.species) break;
     }
-}
-template <bool BT>
-__global__ void __launch_bounds__(LTC_THREADS, 4) k_lin_gemm_tc(lin_gemm_parts<float> parts) {
-    __shared__ __align__(16) float smem[LTC_STAGES * LTC_STAGE];
-    lin_tc_block<BT, 2>(parts, smem);
-}
-/* Tiles of 32 rows, each warp 16 x 32 outputs (a trial, CGQ_GPU_NODE_SMALL_TILES=1: lin_gemm_small_tiles): for
- * launches of fewer than two 64-row tiles per SM (MACE-MP-0's 0e blocks alone: 162 blocks on 132 SMs, 17.6-45.2 us
- * each at 1.2 blocks per SM, session 51), twice the blocks, each with half the products per k-step. */
-template <bool BT>
-__global__ void __launch_bounds__(LTC_THREADS, 4) k_lin_gemm_tc_small(lin_gemm_parts<float> parts) {
-    __shared__ __align__(16) float smem[LTC_STAGES * LTC_STAGE];
-    lin_tc_block<BT, 1>(parts, smem);
 }
 #endif
 
@@ -540,37 +527,26 @@ __global__ void __launch_bounds__(LTC_THREADS, 4) k_lin_gemm_tc_small(lin_gemm_p
  * faster on it (1.17 -> 1.12 ms, means of three alternated rounds, H100, session 38), the 16-channel water MACE
  * not (1.17-1.20 -> 1.23 ms). */
 #define LTC_MIN_N 32
-/* compute(dev) (>= 0) for the current device, computed once per device and kept in known[] as value + 1 (0: not yet):
- * every node GEMM launch asks (~20 per step). 0 where the device cannot be named. */
-#if !defined(__HIPCC__)
-constexpr int per_device_max = 64; /* the size of every known[] */
-template <class F>
-static int per_device_once(std::atomic<int> *known, F compute) {
-    constexpr int max_devices = per_device_max;
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-    if (dev < max_devices) {
-        const int v = known[dev].load(std::memory_order_relaxed);
-        if (v) return v - 1;
-    }
-    const int v = compute(dev);
-    if (dev < max_devices) known[dev].store(v + 1, std::memory_order_relaxed);
-    return v;
-}
-#endif
 static int lin_gemm_tc_mode() {
 #if defined(__HIPCC__)
     return 0;
 #else
-    static std::atomic<int> known[per_device_max];
-    return per_device_once(known, [](int dev) {
-        const char *env = getenv("CGQ_GPU_NODE_TC");
-        int major = 0;
-        if (!(env && env[0] == '0') &&
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 8)
-            return env && env[0] == '1' ? 2 : 1;
-        return 0;
-    });
+    /* read once per device (every node GEMM launch asks: ~20 per step), as mode + 1 (0: not yet read) */
+    constexpr int max_devices = 64;
+    static std::atomic<int> known[max_devices];
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+    if (dev < max_devices) {
+        const int m = known[dev].load(std::memory_order_relaxed);
+        if (m) return m - 1;
+    }
+    const char *env = getenv("CGQ_GPU_NODE_TC");
+    int mode = 0;
+    if (!(env && env[0] == '0') && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+        major >= 8)
+        mode = env && env[0] == '1' ? 2 : 1;
+    if (dev < max_devices) known[dev].store(mode + 1, std::memory_order_relaxed);
+    return mode;
 #endif
 }
 
@@ -599,30 +575,6 @@ static bool lin_gemm_tc_ok(const lin_gemm<float> *gs, int n) {
 #endif
 }
 
-/* Whether a tensor-core launch of `blocks` 64-row tiles over the parts gs runs 32-row tiles instead
- * (k_lin_gemm_tc_small): a trial, off by default (CGQ_GPU_NODE_SMALL_TILES=1), for launches of fewer than two tiles
- * per SM (four fit) whose every part has d <= 32 */
-static bool lin_gemm_small_tiles(int64_t blocks, const lin_gemm<float> *gs, int n) {
-#if defined(__HIPCC__)
-    (void)blocks, (void)gs, (void)n;
-    return false;
-#else
-    const char *env = getenv("CGQ_GPU_NODE_SMALL_TILES"); /* read per launch: a test switches it between steps */
-    if (!(env && env[0] == '1')) return false;
-    static std::atomic<int> known[per_device_max];
-    const int sms = per_device_once(known, [](int dev) {
-        int v = 0;
-        return cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess ? std::max(v, 0) : 0;
-    });
-    for (int q = 0; q < n; q++)
-        if (gs[q].d > GEMM_BM / 2) return false;
-    return blocks < 2 * (int64_t)sms;
-#endif
-}
-static bool lin_gemm_small_tiles(int64_t, const lin_gemm<double> *, int) {
-    return false;
-}
-
 /* Runs the GEMMs gs (LG_MAX_PARTS per launch): on the tensor cores in tiles of whole nodes (lin_tc_tile) where
  * lin_gemm_tc_ok, else k_lin_gemm's tiles of 64 rows */
 template <class T, bool BT>
@@ -643,28 +595,20 @@ static void lin_gemm_launch(const std::vector<lin_gemm<T>> &in, cudaStream_t st 
         parts.n = (int)std::min<size_t>(LG_MAX_PARTS, gs.size() - b);
         const bool tc = lin_gemm_tc_ok(gs.data() + b, parts.n);
         int col_tiles = 1;
+        parts.tile0[0] = 0;
         for (int q = 0; q < parts.n; q++) {
-            parts.g[q] = gs[b + q];
-            col_tiles = std::max(col_tiles, (parts.g[q].N + GEMM_BN - 1) / GEMM_BN);
+            const lin_gemm<T> &g = gs[b + q];
+            parts.g[q] = g;
+            const int64_t per = tc ? ltc_nodes(g.d) : GEMM_BM, items = tc ? g.n_nodes : g.n_nodes * g.d;
+            parts.tile0[q + 1] = parts.tile0[q] + (items + per - 1) / per;
+            col_tiles = std::max(col_tiles, (g.N + GEMM_BN - 1) / GEMM_BN);
         }
-        auto lay_tiles = [&](int mi) { /* each part's first row tile; tensor-core tiles of 32 mi rows */
-            parts.tile0[0] = 0;
-            for (int q = 0; q < parts.n; q++) {
-                const lin_gemm<T> &g = parts.g[q];
-                const int64_t per = tc ? ltc_nodes(g.d, mi) : GEMM_BM, items = tc ? g.n_nodes : g.n_nodes * g.d;
-                parts.tile0[q + 1] = parts.tile0[q] + (items + per - 1) / per;
-            }
-        };
-        lay_tiles(2);
-        if (parts.tile0[parts.n] == 0) continue;
-        const bool small = tc && lin_gemm_small_tiles(parts.tile0[parts.n] * col_tiles, parts.g, parts.n);
-        if (small) lay_tiles(1);
         const dim3 grid((unsigned)parts.tile0[parts.n], col_tiles);
+        if (parts.tile0[parts.n] == 0) continue;
 #if !defined(__HIPCC__)
         if constexpr (std::is_same<T, float>::value)
             if (tc) {
-                if (small) k_lin_gemm_tc_small<BT><<<grid, LTC_THREADS, 0, st>>>(parts);
-                else k_lin_gemm_tc<BT><<<grid, LTC_THREADS, 0, st>>>(parts);
+                k_lin_gemm_tc<BT><<<grid, LTC_THREADS, 0, st>>>(parts);
                 continue;
             }
 #endif
