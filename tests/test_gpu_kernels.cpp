@@ -476,56 +476,35 @@ TEST_P(GpuKernels, FusedRadialConvolutionMatchesCpu) {
 // embedding), against the float64 CPU functions: the weights from the MLP (w = alpha a(r) W, times the cutoff where
 // the model applies it to the weights), the messages by cgq_tp_conv_forward, dE/dY by cgq_tp_conv_backward, dE/dcut =
 // sum_k dE/dw_k w_k and dE/dr = sum_k dE/dw_k cut dw_k/dr (the MLP's exact derivative).
-// The factored convolution's inputs on long_rows_graph (the comment above says which) and one run of the kernels
-struct SpeciesConvCase {
-    int64_t n = 97, dM = 0;
-    int nY = 0;
-    std::vector<int32_t> species, sender;
-    std::vector<int64_t> row;
-    std::vector<double> r, cut, x, Y, gM;
-    SpeciesConvCase(const cgq_model *m, const RadialCase &rc, std::mt19937_64 &rng) {
-        const cgq_tp *tp = &m->layers[0].conv_tp;
-        const int64_t din = tp->in1.dim;
-        nY = (m->lmax_sh + 1) * (m->lmax_sh + 1), dM = tp->out.dim;
-        std::vector<int32_t> kinds;
-        for (int z : {0, m->n_species - 1, m->n_species / 2})
-            if (std::find(kinds.begin(), kinds.end(), z) == kinds.end()) kinds.push_back(z);
-        species.resize(n);
-        for (int32_t &z : species) z = kinds[rng() % kinds.size()];
-        long_rows_graph(rng, n, row, sender);
-        const int64_t E = row[n];
-        std::uniform_real_distribution<double> ur(rc.lo, rc.rm.r_max), uc(0.0, 1.0);
-        r.resize(E), cut.resize(m->apply_cutoff ? 0 : E);
-        for (double &v : r) v = ur(rng);
-        for (double &v : cut) v = uc(rng);
-        const std::vector<double> xs = uniform(rng, m->n_species * din);
-        Y = uniform(rng, E * nY), gM = uniform(rng, n * dM);
-        x.resize(n * din);
-        for (int64_t i = 0; i < n; i++) std::copy_n(&xs[species[i] * din], din, &x[i * din]);
-    }
-    /* the messages (or with linear, the linear's outputs) and the edge gradients from gM (or dE/dMlin), NAN first */
-    cgq_status run(cgq_gpu *g, const std::vector<double> &gsrc, std::vector<double> &M, std::vector<double> &gY,
-                   std::vector<double> &gcut, std::vector<double> &gr, int linear, int64_t dout) const {
-        const int64_t E = row[n];
-        M.assign(n * dout, NAN), gY.assign(E * nY, NAN), gcut.assign(E, NAN), gr.assign(E, NAN);
-        return cgq_gpu_species_conv(g, n, row.data(), sender.data(), species.data(), r.data(),
-                                    cut.empty() ? nullptr : cut.data(), x.data(), Y.data(), gsrc.data(), M.data(),
-                                    gY.data(), gcut.data(), gr.data(), linear);
-    }
-};
-
 TEST_P(GpuKernels, SpeciesConvolutionMatchesCpu) {
     if (m->nequip) GTEST_SKIP() << "MACE layers only";
+    const int nY = (m->lmax_sh + 1) * (m->lmax_sh + 1);
     cgq_radial_mlps mlps;
     const std::vector<RadialCase> cases = radial_cases(m, mlps);
     for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
         const RadialCase &rc = cases[0];
         const cgq_tp *tp = &m->layers[0].conv_tp;
-        const SpeciesConvCase c(m, rc, rng);
-        const int64_t n = c.n, dM = c.dM;
-        const int nY = c.nY;
-        std::vector<double> M, gY, gcut, gr;
-        const cgq_status st = c.run(g, c.gM, M, gY, gcut, gr, 0, dM);
+        const int64_t n = 97, din = tp->in1.dim, dM = tp->out.dim, wn = tp->weight_numel;
+        std::vector<int32_t> kinds;
+        for (int z : {0, m->n_species - 1, m->n_species / 2})
+            if (std::find(kinds.begin(), kinds.end(), z) == kinds.end()) kinds.push_back(z);
+        std::vector<int32_t> species(n), sender;
+        std::vector<int64_t> row;
+        for (int32_t &z : species) z = kinds[rng() % kinds.size()];
+        long_rows_graph(rng, n, row, sender);
+        const int64_t E = row[n];
+        std::uniform_real_distribution<double> ur(rc.lo, rc.rm.r_max), uc(0.0, 1.0);
+        std::vector<double> r(E), cut(m->apply_cutoff ? 0 : E);
+        for (double &v : r) v = ur(rng);
+        for (double &v : cut) v = uc(rng);
+        const std::vector<double> xs = uniform(rng, m->n_species * din), Y = uniform(rng, E * nY);
+        const std::vector<double> gM = uniform(rng, n * dM);
+        std::vector<double> x(n * din);
+        for (int64_t i = 0; i < n; i++) std::copy_n(&xs[species[i] * din], din, &x[i * din]);
+        std::vector<double> M(n * dM, NAN), gY(E * nY, NAN), gcut(E, NAN), gr(E, NAN);
+        const cgq_status st = cgq_gpu_species_conv(g, n, row.data(), sender.data(), species.data(), r.data(),
+                                                   cut.empty() ? nullptr : cut.data(), x.data(), Y.data(), gM.data(),
+                                                   M.data(), gY.data(), gcut.data(), gr.data(), 0);
         if (st == CGQ_STATUS_UNSUPPORTED) {
             std::printf("  %s: %s\n", fp32 ? "fp32" : "fp64", cgq_last_error());
             return;
@@ -535,14 +514,14 @@ TEST_P(GpuKernels, SpeciesConvolutionMatchesCpu) {
         // for the in-kernel ones; unset, layers of 64 channels or more (mace_res_l3_mul128) run the GEMM folds where
         // the node GEMMs run on the tensor cores, narrower ones the in-kernel folds
         const char *mode = std::getenv("CGQ_GPU_SPECIES_CONV");
-        const bool gemm =
-            mode && *mode ? std::string(mode) == "2" : tp->in1.b[0].mul >= 64 && cgq_gpu_node_tensor_cores(g);
+        const bool gemm = mode && *mode ? std::string(mode) == "2"
+                                        : tp->in1.b[0].mul >= 64 && cgq_gpu_node_tensor_cores(g);
         EXPECT_EQ(cgq_gpu_species_conv_gemm(g), gemm ? 1 : 0);
         std::printf("  %s folds\n", cgq_gpu_species_conv_gemm(g) ? "GEMM" : "in-kernel");
-        const ConvReference ref(rc, tp, nY, c.row, c.sender, c.r, c.cut, c.x, c.Y, c.gM);
+        const ConvReference ref(rc, tp, nY, row, sender, r, cut, x, Y, gM);
         expect_close(GetParam(), 0, fp32, seed, "M (species)", M, ref.M);
         expect_close(GetParam(), 0, fp32, seed, "dE/dY (species)", gY, ref.gY);
-        if (!c.cut.empty()) expect_close(GetParam(), 0, fp32, seed, "dE/dcut (species)", gcut, ref.gcut);
+        if (!cut.empty()) expect_close(GetParam(), 0, fp32, seed, "dE/dcut (species)", gcut, ref.gcut);
         expect_close(GetParam(), 0, fp32, seed, "dE/dr (species)", gr, ref.gr);
         // the layer's linear composed into the GEMM folds, as the steps run residual layers without density
         // (CGQ_GPU_SC_LINEAR=0: not): Mlin = linear(M) / avg and, given dE/dMlin, the same edge gradients as from
@@ -556,53 +535,25 @@ TEST_P(GpuKernels, SpeciesConvolutionMatchesCpu) {
         const int64_t dl = lin->out.dim;
         const double inv = 1.0 / l0->avg_num_neighbors;
         const std::vector<double> gMl = uniform(rng, n * dl);
-        std::vector<double> gMe(n * dM, 0.0), Mlr(n * dl), Ml;
+        std::vector<double> gMe(n * dM, 0.0), Mlr(n * dl), Ml(n * dl, NAN);
         for (int64_t i = 0; i < n; i++) {
             cgq_linear_backward(lin, &gMl[i * dl], &gMe[i * dM]);
             cgq_linear_forward(lin, &ref.M[i * dM], &Mlr[i * dl]);
         }
         for (double &v : gMe) v *= inv;
         for (double &v : Mlr) v *= inv;
-        ASSERT_EQ(c.run(g, gMl, Ml, gY, gcut, gr, 1, dl), CGQ_STATUS_OK) << cgq_last_error();
+        for (std::vector<double> *v : {&gY, &gcut, &gr}) std::fill(v->begin(), v->end(), NAN);
+        ASSERT_EQ(cgq_gpu_species_conv(g, n, row.data(), sender.data(), species.data(), r.data(),
+                                       cut.empty() ? nullptr : cut.data(), x.data(), Y.data(), gMl.data(), Ml.data(),
+                                       gY.data(), gcut.data(), gr.data(), 1),
+                  CGQ_STATUS_OK)
+            << cgq_last_error();
         std::printf("  the linear composed into the folds\n");
-        const ConvReference ref2(rc, tp, nY, c.row, c.sender, c.r, c.cut, c.x, c.Y, gMe);
+        const ConvReference ref2(rc, tp, nY, row, sender, r, cut, x, Y, gMe);
         expect_close(GetParam(), 0, fp32, seed, "Mlin (species, linear)", Ml, Mlr);
         expect_close(GetParam(), 0, fp32, seed, "dE/dY (species, linear)", gY, ref2.gY);
-        if (!c.cut.empty()) expect_close(GetParam(), 0, fp32, seed, "dE/dcut (species, linear)", gcut, ref2.gcut);
+        if (!cut.empty()) expect_close(GetParam(), 0, fp32, seed, "dE/dcut (species, linear)", gcut, ref2.gcut);
         expect_close(GetParam(), 0, fp32, seed, "dE/dr (species, linear)", gr, ref2.gr);
-    });
-}
-
-// The factored convolution's reverse on the tensor cores with each chunk's edges taken in the order of their senders'
-// classes (CGQ_GPU_SCT_SORT=1, species_conv.cuh SCT_CHUNK; a trial) gives the bits of the rows' own order: each edge's
-// products are the same operations in the same order (the other classes' passes add exact zeros). Rows of 150 and
-// 300 edges: chunks of 128 and partial ones, three classes.
-TEST_P(GpuKernels, SpeciesConvolutionSortedTilesAreTheTilesBitwise) {
-    if (m->nequip) GTEST_SKIP() << "MACE layers only";
-    cgq_radial_mlps mlps;
-    const std::vector<RadialCase> cases = radial_cases(m, mlps);
-    const char *env = getenv("CGQ_GPU_SCT_SORT"); /* put back after the runs (the ctest variant sets it) */
-    const std::string was = env ? env : "";
-    for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned) {
-        if (!fp32) return; /* float only */
-        const SpeciesConvCase c(m, cases[0], rng);
-        std::vector<double> M[2], gY[2], gcut[2], gr[2];
-        cgq_status st[2];
-        for (int sort = 0; sort < 2; sort++) {
-            setenv("CGQ_GPU_SCT_SORT", sort ? "1" : "0", 1);
-            st[sort] = c.run(g, c.gM, M[sort], gY[sort], gcut[sort], gr[sort], 0, c.dM);
-            if (env)
-                setenv("CGQ_GPU_SCT_SORT", was.c_str(), 1);
-            else
-                unsetenv("CGQ_GPU_SCT_SORT");
-        }
-        if (st[0] == CGQ_STATUS_UNSUPPORTED) return;
-        ASSERT_EQ(st[0], CGQ_STATUS_OK) << cgq_last_error();
-        ASSERT_EQ(st[1], CGQ_STATUS_OK) << cgq_last_error();
-        EXPECT_TRUE(M[1] == M[0]) << "M";
-        EXPECT_TRUE(gY[1] == gY[0]) << "dE/dY";
-        EXPECT_TRUE(gcut[1] == gcut[0]) << "dE/dcut";
-        EXPECT_TRUE(gr[1] == gr[0]) << "dE/dr";
     });
 }
 

@@ -1260,11 +1260,9 @@ static cgq_status build_species_conv(cgq_gpu *g) {
 #if !defined(__HIPCC__)
     /* the reverse's edges on the tensor cores (CGQ_GPU_SPECIES_TC=0: the scalar kernels) */
     const char *tc_env = getenv("CGQ_GPU_SPECIES_TC");
-    const sct_fn tck = sct_kernel(K, s.gemm, false), tcs = sct_kernel(K, s.gemm, true);
+    const sct_fn tck = sct_kernel(K, s.gemm);
     s.tc_bwd = g->cc_major >= 8 && !(tc_env && atoi(tc_env) == 0) && tck &&
                cudaFuncSetAttribute((const void *)tck, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)g->smem_optin) == cudaSuccess &&
-               cudaFuncSetAttribute((const void *)tcs, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)g->smem_optin) == cudaSuccess;
     cudaGetLastError();
 #endif

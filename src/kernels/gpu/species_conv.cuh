@@ -144,13 +144,8 @@ static size_t sc_smem(const conv_plan &p, const species_conv &s, bool bwd) {
  * the warps' */
 #define SCT_WARPS 2
 #define SCT_WARP_FLOATS (2 * 16 * 17 + 16)
-/* CGQ_GPU_SCT_SORT=1 (a trial): the row's edges in chunks of SCT_CHUNK, each taken in the order of its senders'
- * classes (stable), so that a tile holds one class but where the classes meet: one pass of products per tile where
- * it took one per class present (MACE-MP-0 on water: every tile of 16 edges held both). The order is kept as u16
- * entries (the edge within the chunk | its class << 8), 256 bytes: 10 blocks per SM still fit. */
-#define SCT_CHUNK 128
 __host__ __device__ inline int sct_words(int S, int KT) {
-    return S * KT * 2 * 32 * 4 + 16 * 16 + 16 + SCT_WARPS * SCT_WARP_FLOATS + SCT_CHUNK / 2;
+    return S * KT * 2 * 32 * 4 + 16 * 16 + 16 + SCT_WARPS * SCT_WARP_FLOATS;
 }
 /* the in-kernel folds' area after them (floats): the classes' features xs [S][C], Z [S][P][C], G [S][P][K] */
 __host__ __device__ inline int sct_fold_floats(int S, int C, int P, int K) {
@@ -491,7 +486,7 @@ __global__ void __launch_bounds__(SC_BWD_THREADS)
  * 2 x 16 x 64 products of MACE-MP-0's layer 0 with their shared-memory operands (568 us per step, ncu, session 28).
  * The k-slots of a k-step are permuted so that a lane's two columns are adjacent: slot tq + 4c is column
  * 8 ks + 2 tq + c, read 8 bytes at a time from the table (a warp's read: 32 consecutive bytes per row). */
-template <int KT, bool GEMM, bool SORT>
+template <int KT, bool GEMM>
 __global__ void __launch_bounds__(32 * SCT_WARPS)
     k_species_conv_bwd_tc(conv_plan p, species_conv s, int64_t i0, const int64_t *row_ptr, const int32_t *sender,
                           const int32_t *species, const double *r, const float *Y, const float *hu, const float *cut,
@@ -533,142 +528,106 @@ __global__ void __launch_bounds__(32 * SCT_WARPS)
     for (int q = tid; q < P * nY; q += blockDim.x) y2p[q] = s.Y2P[q];
     for (int q = tid; q < P; q += blockDim.x) y2r[q] = s.Y2Pr[q];
     __syncthreads();
-    uint16_t *ord = reinterpret_cast<uint16_t *>(reinterpret_cast<float *>(y2r + 16) + SCT_WARPS * SCT_WARP_FLOATS);
-    /* SORT: the row in chunks of SCT_CHUNK edges, each in the order of the senders' classes (ord); else one chunk */
-    const int64_t span = SORT ? SCT_CHUNK : r1 - r0;
-    for (int64_t c0 = r0; c0 < r1; c0 += span) {
-        const int nc = (int)(r1 - c0 < span ? r1 - c0 : span);
-        if (SORT) {
-            __syncthreads(); /* the previous chunk's tiles are done */
-            for (int t = tid; t < nc; t += blockDim.x)
-                ord[t] = (uint16_t)(t | (s.cls[species[sender[c0 + t]]] & 0xff) << 8);
-            __syncthreads();
-            if (warp == 0) { /* a stable partition by class (classes outside [0, S) last, as their own key) */
-                uint16_t v[SCT_CHUNK / 32];
+    for (int64_t eb = r0 + 16 * warp; eb < r1; eb += 16 * SCT_WARPS) {
+        int cls[2];
+        float b[2][3], db[2][3];
+        const float *kp[2];
+        unsigned present = 0; /* the classes of the tile's edges */
 #pragma unroll
-                for (int k = 0; k < SCT_CHUNK / 32; k++) v[k] = lane + 32 * k < nc ? ord[lane + 32 * k] : 0;
-                __syncwarp();
-                int base = 0;
-                for (int key = 0; key <= S; key++)
+        for (int h = 0; h < 2; h++) {
+            const int64_t e = eb + gq + 8 * h;
+            cls[h] = -1, kp[h] = s.tab.knots;
 #pragma unroll
-                    for (int k = 0; k < SCT_CHUNK / 32; k++) {
-                        const int c = (signed char)(v[k] >> 8);
-                        const bool m = lane + 32 * k < nc && (c >= 0 && c < S ? c : S) == key;
-                        const unsigned bal = __ballot_sync(0xffffffffu, m);
-                        if (m) ord[base + __popc(bal & ((1u << lane) - 1))] = v[k];
-                        base += __popc(bal);
-                    }
+            for (int q = 0; q < 3; q++) b[h][q] = db[h][q] = 0.0f;
+            if (e < r1) {
+                cls[h] = s.cls[species[sender[e]]];
+                kp[h] += (size_t)hermite_weights(s.tab, r[e], b[h], db[h]) * 4 * K;
             }
-            __syncthreads();
         }
-        /* the edge at place `at` of the chunk (-1: past it) */
-        auto edge_at = [&](int at) -> int64_t { return at >= nc ? -1 : c0 + (SORT ? ord[at] & 0xff : at); };
-        for (int tb = 16 * warp; tb < nc; tb += 16 * SCT_WARPS) {
-            int cls[2];
-            float b[2][3], db[2][3];
-            const float *kp[2];
-            unsigned present = 0; /* the classes of the tile's edges */
+        for (int sg = 0; sg < S; sg++)
+            if (__any_sync(0xffffffffu, cls[0] == sg || cls[1] == sg)) present |= 1u << sg;
+        for (int t = lane; t < 256; t += 32) { /* P of the tile's edges (not times the cutoff) */
+            const int row = t / 16, q = t % 16;
+            const int64_t e = eb + row;
+            Pt[row * 17 + q] = q < P && e < r1 ? sc_p_entry(y2p, y2r, q, nY, Y + e * nY) : 0.0f;
+        }
+        if (lane < 16) ceb[lane] = cut && eb + lane < r1 ? cut[eb + lane] : 1.0f;
+        __syncwarp();
+        float T[2][4] = {}, Ts[2][4] = {}; /* [n-tile][2h + c]: row gq + 8h, q = 8 nt + 2 tq + c */
+#pragma unroll 2
+        for (int ks = 0; ks < KT; ks++) {
+            uint32_t ah[4], al[4], sh[4], sl[4];
+            const int j = ks * 8 + 2 * tq;
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const int at = tb + gq + 8 * h;
-                const int64_t e = edge_at(at);
-                cls[h] = -1, kp[h] = s.tab.knots;
+                const float2 v0 = *reinterpret_cast<const float2 *>(kp[h] + j);
+                const float2 v1 = *reinterpret_cast<const float2 *>(kp[h] + K + j);
+                const float2 v2 = *reinterpret_cast<const float2 *>(kp[h] + 2 * K + j);
+                const float2 v3 = *reinterpret_cast<const float2 *>(kp[h] + 3 * K + j);
+                /* hermite_value and hermite_slope on values read 8 bytes at a time */
+                const float a0 = hermite_mix(v0.x, v1.x, v2.x, v3.x, b[h]);
+                const float a1 = hermite_mix(v0.y, v1.y, v2.y, v3.y, b[h]);
+                const float s0 = hermite_mix_slope(v1.x, v2.x, v3.x, db[h]);
+                const float s1 = hermite_mix_slope(v1.y, v2.y, v3.y, db[h]);
+                tf32_split(a0, ah[h], al[h]);
+                tf32_split(a1, ah[h + 2], al[h + 2]);
+                tf32_split(s0, sh[h], sl[h]);
+                tf32_split(s1, sh[h + 2], sl[h + 2]);
+            }
+            for (int sg = 0; sg < S; sg++) {
+                if (!(present >> sg & 1)) continue; /* uniform over the warp */
+                uint32_t mah[4], mal[4], msh[4], msl[4];
 #pragma unroll
-                for (int q = 0; q < 3; q++) b[h][q] = db[h][q] = 0.0f;
-                if (e >= 0) {
-                    cls[h] = SORT ? (signed char)(ord[at] >> 8) : s.cls[species[sender[e]]];
-                    kp[h] += (size_t)hermite_weights(s.tab, r[e], b[h], db[h]) * 4 * K;
+                for (int f = 0; f < 4; f++) {
+                    const bool m = cls[f & 1] == sg;
+                    mah[f] = m ? ah[f] : 0u, mal[f] = m ? al[f] : 0u, msh[f] = m ? sh[f] : 0u, msl[f] = m ? sl[f] : 0u;
+                }
+#pragma unroll
+                for (int nt = 0; nt < 2; nt++) {
+                    const uint4 bb = Bf[((sg * KT + ks) * 2 + nt) * 32 + lane];
+                    mma_split_step(T[nt], mah, mal, bb);
+                    mma_split_step(Ts[nt], msh, msl, bb);
                 }
             }
-            for (int sg = 0; sg < S; sg++)
-                if (__any_sync(0xffffffffu, cls[0] == sg || cls[1] == sg)) present |= 1u << sg;
-            for (int t = lane; t < 256; t += 32) { /* P of the tile's edges (not times the cutoff) */
-                const int row = t / 16, q = t % 16;
-                const int64_t e = edge_at(tb + row);
-                Pt[row * 17 + q] = q < P && e >= 0 ? sc_p_entry(y2p, y2r, q, nY, Y + e * nY) : 0.0f;
-            }
-            if (lane < 16) {
-                const int64_t e = edge_at(tb + lane);
-                ceb[lane] = cut && e >= 0 ? cut[e] : 1.0f;
-            }
-            __syncwarp();
-            float T[2][4] = {}, Ts[2][4] = {}; /* [n-tile][2h + c]: row gq + 8h, q = 8 nt + 2 tq + c */
-#pragma unroll 2
-            for (int ks = 0; ks < KT; ks++) {
-                uint32_t ah[4], al[4], sh[4], sl[4];
-                const int j = ks * 8 + 2 * tq;
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const float2 v0 = *reinterpret_cast<const float2 *>(kp[h] + j);
-                    const float2 v1 = *reinterpret_cast<const float2 *>(kp[h] + K + j);
-                    const float2 v2 = *reinterpret_cast<const float2 *>(kp[h] + 2 * K + j);
-                    const float2 v3 = *reinterpret_cast<const float2 *>(kp[h] + 3 * K + j);
-                    /* hermite_value and hermite_slope on values read 8 bytes at a time */
-                    const float a0 = hermite_mix(v0.x, v1.x, v2.x, v3.x, b[h]);
-                    const float a1 = hermite_mix(v0.y, v1.y, v2.y, v3.y, b[h]);
-                    const float s0 = hermite_mix_slope(v1.x, v2.x, v3.x, db[h]);
-                    const float s1 = hermite_mix_slope(v1.y, v2.y, v3.y, db[h]);
-                    tf32_split(a0, ah[h], al[h]);
-                    tf32_split(a1, ah[h + 2], al[h + 2]);
-                    tf32_split(s0, sh[h], sl[h]);
-                    tf32_split(s1, sh[h + 2], sl[h + 2]);
-                }
-                for (int sg = 0; sg < S; sg++) {
-                    if (!(present >> sg & 1)) continue; /* uniform over the warp */
-                    uint32_t mah[4], mal[4], msh[4], msl[4];
-#pragma unroll
-                    for (int f = 0; f < 4; f++) {
-                        const bool m = cls[f & 1] == sg;
-                        mah[f] = m ? ah[f] : 0u, mal[f] = m ? al[f] : 0u, msh[f] = m ? sh[f] : 0u,
-                        msl[f] = m ? sl[f] : 0u;
-                    }
-#pragma unroll
-                    for (int nt = 0; nt < 2; nt++) {
-                        const uint4 bb = Bf[((sg * KT + ks) * 2 + nt) * 32 + lane];
-                        mma_split_step(T[nt], mah, mal, bb);
-                        mma_split_step(Ts[nt], msh, msl, bb);
-                    }
-                }
-            }
-            float au[2] = {0.0f, 0.0f}, gu[2] = {0.0f, 0.0f};
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-#pragma unroll
-                for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-                    for (int c = 0; c < 2; c++) {
-                        const int at = (gq + 8 * h) * 17 + 8 * nt + 2 * tq + c;
-                        const float pv = Pt[at];
-                        au[h] += pv * T[nt][2 * h + c], gu[h] += pv * Ts[nt][2 * h + c];
-                        Tt[at] = T[nt][2 * h + c];
-                    }
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-#pragma unroll
-                for (int off = 1; off < 4; off *= 2) {
-                    au[h] += __shfl_xor_sync(0xffffffffu, au[h], off);
-                    gu[h] += __shfl_xor_sync(0xffffffffu, gu[h], off);
-                }
-            __syncwarp();
-            if (tq == 0)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const int64_t e = edge_at(tb + gq + 8 * h);
-                    if (e >= 0) {
-                        gcut[e] = cut ? au[h] : 0.0f;
-                        gr[e - e0] = (double)(ceb[gq + 8 * h] * gu[h]) * s.tab.inv_step;
-                    }
-                }
-            for (int t = lane; t < 16 * nY; t += 32) { /* dE/dY_b = cut sum_q Y2P[q][b] T_q */
-                const int row = t / nY, bc = t % nY;
-                const int64_t e = edge_at(tb + row);
-                if (e < 0) continue;
-                float v = 0.0f;
-                for (int q = 0; q < P; q++) v += y2p[q * nY + bc] * Tt[row * 17 + q];
-                gY[e * nY + bc] = ceb[row] * v;
-            }
-            __syncwarp(); /* Pt, Tt and ceb are the next tile's */
         }
+        float au[2] = {0.0f, 0.0f}, gu[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    const int at = (gq + 8 * h) * 17 + 8 * nt + 2 * tq + c;
+                    const float pv = Pt[at];
+                    au[h] += pv * T[nt][2 * h + c], gu[h] += pv * Ts[nt][2 * h + c];
+                    Tt[at] = T[nt][2 * h + c];
+                }
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int off = 1; off < 4; off *= 2) {
+                au[h] += __shfl_xor_sync(0xffffffffu, au[h], off);
+                gu[h] += __shfl_xor_sync(0xffffffffu, gu[h], off);
+            }
+        __syncwarp();
+        if (tq == 0)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int64_t e = eb + gq + 8 * h;
+                if (e < r1) {
+                    gcut[e] = cut ? au[h] : 0.0f;
+                    gr[e - e0] = (double)(ceb[gq + 8 * h] * gu[h]) * s.tab.inv_step;
+                }
+            }
+        for (int t = lane; t < 16 * nY; t += 32) { /* dE/dY_b = cut sum_q Y2P[q][b] T_q */
+            const int row = t / nY, bc = t % nY;
+            const int64_t e = eb + row;
+            if (e >= r1) continue;
+            float v = 0.0f;
+            for (int q = 0; q < P; q++) v += y2p[q * nY + bc] * Tt[row * 17 + q];
+            gY[e * nY + bc] = ceb[row] * v;
+        }
+        __syncwarp(); /* Pt, Tt and ceb are the next tile's */
     }
 }
 
@@ -676,30 +635,15 @@ typedef void (*sct_fn)(conv_plan, species_conv, int64_t, const int64_t *, const 
                        const double *, const float *, const float *, const float *, const float *, int64_t, float *,
                        float *, double *);
 /* the instance for a table of width K (null: none; species_conv.tc_bwd is then off) */
-template <bool SORT>
-static sct_fn sct_kernel_of(int K, bool gemm) {
+static sct_fn sct_kernel(int K, bool gemm) {
     switch (K) {
-        case 8:
-            return gemm ? k_species_conv_bwd_tc<1, true, SORT> : k_species_conv_bwd_tc<1, false, SORT>;
-        case 16:
-            return gemm ? k_species_conv_bwd_tc<2, true, SORT> : k_species_conv_bwd_tc<2, false, SORT>;
-        case 32:
-            return gemm ? k_species_conv_bwd_tc<4, true, SORT> : k_species_conv_bwd_tc<4, false, SORT>;
-        case 64:
-            return gemm ? k_species_conv_bwd_tc<8, true, SORT> : k_species_conv_bwd_tc<8, false, SORT>;
-        case 128:
-            return gemm ? k_species_conv_bwd_tc<16, true, SORT> : k_species_conv_bwd_tc<16, false, SORT>;
-        default:
-            return nullptr;
+    case 8: return gemm ? k_species_conv_bwd_tc<1, true> : k_species_conv_bwd_tc<1, false>;
+    case 16: return gemm ? k_species_conv_bwd_tc<2, true> : k_species_conv_bwd_tc<2, false>;
+    case 32: return gemm ? k_species_conv_bwd_tc<4, true> : k_species_conv_bwd_tc<4, false>;
+    case 64: return gemm ? k_species_conv_bwd_tc<8, true> : k_species_conv_bwd_tc<8, false>;
+    case 128: return gemm ? k_species_conv_bwd_tc<16, true> : k_species_conv_bwd_tc<16, false>;
+    default: return nullptr;
     }
-}
-/* CGQ_GPU_SCT_SORT=1: the trial's instances (read per launch: a test switches it between runs) */
-static bool sct_sort() {
-    const char *env = getenv("CGQ_GPU_SCT_SORT");
-    return env && env[0] == '1';
-}
-static sct_fn sct_kernel(int K, bool gemm, bool sort) {
-    return sort ? sct_kernel_of<true>(K, gemm) : sct_kernel_of<false>(K, gemm);
 }
 #endif /* !__HIPCC__ */
 
@@ -869,7 +813,7 @@ static void species_conv_backward(const conv_plan &p, const species_conv &s, con
     if (!s.gemm) {
 #if !defined(__HIPCC__)
         if (s.tc_bwd) {
-            sct_kernel(s.K, false, sct_sort())<<<(unsigned)(i1 - i0), 32 * SCT_WARPS, sct_smem(p, s)>>>(
+            sct_kernel(s.K, false)<<<(unsigned)(i1 - i0), 32 * SCT_WARPS, sct_smem(p, s)>>>(
                 p, s, i0, row_ptr, sender, species, r, Y, hu, cut, gM, e0, gY, gcut, gr);
             return;
         }
@@ -883,7 +827,7 @@ static void species_conv_backward(const conv_plan &p, const species_conv &s, con
         sc_gemms(p, s, w, b - a, nullptr, gM + a * sc_rows_ld(p, w));
 #if !defined(__HIPCC__)
         if (s.tc_bwd) {
-            sct_kernel(s.K, true, sct_sort())<<<(unsigned)(b - a), 32 * SCT_WARPS, sct_smem(p, s)>>>(
+            sct_kernel(s.K, true)<<<(unsigned)(b - a), 32 * SCT_WARPS, sct_smem(p, s)>>>(
                 p, s, a, row_ptr, sender, species, r, Y, hu, cut, w.QG, e0, gY, gcut, gr);
             continue;
         }
