@@ -113,9 +113,9 @@ grep -E "\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception" /tmp/ctest_gpu.log | head -
 ctest --test-dir build-gpu -N -L gpu ${CT_REGEX:+-R "$CT_REGEX"} 2>/dev/null | grep -oE "Test +#[0-9]+: [^ ]+" |
   awk '{print $3}' | sort >/tmp/ctest_all.txt
 grep -oE "Test +#[0-9]+: [^ ]+ \.+" /tmp/ctest_gpu.log | awk '{print $3}' | sort >/tmp/ctest_done.txt
-cut=$(comm -23 /tmp/ctest_all.txt /tmp/ctest_done.txt | paste -sd'|')
-[ -n "$cut" ] && echo "not finished ($(comm -23 /tmp/ctest_all.txt /tmp/ctest_done.txt | wc -l)): CT_REGEX='^($cut)\$'" \
-  >>"$OUT/ctest_summary.txt"
+comm -23 /tmp/ctest_all.txt /tmp/ctest_done.txt >/tmp/ctest_cut.txt
+[ -s /tmp/ctest_cut.txt ] && echo "not finished ($(wc -l </tmp/ctest_cut.txt)): CT_REGEX='^($(paste -sd'|' \
+  /tmp/ctest_cut.txt))\$'" >>"$OUT/ctest_summary.txt"
 cp /tmp/ctest_gpu.log "$OUT/ctest_gpu.log"
 wait
 if [ "${LAMMPS:-0}" = 1 ]; then
