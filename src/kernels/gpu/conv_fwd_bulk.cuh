@@ -20,16 +20,15 @@
 #include "kernels/gpu/conv.cuh"
 
 #define CFB_C 128 /* channels (threads) of the plans it runs */
-#define CFB_EB 16 /* edges per batch of P rows (conv_fwd_stage_std's) */
 #define CFB_SB 128 /* edges whose senders, intervals and t are staged at once */
 
 /* The block's shared memory: S stages of (table row, sender row), which the message sums reuse after the edge loop;
- * then the P rows of a batch, the staged edges' senders, intervals, wtable_basis and cutoffs, and the barriers */
+ * then the P rows of a batch of EB edges, the staged edges' senders, intervals, wtable_basis and cutoffs, and the barriers */
 struct conv_fwd_bulk_layout {
     unsigned tab_bytes, ad_bytes, x_bytes, stage_bytes;
     size_t p_off, sid_off, kb_off, hb_off, ce_off, bar_off, total;
 };
-__host__ __device__ inline conv_fwd_bulk_layout conv_fwd_bulk_at(const conv_plan &p, int stages, bool c12) {
+__host__ __device__ inline conv_fwd_bulk_layout conv_fwd_bulk_at(const conv_plan &p, int stages, int eb, bool c12) {
     const int ni = p.n_ins;
     conv_fwd_bulk_layout L;
     /* the float table's row: [n_ins C][4] floats; the compact one's: ad's chunks then ev's, [chunk][C] of 16 bytes */
@@ -39,7 +38,7 @@ __host__ __device__ inline conv_fwd_bulk_layout conv_fwd_bulk_at(const conv_plan
     L.stage_bytes = L.tab_bytes + L.x_bytes;
     size_t o = std::max((size_t)stages * L.stage_bytes, (size_t)4 * p.acc_dim * p.C);
     o = (o + 15) / 16 * 16;
-    L.p_off = o, o += (size_t)4 * CFB_EB * p.sp_dim;
+    L.p_off = o, o += (size_t)4 * eb * p.sp_dim;
     L.sid_off = o, o += 4 * CFB_SB;
     L.kb_off = o, o += 4 * CFB_SB;
     L.hb_off = o, o += 12 * CFB_SB;
@@ -55,12 +54,13 @@ __host__ __device__ inline conv_fwd_bulk_layout conv_fwd_bulk_at(const conv_plan
 template <int NL1, int NY, bool C12>
 __global__ void __launch_bounds__(CFB_C) k_conv_fwd_bulk(conv_plan p, int64_t i0, const int64_t *row_ptr,
                                                          const int32_t *sender, const float *Y, const float *hu,
-                                                         conv_weights<float> cw, const float *cut, float *M, int S) {
+                                                         conv_weights<float> cw, const float *cut, float *M, int S,
+                                                         int EB) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     constexpr int LY = sh_lmax<NY>(), NI = conv_std_count(NL1, LY), NA = conv_std_at(NL1, LY, NI).a_off;
     constexpr auto QS = std::make_integer_sequence<int, NI>{};
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const conv_fwd_bulk_layout L = conv_fwd_bulk_at(p, S, C12);
+    const conv_fwd_bulk_layout L = conv_fwd_bulk_at(p, S, EB, C12);
     float *Pb = reinterpret_cast<float *>(smem_raw + L.p_off), *hb = reinterpret_cast<float *>(smem_raw + L.hb_off);
     float *ce = reinterpret_cast<float *>(smem_raw + L.ce_off);
     int32_t *sid = reinterpret_cast<int32_t *>(smem_raw + L.sid_off), *kb = reinterpret_cast<int32_t *>(smem_raw + L.kb_off);
@@ -119,8 +119,8 @@ __global__ void __launch_bounds__(CFB_C) k_conv_fwd_bulk(conv_plan p, int64_t i0
         int next = 0; /* the next staged edge to copy */
         if (u == 0)
             for (; next < S && next < ns; next++) fill(next);
-        for (int eb = 0; eb < ns; eb += CFB_EB) {
-            const int nb = ns - eb < CFB_EB ? ns - eb : CFB_EB;
+        for (int eb = 0; eb < ns; eb += EB) {
+            const int nb = ns - eb < EB ? ns - eb : EB;
             __syncthreads(); /* the last batch's P rows are read */
             for (int j = u; j < nb * NI; j += CFB_C) {
                 const int q = j / nb, el = j - q * nb;
@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(CFB_C) k_conv_fwd_bulk(conv_plan p, int64_t i0
 #endif /* !__HIPCC__ */
 
 using conv_fwd_bulk_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const float *, const float *,
-                                  conv_weights<float>, const float *, float *, int);
+                                  conv_weights<float>, const float *, float *, int, int);
 
 /* k_conv_fwd_bulk for in1 blocks l < n_in1, SH width nY and the table's form (null: none instantiated) */
 static conv_fwd_bulk_fn conv_fwd_bulk_instance(int n_in1, int nY, bool c12) {
@@ -194,6 +194,15 @@ static int conv_fwd_bulk_wanted() {
         return v == 2 || v == 3 ? v : 0;
     }();
     return env_stages;
+}
+/* Edges per batch of P rows (the std forward's fwd_eb; 16 by default, CGQ_GPU_CONV_FWD_BULK_EB: 8 to 64) */
+static int conv_fwd_bulk_eb() {
+    static const int eb = [] {
+        const char *env = getenv("CGQ_GPU_CONV_FWD_BULK_EB");
+        const int v = env ? atoi(env) : 16;
+        return v >= 8 && v <= 64 ? v : 16;
+    }();
+    return eb;
 }
 static void conv_fwd_bulk_set(int stages) {
     conv_fwd_bulk_override.store(stages == 2 || stages == 3 ? stages : stages < 0 ? -1 : 0, std::memory_order_relaxed);
@@ -243,7 +252,7 @@ static conv_fwd_bulk_fn conv_fwd_bulk_plan(const conv_plan &p, const radial_tabl
             : !(t.width == p.n_ins * p.C && reinterpret_cast<uintptr_t>(t.knots) % 16 == 0))
         return nullptr;
     const conv_fwd_bulk_device d = conv_fwd_bulk_here();
-    const conv_fwd_bulk_layout L = conv_fwd_bulk_at(p, S, c12);
+    const conv_fwd_bulk_layout L = conv_fwd_bulk_at(p, S, conv_fwd_bulk_eb(), c12);
     if (!d.ok || L.total > d.smem_optin) return nullptr;
     *stages = S, *smem = L.total;
     return conv_fwd_bulk_instance(p.n_in1, p.nY, c12);
@@ -262,7 +271,7 @@ static void conv_fwd_launch(const conv_plan &p, bool tabled, bool c12, int64_t n
                                  ? conv_fwd_bulk_plan(p, cw.tab, c12, &stages, &smem)
                                  : nullptr;
         if (k) {
-            k<<<(unsigned)n, CFB_C, smem>>>(p, i0, row_ptr, sender, Y, hu, cw, cut, M, stages);
+            k<<<(unsigned)n, CFB_C, smem>>>(p, i0, row_ptr, sender, Y, hu, cw, cut, M, stages, conv_fwd_bulk_eb());
             return;
         }
     }
