@@ -582,6 +582,29 @@ static bool has_std_conv_form(const cgq_tp *tp, int lmax_sh) {
     return q == tp->n_ins;
 }
 
+// The operands of a weight-table convolution test (cgq_gpu_table_conv) of layer rc.layer: long_rows_graph of 97
+// receivers, edge lengths in the table's range, cutoff values on the weights (wc), random features, SH and dE/dM.
+struct TableConvInputs {
+    int64_t n = 97, E = 0;
+    std::vector<int64_t> row;
+    std::vector<int32_t> sender;
+    std::vector<double> r, cut, x, Y, gM;
+    TableConvInputs(std::mt19937_64 &rng, const RadialCase &rc, const cgq_tp *tp, int nY, bool wc) {
+        long_rows_graph(rng, n, row, sender);
+        E = row[n];
+        std::uniform_real_distribution<double> ur(rc.lo, rc.rm.r_max), uc(0.0, 1.0);
+        r.resize(E), cut.resize(wc ? E : 0);
+        for (double &v : r) v = ur(rng);
+        for (double &v : cut) v = uc(rng);
+        x = uniform(rng, n * tp->in1.dim), Y = uniform(rng, E * nY), gM = uniform(rng, n * tp->out.dim);
+    }
+    cgq_status run(cgq_gpu *g, int layer, std::vector<double> &M, std::vector<double> &gY, std::vector<double> &gcut,
+                   std::vector<double> &gx, std::vector<double> &gr) const {
+        return cgq_gpu_table_conv(g, layer, n, row.data(), sender.data(), r.data(), cut.empty() ? nullptr : cut.data(),
+                                  x.data(), Y.data(), gM.data(), M.data(), gY.data(), gcut.data(), gx.data(), gr.data());
+    }
+};
+
 TEST_P(GpuKernels, WeightTableConvolutionMatchesCpu) {
     if (m->nequip) GTEST_SKIP() << "MACE layers only";
     const int nY = (m->lmax_sh + 1) * (m->lmax_sh + 1);
@@ -594,21 +617,13 @@ TEST_P(GpuKernels, WeightTableConvolutionMatchesCpu) {
             for (const bool wc : weight_cut) {
                 const int t = rc.layer;
                 const cgq_tp *tp = &m->layers[t].conv_tp;
-                const int64_t n = 97, din = tp->in1.dim, dM = tp->out.dim, wn = tp->weight_numel;
-                std::vector<int32_t> sender;
-                std::vector<int64_t> row;
-                long_rows_graph(rng, n, row, sender);
-                const int64_t E = row[n];
-                std::uniform_real_distribution<double> ur(rc.lo, rc.rm.r_max), uc(0.0, 1.0);
-                std::vector<double> r(E), cut(wc ? E : 0);
-                for (double &v : r) v = ur(rng);
-                for (double &v : cut) v = uc(rng);
-                const std::vector<double> x = uniform(rng, n * din), Y = uniform(rng, E * nY),
-                                          gM = uniform(rng, n * dM);
+                const TableConvInputs in(rng, rc, tp, nY, wc);
+                const int64_t n = in.n, E = in.E, din = tp->in1.dim, dM = tp->out.dim;
+                const std::vector<int64_t> &row = in.row;
+                const std::vector<int32_t> &sender = in.sender;
+                const std::vector<double> &r = in.r, &cut = in.cut, &x = in.x, &Y = in.Y, &gM = in.gM;
                 std::vector<double> M(n * dM, NAN), gY(E * nY, NAN), gcut(E, NAN), gx(n * din, NAN), gr(E, NAN);
-                const cgq_status st = cgq_gpu_table_conv(
-                    g, t, n, row.data(), sender.data(), r.data(), cut.empty() ? nullptr : cut.data(), x.data(),
-                    Y.data(), gM.data(), M.data(), gY.data(), gcut.data(), gx.data(), gr.data());
+                const cgq_status st = in.run(g, t, M, gY, gcut, gx, gr);
                 if (st == CGQ_STATUS_UNSUPPORTED) {
                     std::printf("  layer %d %s: %s\n", t, fp32 ? "fp32" : "fp64", cgq_last_error());
                     continue;
@@ -661,26 +676,15 @@ TEST_P(GpuKernels, ConvFwdBulkIsTheStdForwardBitwise) {
                     break;
                 }
                 const cgq_tp *tp = &m->layers[t].conv_tp;
-                const int64_t n = 97, din = tp->in1.dim, dM = tp->out.dim;
-                std::vector<int32_t> sender;
-                std::vector<int64_t> row;
-                long_rows_graph(rng, n, row, sender);
-                const int64_t E = row[n];
-                std::uniform_real_distribution<double> ur(rc.lo, rc.rm.r_max), uc(0.0, 1.0);
-                std::vector<double> r(E), cut(wc ? E : 0);
-                for (double &v : r) v = ur(rng);
-                for (double &v : cut) v = uc(rng);
-                const std::vector<double> x = uniform(rng, n * din), Y = uniform(rng, E * nY),
-                                          gM = uniform(rng, n * dM);
+                const TableConvInputs in(rng, rc, tp, nY, wc);
+                const int64_t n = in.n, E = in.E, din = tp->in1.dim, dM = tp->out.dim;
                 std::vector<double> M[3];
                 const int stages[3] = {0, 2, 3};
                 for (int k = 0; k < 3; k++) {
                     std::vector<double> gY(E * nY), gcut(E), gx(n * din), gr(E);
                     M[k].assign(n * dM, NAN);
                     cgq_gpu_conv_fwd_bulk(stages[k]);
-                    const cgq_status st = cgq_gpu_table_conv(
-                        g, t, n, row.data(), sender.data(), r.data(), cut.empty() ? nullptr : cut.data(), x.data(),
-                        Y.data(), gM.data(), M[k].data(), gY.data(), gcut.data(), gx.data(), gr.data());
+                    const cgq_status st = in.run(g, t, M[k], gY, gcut, gx, gr);
                     cgq_gpu_conv_fwd_bulk(-1);
                     ASSERT_EQ(st, CGQ_STATUS_OK) << cgq_last_error();
                 }
