@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <random>
 
@@ -582,29 +581,6 @@ static bool has_std_conv_form(const cgq_tp *tp, int lmax_sh) {
     return q == tp->n_ins;
 }
 
-// The operands of a weight-table convolution test (cgq_gpu_table_conv) of layer rc.layer: long_rows_graph of 97
-// receivers, edge lengths in the table's range, cutoff values on the weights (wc), random features, SH and dE/dM.
-struct TableConvInputs {
-    int64_t n = 97, E = 0;
-    std::vector<int64_t> row;
-    std::vector<int32_t> sender;
-    std::vector<double> r, cut, x, Y, gM;
-    TableConvInputs(std::mt19937_64 &rng, const RadialCase &rc, const cgq_tp *tp, int nY, bool wc) {
-        long_rows_graph(rng, n, row, sender);
-        E = row[n];
-        std::uniform_real_distribution<double> ur(rc.lo, rc.rm.r_max), uc(0.0, 1.0);
-        r.resize(E), cut.resize(wc ? E : 0);
-        for (double &v : r) v = ur(rng);
-        for (double &v : cut) v = uc(rng);
-        x = uniform(rng, n * tp->in1.dim), Y = uniform(rng, E * nY), gM = uniform(rng, n * tp->out.dim);
-    }
-    cgq_status run(cgq_gpu *g, int layer, std::vector<double> &M, std::vector<double> &gY, std::vector<double> &gcut,
-                   std::vector<double> &gx, std::vector<double> &gr) const {
-        return cgq_gpu_table_conv(g, layer, n, row.data(), sender.data(), r.data(), cut.empty() ? nullptr : cut.data(),
-                                  x.data(), Y.data(), gM.data(), M.data(), gY.data(), gcut.data(), gx.data(), gr.data());
-    }
-};
-
 TEST_P(GpuKernels, WeightTableConvolutionMatchesCpu) {
     if (m->nequip) GTEST_SKIP() << "MACE layers only";
     const int nY = (m->lmax_sh + 1) * (m->lmax_sh + 1);
@@ -617,13 +593,21 @@ TEST_P(GpuKernels, WeightTableConvolutionMatchesCpu) {
             for (const bool wc : weight_cut) {
                 const int t = rc.layer;
                 const cgq_tp *tp = &m->layers[t].conv_tp;
-                const TableConvInputs in(rng, rc, tp, nY, wc);
-                const int64_t n = in.n, E = in.E, din = tp->in1.dim, dM = tp->out.dim;
-                const std::vector<int64_t> &row = in.row;
-                const std::vector<int32_t> &sender = in.sender;
-                const std::vector<double> &r = in.r, &cut = in.cut, &x = in.x, &Y = in.Y, &gM = in.gM;
+                const int64_t n = 97, din = tp->in1.dim, dM = tp->out.dim, wn = tp->weight_numel;
+                std::vector<int32_t> sender;
+                std::vector<int64_t> row;
+                long_rows_graph(rng, n, row, sender);
+                const int64_t E = row[n];
+                std::uniform_real_distribution<double> ur(rc.lo, rc.rm.r_max), uc(0.0, 1.0);
+                std::vector<double> r(E), cut(wc ? E : 0);
+                for (double &v : r) v = ur(rng);
+                for (double &v : cut) v = uc(rng);
+                const std::vector<double> x = uniform(rng, n * din), Y = uniform(rng, E * nY),
+                                          gM = uniform(rng, n * dM);
                 std::vector<double> M(n * dM, NAN), gY(E * nY, NAN), gcut(E, NAN), gx(n * din, NAN), gr(E, NAN);
-                const cgq_status st = in.run(g, t, M, gY, gcut, gx, gr);
+                const cgq_status st = cgq_gpu_table_conv(
+                    g, t, n, row.data(), sender.data(), r.data(), cut.empty() ? nullptr : cut.data(), x.data(),
+                    Y.data(), gM.data(), M.data(), gY.data(), gcut.data(), gx.data(), gr.data());
                 if (st == CGQ_STATUS_UNSUPPORTED) {
                     std::printf("  layer %d %s: %s\n", t, fp32 ? "fp32" : "fp64", cgq_last_error());
                     continue;
@@ -647,59 +631,6 @@ TEST_P(GpuKernels, WeightTableConvolutionMatchesCpu) {
                 expect_close(GetParam(), t, fp32, seed, "dE/dr (table)", gr, ref.gr);
             }
     });
-}
-
-// The bulk forward trial (conv_fwd_bulk.cuh: each edge's table row and sender row copied into shared memory by the
-// bulk copy engine) against the std forward it stands in for, on long_rows_graph with random operands: the same
-// operations in the same order, so the messages must be its bits, with 2 and 3 stages, with and without the cutoff on
-// the weights. Runs on the layers of that form (a std plan of one slot of 128 channels: mace_res_l3_mul128's layer 1)
-// on sm_90 and later; WeightTableConvolutionMatchesCpu checks it against the CPU under CGQ_GPU_CONV_FWD_BULK.
-TEST_P(GpuKernels, ConvFwdBulkIsTheStdForwardBitwise) {
-    if (m->nequip) GTEST_SKIP() << "MACE layers only";
-    const bool device_ok = cgq_gpu_conv_fwd_bulk(2);
-    cgq_gpu_conv_fwd_bulk(-1);
-    if (!device_ok) GTEST_SKIP() << "the bulk forward needs an sm_90 GPU and a CUDA build";
-    const int nY = (m->lmax_sh + 1) * (m->lmax_sh + 1);
-    cgq_radial_mlps mlps;
-    const std::vector<RadialCase> cases = radial_cases(m, mlps);
-    int ran = 0;
-    for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
-        if (!fp32) return;
-        for (const RadialCase &rc : cases)
-            for (const bool wc : {false, true}) {
-                const int t = rc.layer;
-                cgq_gpu_conv_fwd_bulk(2);
-                const bool runs = cgq_gpu_conv_fwd_bulk_runs(g, t);
-                cgq_gpu_conv_fwd_bulk(-1);
-                if (!runs) {
-                    std::printf("  layer %d: not of the bulk forward's form\n", t);
-                    break;
-                }
-                const cgq_tp *tp = &m->layers[t].conv_tp;
-                const TableConvInputs in(rng, rc, tp, nY, wc);
-                const int64_t n = in.n, E = in.E, din = tp->in1.dim, dM = tp->out.dim;
-                std::vector<double> M[3];
-                const int stages[3] = {0, 2, 3};
-                for (int k = 0; k < 3; k++) {
-                    std::vector<double> gY(E * nY), gcut(E), gx(n * din), gr(E);
-                    M[k].assign(n * dM, NAN);
-                    cgq_gpu_conv_fwd_bulk(stages[k]);
-                    const cgq_status st = in.run(g, t, M[k], gY, gcut, gx, gr);
-                    cgq_gpu_conv_fwd_bulk(-1);
-                    ASSERT_EQ(st, CGQ_STATUS_OK) << cgq_last_error();
-                }
-                for (int k = 1; k < 3; k++) {
-                    int64_t differ = 0;
-                    for (int64_t j = 0; j < n * dM; j++) differ += std::memcmp(&M[k][j], &M[0][j], sizeof(double)) != 0;
-                    EXPECT_EQ(differ, 0) << "layer " << t << ", " << stages[k] << " stages, seed " << seed;
-                    std::printf("  layer %d, %d stages, %s: %lld of %lld messages differ from the std forward's\n", t,
-                                stages[k], wc ? "the cutoff on the weights" : "no cutoff", (long long)differ,
-                                (long long)(n * dM));
-                }
-                ran++;
-            }
-    });
-    if (!ran) GTEST_SKIP() << "no layer of this model has the bulk forward's form";
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GpuKernels, ::testing::ValuesIn(fixture_files()), fixture_test_name);

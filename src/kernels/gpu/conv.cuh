@@ -384,25 +384,18 @@ __device__ __forceinline__ void conv_fwd_std_ins(float w, const float (&xv)[CONV
         for (int c = 0; c < D3; c++) racc[I.a_off + c] += xa * P[a * D3 + c];
     }
 }
-/* a table value from global memory through the read-only path, or (SH) from shared memory, where the bulk forward
- * (conv_fwd_bulk.cuh) brought the edge's table row */
-template <bool SH, class V>
-__device__ __forceinline__ V conv_tab_ld(const V *p) {
-    if constexpr (SH) return *p;
-    else return __ldg(p);
-}
-template <int NL1, int NY, int NA, bool SH = false, int... Q>
+template <int NL1, int NY, int NA, int... Q>
 __device__ __forceinline__ void conv_fwd_std(std::integer_sequence<int, Q...>, const float4 *kn, int C, const float *hb,
                                              const float (&xv)[CONV_MAX_XDIM], const float *Pe, float (&racc)[NA]) {
     /* every instruction's table values in flight at once: one memory wait per edge (read where each instruction
      * needed them, the compiler spread them over the edge's products: five waits per edge, session 20) */
-    const float4 tv[] = {conv_tab_ld<SH>(kn + (int64_t)Q * C)...};
+    const float4 tv[] = {__ldg(kn + (int64_t)Q * C)...};
     const float t = hb[0];
     (conv_fwd_std_ins<NL1, NY, Q>(wtable_value(tv[Q], t), xv, Pe, racc), ...);
 }
 /* the same from the compact table (ka, ke: the edge's interval's first 16-byte chunk of channel u; chunk j at j C: a
  * warp's read of a chunk is 512 consecutive bytes; es: the columns' scales) */
-template <int NL1, int NY, int NA, int NI, bool SH = false, int... Q>
+template <int NL1, int NY, int NA, int NI, int... Q>
 __device__ __forceinline__ void conv_fwd_std12(std::integer_sequence<int, Q...>, const float4 *ka, const uint4 *ke,
                                                int C, const float *hb, const float (&es)[NI],
                                                const float (&xv)[CONV_MAX_XDIM], const float *Pe, float (&racc)[NA]) {
@@ -411,12 +404,12 @@ __device__ __forceinline__ void conv_fwd_std12(std::integer_sequence<int, Q...>,
     uint32_t te[RE];
 #pragma unroll
     for (int j = 0; j < RA / 2; j++) {
-        const float4 v = conv_tab_ld<SH>(ka + (size_t)j * C);
+        const float4 v = __ldg(ka + (size_t)j * C);
         ta[2 * j] = make_float2(v.x, v.y), ta[2 * j + 1] = make_float2(v.z, v.w);
     }
 #pragma unroll
     for (int j = 0; j < RE / 4; j++) {
-        const uint4 v = conv_tab_ld<SH>(ke + (size_t)j * C);
+        const uint4 v = __ldg(ke + (size_t)j * C);
         te[4 * j] = v.x, te[4 * j + 1] = v.y, te[4 * j + 2] = v.z, te[4 * j + 3] = v.w;
     }
     const float t = hb[0], h10 = hb[1], h11 = hb[2], kt = wtable12_bias(h10, h11);

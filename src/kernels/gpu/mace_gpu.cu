@@ -36,7 +36,6 @@ extern "C" {
 #include "kernels/nequip_steps.h"
 
 #include "kernels/gpu/conv.cuh"
-#include "kernels/gpu/conv_fwd_bulk.cuh"
 #include "kernels/gpu/gemm.cuh"
 #include "kernels/gpu/graph_build.cuh"
 #include "kernels/gpu/pairs_build.cuh"
@@ -3044,8 +3043,8 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             } else {
                 if (!wtab[t]) CGQ_TRY(radial_forward(t, ch));
                 prof.mark("mlp_fwd");
-                conv_fwd_launch<T>(p, wtab[t], wtab[t] && g->wtab[t].ad, ch.i1 - ch.i0, ch.i0, c.row_ptr, c.sender, Y, hu,
-                                   edge_weights(t, ch), cut_w, M);
+                conv_fwd_kernel<T>(p, wtab[t], wtab[t] && g->wtab[t].ad)<<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
+                    p, ch.i0, c.row_ptr, c.sender, Y, hu, edge_weights(t, ch), cut_w, M);
                 CGQ_LAUNCH_CHECK();
                 prof.mark("conv_fwd");
             }
@@ -3744,18 +3743,6 @@ extern "C" int cgq_gpu_weight_table_compact(const cgq_gpu *g, int layer) {
     return layer >= 0 && layer < g->host_model->n_layers && g->fp32 && g->wtab[layer].ad;
 }
 
-extern "C" int cgq_gpu_conv_fwd_bulk(int stages) {
-    conv_fwd_bulk_set(stages);
-    return conv_fwd_bulk_here().ok;
-}
-
-extern "C" int cgq_gpu_conv_fwd_bulk_runs(const cgq_gpu *g, int layer) {
-    int stages = 0;
-    size_t smem = 0;
-    return cgq_gpu_conv_std(g, layer) &&
-           conv_fwd_bulk_plan(g->plans[layer], g->wtab[layer], g->wtab[layer].ad != nullptr, &stages, &smem) != nullptr;
-}
-
 extern "C" cgq_status cgq_gpu_table_conv(cgq_gpu *g, int layer, int64_t n, const int64_t *row_ptr,
                                          const int32_t *sender, const double *r, const double *cut, const double *x,
                                          const double *Y, const double *gM, double *M, double *gY, double *gcut,
@@ -3788,7 +3775,8 @@ extern "C" cgq_status cgq_gpu_table_conv(cgq_gpu *g, int layer, int64_t n, const
     CGQ_TRY(tb.in((const double *)nullptr, n * din, &dgx));
     CGQ_TRY(tb.in((const double *)nullptr, E, &dgr));
     const conv_weights<float> cw = conv_table(g->wtab[layer], dr, 0);
-    conv_fwd_launch<float>(p, true, cw.tab.ad, n, 0, drow, dsend, dY, dx, cw, dcut, dMsg);
+    conv_fwd_kernel<float>(p, true, cw.tab.ad)<<<(unsigned)n, p.threads, conv_fwd_smem(p, sizeof(float))>>>(
+        p, 0, drow, dsend, dY, dx, cw, dcut, dMsg);
     conv_bwd_launch<float>(p, true, n, 0, drow, dsend, dY, dx, cw, dcut, dgM, nullptr, dgY, dgcut, dgx1e, dgr, 0);
     sender_sum_rows<float>(n, (int)din, dsrow, dsedge, 0, E, 1, 1, dgx1e, dgx);
     CGQ_CHECK_GPU(cudaGetLastError());

@@ -135,11 +135,6 @@ cgq_status cgq_gpu_table_conv(cgq_gpu *gpu, int layer, int64_t n, const int64_t 
 int cgq_gpu_conv_std(const cgq_gpu *gpu, int layer);
 /* 1 where layer's weight table has its compact form (radial_table.ad: the std forward reads it), else 0 */
 int cgq_gpu_weight_table_compact(const cgq_gpu *gpu, int layer);
-/* The bulk forward trial (conv_fwd_bulk.cuh) switched for this process: stages 2 or 3, 0 off, -1 as
- * CGQ_GPU_CONV_FWD_BULK says; returns 1 where the current device can run it (sm_90 and later, CUDA builds), else 0 */
-int cgq_gpu_conv_fwd_bulk(int stages);
-/* 1 where layer's convolution forward runs the bulk forward now, else 0 */
-int cgq_gpu_conv_fwd_bulk_runs(const cgq_gpu *gpu, int layer);
 
 #ifdef __cplusplus
 }

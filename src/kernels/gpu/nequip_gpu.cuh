@@ -582,8 +582,8 @@ static cgq_status evaluate_nequip_v2(cgq_gpu *g, const cgq_graph *gr, const doub
             prof.mark("mlp_fwd");
             for (int q = 0; q < g->nq_groups[t]; q++) {
                 const conv_plan &p = g->nq_plans[t][q];
-                conv_fwd_launch<T>(p, wtab[t], wtab[t] && g->wtab[t].ad, ch.i1 - ch.i0, ch.i0, c.row_ptr, c.sender, Y, h,
-                                   edge_weights(t, ch, ms.w_at(t, ch)), mask, M);
+                conv_fwd_kernel<T>(p, wtab[t], wtab[t] && g->wtab[t].ad)<<<(unsigned)(ch.i1 - ch.i0), p.threads, conv_fwd_smem(p, sizeof(T))>>>(
+                    p, ch.i0, c.row_ptr, c.sender, Y, h, edge_weights(t, ch, ms.w_at(t, ch)), mask, M);
             }
             CGQ_LAUNCH_CHECK();
             prof.mark("conv_fwd");
