@@ -339,44 +339,6 @@ TEST_P(GpuKernels, NodeLinearMatchesCpu) {
     });
 }
 
-// The node GEMM tile (k_lin_gemm_tc: 2l+1 compiled in, copies from advancing sources) gives the bits of the tile
-// before session 60 (CGQ_GPU_NODE_TILE=0): each output's products and sums are the same operations in the same
-// order. 301 random rows; on the tensor cores only in fp32 and where lin_gemm_tc_mode puts the linear there (every
-// width under CGQ_GPU_NODE_TC=1: test_gpu_kernels_node_tc).
-TEST_P(GpuKernels, NodeLinearTileIsTheBaseTileBitwise) {
-    const int L = m->nequip ? m->nequip->n_layers : m->n_layers, n_which = m->nequip ? 2 : 3;
-    const char *env = getenv("CGQ_GPU_NODE_TILE"); /* put back after each run */
-    const std::string was = env ? env : "";
-    for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned) {
-        for (int t = 0; t < L; t++)
-            for (int which = 0; which < n_which; which++) {
-                const cgq_linear *lin = m->nequip
-                                            ? (which ? &m->nequip->layers[t].linear_2 : &m->nequip->layers[t].linear_1)
-                                            : (which == 0   ? &m->layers[t].linear_up
-                                               : which == 1 ? &m->layers[t].linear
-                                                            : &m->layers[t].product_linear);
-                const int64_t n = 301, din = lin->in.dim, dout = lin->out.dim;
-                const std::vector<double> x = uniform(rng, n * din), gy = uniform(rng, n * dout);
-                std::vector<double> y[2], gx[2];
-                cgq_status st[2];
-                for (int base = 0; base < 2; base++) {
-                    y[base].assign(n * dout, NAN), gx[base].assign(n * din, NAN);
-                    setenv("CGQ_GPU_NODE_TILE", base ? "0" : "1", 1);
-                    st[base] = cgq_gpu_linear(g, t, which, n, x.data(), gy.data(), y[base].data(), gx[base].data());
-                    if (env) setenv("CGQ_GPU_NODE_TILE", was.c_str(), 1);
-                    else unsetenv("CGQ_GPU_NODE_TILE");
-                }
-                if (st[0] == CGQ_STATUS_INVALID_ARGUMENT) continue; /* a linear the thread-per-element kernels run */
-                ASSERT_EQ(st[0], CGQ_STATUS_OK) << cgq_last_error();
-                ASSERT_EQ(st[1], CGQ_STATUS_OK) << cgq_last_error();
-                const std::string what = "layer " + std::to_string(t) + " linear " + std::to_string(which) +
-                                         (fp32 ? " fp32" : " fp64");
-                EXPECT_TRUE(y[1] == y[0]) << what << ": y";
-                EXPECT_TRUE(gx[1] == gx[0]) << what << ": dE/dx";
-            }
-    });
-}
-
 // The convolution kernels alone (k_conv_fwd, k_conv_bwd, the sender sums; for NequIP every group's plan in turn) on
 // a random graph (41 nodes, degrees 0..24, random senders, self-edges and repeats included) against
 // cgq_tp_conv_forward / cgq_tp_conv_backward edge by edge: messages, dE/dw, dE/dY and dE/dx.

@@ -302,10 +302,6 @@ __device__ __forceinline__ void cp_async16(float *dst, const float *src, int byt
 __device__ __forceinline__ int cp_bytes(int avail, int f) {
     return min(max(avail - f, 0), 4) * 4;
 }
-/* cp_async16 to a shared-memory address already converted (__cvta_generic_to_shared once per tile, not per copy) */
-__device__ __forceinline__ void cp_async16_sh(uint32_t dst, const float *src, int bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
-}
 
 /* The tensor-core tiles' sums leave through shared memory: staged as the tile's part of C, 64 d floats per node (its
  * columns n0 to n0 + 63 of the block, (n, m) at n d + m, as in C), then written node by node in runs of consecutive
@@ -321,10 +317,10 @@ static_assert((2 * GEMM_BM - 1) * GEMM_BN <= LTC_STAGES * LTC_STAGE, "the staged
 
 /* C (+)= alpha x the staged sums for the tile's nodes (with per-species weights, those of species sp), by
  * lin_gemm_put, each node's run of min(64, N - n0) d floats by consecutive threads */
-template <bool BT, int D = 0>
+template <bool BT>
 __device__ __forceinline__ void ltc_write(const lin_gemm<float> &g, const float *st, int64_t node0, int nodes, int n0,
                                           int sp) {
-    const int d = D ? D : g.d, len = min(GEMM_BN, g.N - n0) * d, tid = threadIdx.x;
+    const int d = g.d, len = min(GEMM_BN, g.N - n0) * d, tid = threadIdx.x;
     const int per = max(1, LTC_THREADS / len), sub = tid / len; /* runs shorter than the block: several nodes a pass */
     __syncthreads();                                            /* the staged sums */
     for (int ln = sub; sub < per && ln < nodes; ln += per) {
@@ -338,10 +334,10 @@ __device__ __forceinline__ void ltc_write(const lin_gemm<float> &g, const float 
     __syncthreads(); /* the stages are free for the next species' pass */
 }
 
-/* The tile before session 60 (CGQ_GPU_NODE_TILE=0, for the A/B and the bitwise test): the tile of nodes [node0, node0 + nodes) (nodes <= T) and columns [n0, n0 + 64); with per-species weights, those of
+/* The tile of nodes [node0, node0 + nodes) (nodes <= T) and columns [n0, n0 + 64); with per-species weights, those of
  * species sp (only its rows are written) */
 template <bool BT>
-__device__ __forceinline__ void lin_tc_tile_base(const lin_gemm<float> &g, float *smem, int64_t node0, int nodes, int n0,
+__device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *smem, int64_t node0, int nodes, int n0,
                                             int sp) {
     const int tid = threadIdx.x, lane = tid % 32, gq = lane / 4, tq = lane % 4;
     const int wm = tid / 32 % 2 * 32, wn = tid / 64 * 32; /* the warp's outputs */
@@ -505,207 +501,8 @@ __device__ __forceinline__ void lin_tc_tile_base(const lin_gemm<float> &g, float
     ltc_write<BT>(g, smem, node0, nodes, n0, sp);
 }
 
-/* The tile of nodes [node0, node0 + nodes) (nodes <= T) and columns [n0, n0 + 64); with per-species weights, those of
- * species sp (only its rows are written) */
-template <bool BT, int D>
-__device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *smem, int64_t node0, int nodes, int n0,
-                                            int sp) {
-    const int tid = threadIdx.x, lane = tid % 32, gq = lane / 4, tq = lane % 4;
-    const int wm = tid / 32 % 2 * 32, wn = tid / 64 * 32; /* the warp's outputs */
-    const int d = D ? D : g.d, T = ltc_nodes(d), P = ltc_node_stride(d), Td = T * d;
-    const float *Ab = g.A + node0 * g.lda; /* offsets from the tile's first node fit an int (lin_gemm_tc_ok) */
-    /* This thread's two 16-byte copies of A and two of W per step, each a destination in the stage, a source offset
-     * from the step's first float and the bytes of a whole step (16 k's of the segment): A's floats 4 w to 4 w + 3 of
-     * node ln's k-step (w < 4 d); W's 4 k's of row n (BT: [n][k]) or 4 n's of row k ([k][n]). Those past the tile's T
-     * nodes (q >= 4 d T, d > 1) copy nothing (a_dst -1: their zeros, all into one slot after the nodes' strides, were
-     * a write-write race for racecheck, session 29). A copy of no bytes (a node past the tile's, a row past N) reads
-     * nothing; its source is a place that exists (node 0's row, row n0), so no select is needed. */
-    int a_dst[2], a_src[2], a_f[2], a_bytes[2], w_dst[2], w_row[2], w_k[2], w_bytes[2];
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int q = tid + LTC_THREADS * i, ln = q / (4 * d), w = q % (4 * d);
-        a_dst[i] = ln < T ? ln * P + 4 * w : -1;
-        a_src[i] = (ln < nodes ? ln * (int)g.lda : 0) + 4 * w;
-        a_f[i] = ln < nodes ? 4 * w : INT_MAX; /* past the nodes: no byte exists */
-        a_bytes[i] = ln < nodes ? 16 : 0;
-        if (BT) {
-            const int nn = q / 4, k = 4 * (q % 4), n = n0 + nn;
-            w_dst[i] = nn * LTC_KS + k, w_row[i] = n < g.N ? n : n0, w_k[i] = k, w_bytes[i] = n < g.N ? 16 : 0;
-        } else {
-            const int kk = q / 16, n = n0 + 4 * (q % 16);
-            w_dst[i] = kk * LTC_NS + 4 * (q % 16), w_row[i] = kk, w_k[i] = n < g.N ? n : n0;
-            w_bytes[i] = cp_bytes(g.N, n);
-        }
-    }
-    /* the fragments' rows (the padding rows past T d read the last row's values; they are not stored) */
-    int aro[2][2], am[2][2];
-#pragma unroll
-    for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int r = min(wm + 16 * mi + gq + 8 * h, Td - 1);
-            aro[mi][h] = r / d * P + r % d + tq * d, am[mi][h] = r % d;
-        }
-    const int d4 = 4 * d; /* k + 4 in a node's k-step */
-    int n_steps = 0;
-    for (int s = 0; s < g.n_segs; s++) n_steps += (g.K[s] + LTC_BK - 1) / LTC_BK;
-    /* The next step to copy: segment cs at k ck0 (of K ck), from the segment's first floats a_seg and w_seg (W's
-     * leading dimension w_ld). A whole step takes the copies' fixed bytes; only a segment's last step, where K is not
-     * a multiple of 16, works out which bytes exist (session 37: the per-step offsets, bytes and selects were ~150 of
-     * the main loop's 480 SASS instructions per step). */
-    int cs = 0, ck0 = 0, ck = 0, w_ld = 0;
-    const float *a_seg = nullptr, *w_seg = nullptr;
-    /* a whole step's sources, advanced by a step's k's (A: 16 d floats; W: 16, or 16 rows of w_ld) and set at each
-     * segment's start, and the copies' destinations in stage 0 as shared-memory addresses (session 60: the offsets
-     * recomputed from ck0 in 64 bits and the addresses converted per copy were ~50 of the step's ~85 copy
-     * instructions) */
-    const float *a_src_p[2], *w_src_p[2];
-    uint32_t a_sh[2], w_sh[2];
-    {
-        const uint32_t sh = (uint32_t)__cvta_generic_to_shared(smem);
-#pragma unroll
-        for (int i = 0; i < 2; i++)
-            a_sh[i] = sh + 4u * (uint32_t)(a_dst[i] >= 0 ? a_dst[i] : 0),
-            w_sh[i] = sh + 4u * (uint32_t)(GEMM_BM * LTC_KS + w_dst[i]);
-    }
-    auto segment_start = [&]() {
-        ck0 = 0, ck = g.K[cs], w_ld = g.ld[cs];
-        a_seg = Ab + g.a_off[cs];
-        w_seg = g.W + g.w_off[cs] + (g.species ? sp * g.w_species[cs] : 0);
-#pragma unroll
-        for (int i = 0; i < 2; i++) a_src_p[i] = a_seg + a_src[i], w_src_p[i] = w_seg + (int64_t)w_row[i] * w_ld + w_k[i];
-    };
-    segment_start();
-    auto copy_step = [&](int stage) {
-        const int left = ck - ck0; /* k's of the segment from this step's first (uniform) */
-        if (left >= LTC_BK) {
-            const uint32_t so = (uint32_t)(stage * LTC_STAGE * 4);
-#pragma unroll
-            for (int i = 0; i < 2; i++)
-                if (a_dst[i] >= 0) cp_async16_sh(a_sh[i] + so, a_src_p[i], a_bytes[i]);
-#pragma unroll
-            for (int i = 0; i < 2; i++) cp_async16_sh(w_sh[i] + so, w_src_p[i], w_bytes[i]);
-#pragma unroll
-            for (int i = 0; i < 2; i++) a_src_p[i] += LTC_BK * d, w_src_p[i] += BT ? LTC_BK : (int64_t)LTC_BK * w_ld;
-        } else {
-            float *As = smem + stage * LTC_STAGE, *Bs = As + GEMM_BM * LTC_KS;
-            const float *a = a_seg + ck0 * d;
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                const int bytes = cp_bytes(left * d, a_f[i]);
-                if (a_dst[i] >= 0) cp_async16(As + a_dst[i], bytes ? a + a_src[i] : g.A, bytes);
-            }
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                const int bytes = BT ? (w_bytes[i] ? cp_bytes(left, w_k[i]) : 0) : w_row[i] < left ? w_bytes[i] : 0;
-                const int64_t off = BT ? (int64_t)w_row[i] * w_ld + ck0 + w_k[i] : (int64_t)(ck0 + w_row[i]) * w_ld + w_k[i];
-                cp_async16(Bs + w_dst[i], bytes ? w_seg + off : g.W, bytes);
-            }
-        }
-        ck0 += LTC_BK;
-        if (ck0 >= ck && ++cs < g.n_segs) segment_start();
-    };
-    for (int stage = 0; stage < LTC_STAGES - 1; stage++) {
-        if (stage < n_steps) copy_step(stage);
-        __pipeline_commit();
-    }
-    float acc[2][4][4] = {};
-    /* segment by segment (its path weight and diagonal read once: in one loop over all k-steps with the segment's
-     * state updated per step, the main loop took 704 SASS instructions per 16-wide step instead of 528, session 22) */
-    for (int ms = 0, step = 0; ms < g.n_segs; ms++) {
-        float sc[2][2]; /* the path weight times the row's diagonal coupling, applied to each k-step's sums */
-        const float pw = (float)g.pw[ms];
-#pragma unroll
-        for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) sc[mi][h] = g.diag[ms] ? pw * g.diag[ms][am[mi][h]] : pw;
-        for (int mk = 0; mk < g.K[ms]; mk += LTC_BK, step++) {
-            __pipeline_wait_prior(LTC_STAGES - 2); /* this step's copies (this thread's) are done */
-            __syncthreads();                       /* everyone's, and the previous step's reads */
-            if (step + LTC_STAGES - 1 < n_steps) copy_step((step + LTC_STAGES - 1) % LTC_STAGES);
-            __pipeline_commit();
-            const float *As = smem + step % LTC_STAGES * LTC_STAGE, *Bs = As + GEMM_BM * LTC_KS;
-            float t[2][4][4]; /* the 8 chains over the step's two 8-wide k-steps, side by side */
-#pragma unroll
-            for (int kb = 0; kb < LTC_BK; kb += 8) {
-                uint32_t ah[2][4], al[2][4];
-#pragma unroll
-                for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-                    for (int h = 0; h < 2; h++)
-#pragma unroll
-                        for (int c = 0; c < 2; c++) {
-                            tf32_split_lo_truncated(As[aro[mi][h] + (kb / 4 + c) * d4], ah[mi][h + 2 * c],
-                                                    al[mi][h + 2 * c]);
-                        }
-                uint4 b[4];
-#pragma unroll
-                for (int ni = 0; ni < 4; ni++) {
-                    const int n = wn + 8 * ni + gq;
-                    const float b0 = BT ? Bs[n * LTC_KS + kb + tq] : Bs[(kb + tq) * LTC_NS + n];
-                    const float b1 = BT ? Bs[n * LTC_KS + kb + tq + 4] : Bs[(kb + tq + 4) * LTC_NS + n];
-                    tf32_split_lo_truncated(b0, b[ni].x, b[ni].z);
-                    tf32_split_lo_truncated(b1, b[ni].y, b[ni].w);
-                }
-#pragma unroll
-                for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-                    for (int ni = 0; ni < 4; ni++) {
-                        if (kb == 0)
-#pragma unroll
-                            for (int q = 0; q < 4; q++) t[mi][ni][q] = 0.0f;
-                        mma_tf32(t[mi][ni], al[mi], b[ni].x, b[ni].y);
-                    }
-#pragma unroll
-                for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-                    for (int ni = 0; ni < 4; ni++) mma_tf32(t[mi][ni], ah[mi], b[ni].z, b[ni].w);
-#pragma unroll
-                for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-                    for (int ni = 0; ni < 4; ni++) mma_tf32(t[mi][ni], ah[mi], b[ni].x, b[ni].y);
-            }
-#pragma unroll
-            for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-                for (int ni = 0; ni < 4; ni++)
-#pragma unroll
-                    for (int q = 0; q < 4; q++) acc[mi][ni][q] = fmaf(sc[mi][q / 2], t[mi][ni][q], acc[mi][ni][q]);
-        }
-    }
-    __syncthreads(); /* the stages are free for the sums */
-#pragma unroll
-    for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            float *row = smem + ltc_out_row(wm + 16 * mi + gq + 8 * h, d);
-#pragma unroll
-            for (int ni = 0; ni < 4; ni++)
-#pragma unroll
-                for (int c = 0; c < 2; c++) row[(wn + 8 * ni + 2 * tq + c) * d] = acc[mi][ni][2 * h + c];
-        }
-    ltc_write<BT, D>(g, smem, node0, nodes, n0, sp);
-}
-
-/* The node tile's species passes (one, without per-species weights) with the tile form chosen: BASE the tile before
- * session 60, else lin_tc_tile with 2l+1 = D at compile time (0: read from the part) */
-template <bool BT, int D, bool BASE = false>
-__device__ __forceinline__ void lin_tc_tiles(const lin_gemm<float> &g, float *smem, int64_t node0, int nodes, int n0) {
-    for (int sp = -1;;) {
-        if (g.species && (sp = lin_gemm_next_species(g.species, node0 * g.d, (node0 + nodes) * g.d, g.d, sp)) == INT_MAX)
-            break;
-        if (BASE)
-            lin_tc_tile_base<BT>(g, smem, node0, nodes, n0, sp);
-        else
-            lin_tc_tile<BT, D>(g, smem, node0, nodes, n0, sp);
-        if (!g.species) break;
-    }
-}
-
-/* Block x of the grid takes node tile x - tile0[q] of part q (lin_gemm_launch). The tile is compiled for each 2l+1
- * of l <= 3 (its fragments' shared-memory offsets and the stores' divisions by d become constants) and for any
- * other d. BASE: the tile before session 60 (CGQ_GPU_NODE_TILE=0). */
-template <bool BT, bool BASE = false>
+/* Block x of the grid takes node tile x - tile0[q] of part q (lin_gemm_launch) */
+template <bool BT>
 __global__ void __launch_bounds__(LTC_THREADS, 4) k_lin_gemm_tc(lin_gemm_parts<float> parts) {
     __shared__ __align__(16) float smem[LTC_STAGES * LTC_STAGE];
     int q = 0;
@@ -714,21 +511,12 @@ __global__ void __launch_bounds__(LTC_THREADS, 4) k_lin_gemm_tc(lin_gemm_parts<f
     const int64_t node0 = ((int64_t)blockIdx.x - parts.tile0[q]) * ltc_nodes(g.d);
     const int n0 = blockIdx.y * GEMM_BN, nodes = (int)std::min((int64_t)ltc_nodes(g.d), g.n_nodes - node0);
     if (n0 >= g.N) return;
-    if (BASE) return lin_tc_tiles<BT, 0, true>(g, smem, node0, nodes, n0);
-    switch (g.d) {
-    case 1: return lin_tc_tiles<BT, 1>(g, smem, node0, nodes, n0);
-    case 3: return lin_tc_tiles<BT, 3>(g, smem, node0, nodes, n0);
-    case 5: return lin_tc_tiles<BT, 5>(g, smem, node0, nodes, n0);
-    case 7: return lin_tc_tiles<BT, 7>(g, smem, node0, nodes, n0);
-    default: return lin_tc_tiles<BT, 0>(g, smem, node0, nodes, n0);
+    for (int sp = -1;;) {
+        if (g.species && (sp = lin_gemm_next_species(g.species, node0 * g.d, (node0 + nodes) * g.d, g.d, sp)) == INT_MAX)
+            break;
+        lin_tc_tile<BT>(g, smem, node0, nodes, n0, sp);
+        if (!g.species) break;
     }
-}
-
-/* Whether the tile before session 60 runs (CGQ_GPU_NODE_TILE=0: the A/B and NodeLinearTileIsTheBaseTileBitwise),
- * read per launch: the test switches it between calls */
-static bool lin_tc_base_wanted() {
-    const char *env = getenv("CGQ_GPU_NODE_TILE");
-    return env && env[0] == '0';
 }
 #endif
 
@@ -820,10 +608,7 @@ static void lin_gemm_launch(const std::vector<lin_gemm<T>> &in, cudaStream_t st 
 #if !defined(__HIPCC__)
         if constexpr (std::is_same<T, float>::value)
             if (tc) {
-                if (lin_tc_base_wanted())
-                    k_lin_gemm_tc<BT, true><<<grid, LTC_THREADS, 0, st>>>(parts);
-                else
-                    k_lin_gemm_tc<BT><<<grid, LTC_THREADS, 0, st>>>(parts);
+                k_lin_gemm_tc<BT><<<grid, LTC_THREADS, 0, st>>>(parts);
                 continue;
             }
 #endif
