@@ -16,9 +16,7 @@
 #ifndef CGQ_GPU_CONV_CUH
 #define CGQ_GPU_CONV_CUH
 
-#include <mutex>
 #include <utility>
-#include <vector>
 
 #include "kernels/gpu/radial_table.cuh"
 
@@ -80,38 +78,6 @@ static_assert(conv_std_at(2, 3, 1).l1 == 1 && conv_std_at(2, 3, 1).l2 == 1 && co
 static_assert(conv_std_count(1, 2) == 3 && conv_std_count(2, 2) == 7 && conv_std_count(3, 2) == 11,
               "the fixtures' and water models' forms");
 
-/* ---- The std forward with the couplings as constant-bank operands (a trial, off by default: CGQ_GPU_CONV_FWD_CG=1).
- * The std forward reads each edge's P rows (P_q[a][c] = pw_q sum_b C_q[a,b,c] Y_b, 88 floats for MACE-MP-0's layer 1)
- * from shared memory in every channel thread: 27 broadcast 16-byte loads per thread and edge, about half of the L1
- * data pipe's wavefronts (ncu, session 60). This form reads the edge's Y row instead (16 floats) and multiplies by the
- * couplings where they are non-zero, each coupling an FFMA operand from the constant bank: the model file's values,
- * copied at load into conv_w3j_c at a slot per (l1, l2, l3) fixed at compile time. */
-#define CONV_W3J_L1 3 /* l1 <= 2 (NL1 <= 3) */
-#define CONV_W3J_L 4  /* l2, l3 <= 3 */
-__host__ __device__ constexpr int conv_w3j_slot(int l1, int l2, int l3) {
-    int o = 0;
-    for (int a = 0; a < CONV_W3J_L1; a++)
-        for (int b = 0; b < CONV_W3J_L; b++)
-            for (int c = 0; c < CONV_W3J_L; c++) {
-                if (a == l1 && b == l2 && c == l3) return o;
-                o += (2 * a + 1) * (2 * b + 1) * (2 * c + 1);
-            }
-    return o;
-}
-#define CONV_W3J_SIZE conv_w3j_slot(CONV_W3J_L1, 0, 0) /* every slot: 2,304 floats */
-/* Whether the real coupling C(l1, l2, l3)[a, b, c] (e3nn's basis, m = index - l, m < 0 a sine) can be non-zero:
- * |m3| is |m1| + |m2| or ||m1| - |m2||, and the sine/cosine kinds multiply as signs (sine x sine is a cosine), the
- * other way round where l1 + l2 + l3 is odd (1 x 1 -> 1 is the cross product). Every coupling of the repository's
- * models and fixtures (323 arrays, 2,897 non-zeros) is zero wherever this says so; load checks it for each model
- * (conv_cg_prepare). */
-__host__ __device__ constexpr bool conv_w3j_may(int l1, int l2, int l3, int a, int b, int c) {
-    const int m1 = a - l1, m2 = b - l2, m3 = c - l3;
-    const int x = m1 < 0 ? -m1 : m1, y = m2 < 0 ? -m2 : m2, z = m3 < 0 ? -m3 : m3;
-    return (z == x + y || z == (x > y ? x - y : y - x)) && ((m3 < 0) == (((m1 < 0) != (m2 < 0)) != ((l1 + l2 + l3) % 2 == 1)));
-}
-static __constant__ float conv_w3j_c[CONV_W3J_SIZE];
-#define CONV_STD_MAX 24 /* std instructions a plan can hold (conv_std_count(3, 3) and fewer) */
-
 struct conv_ins {
     int d1, d2, d3;
     int l12;           /* l1 * 4 + l2: selects the kernels' unrolled instruction body */
@@ -147,8 +113,6 @@ struct conv_plan {
     int std_form; /* the instructions are conv_std_at(n_in1, lmax_sh)'s, with C weights each (fp32, single sums): the
                      tabled layers run the std kernels */
     int sp_dim;   /* P per edge in the std forward's layout (>= p_dim) */
-    int cgc;      /* the std forward may run with the couplings as constants (conv_cg_prepare: a trial) */
-    float std_pw[CONV_STD_MAX]; /* the std instructions' path weights (the couplings' form reads them as operands) */
     int64_t wn;
     conv_ins *ins;
     conv_block *outb, *in1b;
@@ -351,22 +315,6 @@ __device__ inline void conv_fwd_stage_std(const conv_plan &p, int64_t eb, int nb
     __syncthreads();
 }
 
-/* conv_fwd_stage_std for the couplings' form (conv_fwd_cg_ins): each edge's Y row (NY floats, zeros to 16 bytes) in the
- * edge's P row's place */
-template <int NY, bool C12>
-__device__ inline void conv_fwd_stage_y(const conv_plan &p, int64_t eb, int nb, const int32_t *sender, const float *Y,
-                                        const conv_weights<float> &cw, float *Pb, int32_t *sid, int32_t *kb,
-                                        float *hb) {
-    constexpr int NP = (NY + 3) / 4 * 4;
-    __syncthreads(); /* the previous batch's tables are no longer read */
-    conv_fwd_stage_edges<float, true, C12>(eb, nb, sender, cw, sid, kb, hb);
-    for (int j = threadIdx.x; j < nb * NP; j += blockDim.x) {
-        const int el = j / NP, b = j - el * NP;
-        Pb[(size_t)el * p.sp_dim + b] = b < NY ? Y[(eb + el) * NY + b] : 0.0f;
-    }
-    __syncthreads();
-}
-
 /* The forward's last step: M[i]'s entries from the slots' sums (in slot order) */
 template <class T, class A>
 __device__ inline void conv_fwd_write(const conv_plan &p, const A *acc, T *Mi) {
@@ -436,69 +384,20 @@ __device__ __forceinline__ void conv_fwd_std_ins(float w, const float (&xv)[CONV
         for (int c = 0; c < D3; c++) racc[I.a_off + c] += xa * P[a * D3 + c];
     }
 }
-/* The couplings' form of instruction Q for one edge and channel: racc[a_off + c] += wq sum_{a,b} C[a,b,c] x[a] y[b]
- * (wq: the weight times the path weight), each C[a,b,c] that conv_w3j_may allows an FFMA operand from the constant
- * bank; for l1 = 0 the couplings are one constant on the diagonal (conv_cg_prepare checks it) */
-template <int NL1, int NY, int Q, int NA>
-__device__ __forceinline__ void conv_fwd_cg_ins(float wq, const float (&xv)[CONV_MAX_XDIM], const float (&yv)[NY],
-                                                float (&racc)[NA]) {
-    constexpr conv_std_ins I = conv_std_at(NL1, sh_lmax<NY>(), Q);
-    constexpr int D1 = 2 * I.l1 + 1, D2 = 2 * I.l2 + 1, D3 = 2 * I.l3 + 1, XO = I.l1 * I.l1, YO = I.l2 * I.l2;
-    constexpr int S = conv_w3j_slot(I.l1, I.l2, I.l3);
-    if constexpr (I.l1 == 0) {
-        const float s = wq * xv[0] * conv_w3j_c[S];
-#pragma unroll
-        for (int c = 0; c < D3; c++) racc[I.a_off + c] = fmaf(s, yv[YO + c], racc[I.a_off + c]);
-    } else {
-        float t[D3];
-#pragma unroll
-        for (int c = 0; c < D3; c++) t[c] = 0.0f;
-#pragma unroll
-        for (int a = 0; a < D1; a++)
-#pragma unroll
-            for (int b = 0; b < D2; b++)
-#pragma unroll
-                for (int c = 0; c < D3; c++)
-                    if (conv_w3j_may(I.l1, I.l2, I.l3, a, b, c))
-                        t[c] = fmaf(conv_w3j_c[S + (a * D2 + b) * D3 + c], xv[XO + a] * yv[YO + b], t[c]);
-#pragma unroll
-        for (int c = 0; c < D3; c++) racc[I.a_off + c] = fmaf(wq, t[c], racc[I.a_off + c]);
-    }
-}
-/* the edge's staged Y row (conv_fwd_stage_y) into registers */
-template <int NY>
-__device__ __forceinline__ void conv_fwd_y_row(const float *Ye, float (&yv)[NY]) {
-    const float4 *Y4 = reinterpret_cast<const float4 *>(Ye);
-#pragma unroll
-    for (int j = 0; j < (NY + 3) / 4; j++) {
-        const float4 v = Y4[j];
-        const float f[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            if (4 * j + k < NY) yv[4 * j + k] = f[k];
-    }
-}
-template <int NL1, int NY, int NA, bool CG, int... Q>
-__device__ __forceinline__ void conv_fwd_std(std::integer_sequence<int, Q...>, const conv_plan &p, const float4 *kn,
-                                             int C, const float *hb, const float (&xv)[CONV_MAX_XDIM], const float *Pe,
-                                             float (&racc)[NA]) {
+template <int NL1, int NY, int NA, int... Q>
+__device__ __forceinline__ void conv_fwd_std(std::integer_sequence<int, Q...>, const float4 *kn, int C, const float *hb,
+                                             const float (&xv)[CONV_MAX_XDIM], const float *Pe, float (&racc)[NA]) {
     /* every instruction's table values in flight at once: one memory wait per edge (read where each instruction
      * needed them, the compiler spread them over the edge's products: five waits per edge, session 20) */
     const float4 tv[] = {__ldg(kn + (int64_t)Q * C)...};
     const float t = hb[0];
-    if constexpr (CG) {
-        float yv[NY];
-        conv_fwd_y_row<NY>(Pe, yv);
-        (conv_fwd_cg_ins<NL1, NY, Q>(wtable_value(tv[Q], t) * p.std_pw[Q], xv, yv, racc), ...);
-    } else {
-        (conv_fwd_std_ins<NL1, NY, Q>(wtable_value(tv[Q], t), xv, Pe, racc), ...);
-    }
+    (conv_fwd_std_ins<NL1, NY, Q>(wtable_value(tv[Q], t), xv, Pe, racc), ...);
 }
 /* the same from the compact table (ka, ke: the edge's interval's first 16-byte chunk of channel u; chunk j at j C: a
  * warp's read of a chunk is 512 consecutive bytes; es: the columns' scales) */
-template <int NL1, int NY, int NA, int NI, bool CG, int... Q>
-__device__ __forceinline__ void conv_fwd_std12(std::integer_sequence<int, Q...>, const conv_plan &p, const float4 *ka,
-                                               const uint4 *ke, int C, const float *hb, const float (&es)[NI],
+template <int NL1, int NY, int NA, int NI, int... Q>
+__device__ __forceinline__ void conv_fwd_std12(std::integer_sequence<int, Q...>, const float4 *ka, const uint4 *ke,
+                                               int C, const float *hb, const float (&es)[NI],
                                                const float (&xv)[CONV_MAX_XDIM], const float *Pe, float (&racc)[NA]) {
     constexpr int RA = wtable12_ad_row(NI), RE = wtable12_ev_row(NI);
     float2 ta[RA];
@@ -514,15 +413,7 @@ __device__ __forceinline__ void conv_fwd_std12(std::integer_sequence<int, Q...>,
         te[4 * j] = v.x, te[4 * j + 1] = v.y, te[4 * j + 2] = v.z, te[4 * j + 3] = v.w;
     }
     const float t = hb[0], h10 = hb[1], h11 = hb[2], kt = wtable12_bias(h10, h11);
-    if constexpr (CG) {
-        float yv[NY];
-        conv_fwd_y_row<NY>(Pe, yv);
-        (conv_fwd_cg_ins<NL1, NY, Q>(wtable12_value(ta[Q], te[Q], es[Q], t, h10, h11, kt) * p.std_pw[Q], xv, yv,
-                                     racc),
-         ...);
-    } else {
-        (conv_fwd_std_ins<NL1, NY, Q>(wtable12_value(ta[Q], te[Q], es[Q], t, h10, h11, kt), xv, Pe, racc), ...);
-    }
+    (conv_fwd_std_ins<NL1, NY, Q>(wtable12_value(ta[Q], te[Q], es[Q], t, h10, h11, kt), xv, Pe, racc), ...);
 }
 /* racc's instruction Q into the slot's sums my (the output block's entries at acc_off) */
 template <int NL1, int NY, int Q, int NA>
@@ -542,7 +433,7 @@ __device__ __forceinline__ void conv_fwd_std_puts(std::integer_sequence<int, Q..
  * read once per edge, every instruction's messages summed in registers over the whole row (the instruction list is
  * the compile-time conv_std_at(NL1, lmax): no switch, P and the table read 16 bytes at a time). C12: from the table's
  * compact form (radial_table.ad); CC: the plan's channels p.C, where the launch knows them at compile time (else 0). */
-template <int NL1, int NY, bool C12 = false, int CC = 0, bool CG = false>
+template <int NL1, int NY, bool C12 = false, int CC = 0>
 __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const float *Y,
                                const float *hu, conv_weights<float> cw, const float *cut, float *M) {
     constexpr int LY = sh_lmax<NY>(), NI = conv_std_count(NL1, LY), NA = conv_std_at(NL1, LY, NI).a_off;
@@ -566,8 +457,7 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
     for (int q = 0; q < NI; q++) es[q] = C12 && active ? __ldg(cw.tab.escale + q * p.C + u) : 0.0f;
     for (int64_t eb = r0; eb < r1; eb += EB) {
         const int nb = (int)(r1 - eb < EB ? r1 - eb : EB);
-        if (CG) conv_fwd_stage_y<NY, C12>(p, eb, nb, sender, Y, cw, Pb, sid, kb, hb);
-        else conv_fwd_stage_std<NL1, NY, C12>(p, eb, nb, sender, Y, cw, Pb, sid, kb, hb);
+        conv_fwd_stage_std<NL1, NY, C12>(p, eb, nb, sender, Y, cw, Pb, sid, kb, hb);
         if (!active) continue;
         for (int el = slot; el < nb; el += S) {
             const float *xs = hu + (int64_t)sid[el] * p.dhu, ce = cut ? cut[eb + el] : 1.0f;
@@ -579,12 +469,12 @@ __global__ void k_conv_fwd_std(conv_plan p, int64_t i0, const int64_t *row_ptr, 
             if constexpr (C12) {
                 constexpr int CA = wtable12_ad_row(NI) / 2, CE = wtable12_ev_row(NI) / 4; /* 16-byte chunks */
                 const size_t k = (size_t)kb[el] * nc;
-                conv_fwd_std12<NL1, NY, NA, NI, CG>(std::make_integer_sequence<int, NI>{}, p,
+                conv_fwd_std12<NL1, NY>(std::make_integer_sequence<int, NI>{},
                                         reinterpret_cast<const float4 *>(cw.tab.ad) + k * CA + u,
                                         reinterpret_cast<const uint4 *>(cw.tab.ev) + k * CE + u, nc, hb + 3 * el, es,
                                         xv, Pb + (size_t)el * p.sp_dim, racc);
             } else {
-                conv_fwd_std<NL1, NY, NA, CG>(std::make_integer_sequence<int, NI>{}, p, wtable_at(cw.tab, kb[el], u), p.C,
+                conv_fwd_std<NL1, NY>(std::make_integer_sequence<int, NI>{}, wtable_at(cw.tab, kb[el], u), p.C,
                                       hb + 3 * el, xv, Pb + (size_t)el * p.sp_dim, racc);
             }
         }
@@ -1324,73 +1214,14 @@ template <class T>
 using conv_fwd_fn = void (*)(conv_plan, int64_t, const int64_t *, const int32_t *, const T *, const T *,
                              conv_weights<T>, const T *, T *);
 
-/* The couplings' form for a std plan (conv_fwd_cg_ins; a trial): its path weights into the plan, and its couplings (the
- * model file's, in float) into conv_w3j_c on the current device, where they fit the compiled pattern (zero wherever
- * conv_w3j_may says so; for l1 = 0 one value along the diagonal) and agree with what an earlier plan put in the same
- * slot (the table is per device and shared). 1 where the form may run, 0 where not. */
-static int conv_cg_prepare(conv_plan *p, const std::vector<conv_ins> &ins, const std::vector<double> &cg, int nl1,
-                           int lmax) {
-#if defined(__HIPCC__)
-    (void)p, (void)ins, (void)cg, (void)nl1, (void)lmax;
-    return 0; /* a trial: CUDA builds only */
-#else
-    if (ins.size() > CONV_STD_MAX || nl1 > CONV_W3J_L1 || lmax >= CONV_W3J_L) return 0;
-    constexpr int max_devices = 64;
-    static std::mutex mu;
-    static std::vector<float> slots[max_devices]; /* what each device's table holds (0 where unset) */
-    static std::vector<char> set[max_devices];
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev >= max_devices) return 0;
-    std::lock_guard<std::mutex> lock(mu);
-    std::vector<float> vals = slots[dev];
-    std::vector<char> st = set[dev];
-    vals.resize(CONV_W3J_SIZE, 0.0f), st.resize(CONV_W3J_SIZE, 0);
-    for (size_t q = 0; q < ins.size(); q++) {
-        const conv_std_ins I = conv_std_at(nl1, lmax, (int)q);
-        const int D1 = 2 * I.l1 + 1, D2 = 2 * I.l2 + 1, D3 = 2 * I.l3 + 1, S = conv_w3j_slot(I.l1, I.l2, I.l3);
-        const double *C = cg.data() + ins[q].c_off;
-        for (int a = 0; a < D1; a++)
-            for (int b = 0; b < D2; b++)
-                for (int c = 0; c < D3; c++) {
-                    const int j = (a * D2 + b) * D3 + c;
-                    const float v = (float)C[j];
-                    if (!conv_w3j_may(I.l1, I.l2, I.l3, a, b, c)) {
-                        if (v != 0.0f) return 0;
-                        continue;
-                    }
-                    if (I.l1 == 0 && v != (float)C[0]) return 0;
-                    if (st[S + j] && vals[S + j] != v) return 0;
-                    vals[S + j] = v, st[S + j] = 1;
-                }
-        p->std_pw[q] = ins[q].pwf;
-    }
-    if (cudaMemcpyToSymbol(conv_w3j_c, vals.data(), sizeof(float) * CONV_W3J_SIZE) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    slots[dev] = vals, set[dev] = st;
-    return 1;
-#endif
-}
-
-/* Whether the std forward runs in the couplings' form where the plan allows it (CGQ_GPU_CONV_FWD_CG=1; a trial, off by
- * default), read per launch: tests switch it between calls */
-static bool conv_fwd_cg_wanted() {
-    const char *env = getenv("CGQ_GPU_CONV_FWD_CG");
-    return env && env[0] == '1';
-}
-
 /* the std forward for in1 blocks l < n_in1 and SH width nY, from the compact table when c12 (NULL: none
  * instantiated); the compact one with C = 128 channels (MACE-MP-0's) at compile time: its chunks' strides become
  * immediate offsets, 16 fewer SASS instructions per edge (of 274) */
-static conv_fwd_fn<float> conv_fwd_std_kernel(int n_in1, int nY, bool c12, int C, bool cg = false) {
-#define CONV_FWD_STD_NY(NL1, NY)                                                                                   \
-    if (n_in1 == NL1 && nY == NY) {                                                                                \
-        if (cg) return !c12 ? k_conv_fwd_std<NL1, NY, false, 0, true> : C == 128 ? k_conv_fwd_std<NL1, NY, true, 128, true> \
-                                                                        : k_conv_fwd_std<NL1, NY, true, 0, true>; \
-        return !c12 ? k_conv_fwd_std<NL1, NY> : C == 128 ? k_conv_fwd_std<NL1, NY, true, 128>                    \
-                                                         : k_conv_fwd_std<NL1, NY, true>;                         \
-    }
+static conv_fwd_fn<float> conv_fwd_std_kernel(int n_in1, int nY, bool c12, int C) {
+#define CONV_FWD_STD_NY(NL1, NY)                                                                \
+    if (n_in1 == NL1 && nY == NY)                                                               \
+        return !c12 ? k_conv_fwd_std<NL1, NY> : C == 128 ? k_conv_fwd_std<NL1, NY, true, 128> \
+                                                         : k_conv_fwd_std<NL1, NY, true>;
 #define CONV_FWD_STD(NL1) CONV_FWD_STD_NY(NL1, 4) CONV_FWD_STD_NY(NL1, 9) CONV_FWD_STD_NY(NL1, 16)
     CONV_FWD_STD(1)
     CONV_FWD_STD(2)
@@ -1406,7 +1237,7 @@ static conv_fwd_fn<T> conv_fwd_kernel(const conv_plan &p, bool tabled = false, b
     constexpr bool F = sizeof(T) == sizeof(float); /* the tables are fp32's */
     if constexpr (F)
         if (tabled && p.std_form && conv_std_instantiated(p.n_in1, p.nY))
-            return conv_fwd_std_kernel(p.n_in1, p.nY, c12, p.C, p.cgc && conv_fwd_cg_wanted());
+            return conv_fwd_std_kernel(p.n_in1, p.nY, c12, p.C);
     if (tabled && F) return p.double_sums ? k_conv_fwd<T, double, F> : k_conv_fwd<T, T, F>;
     return p.double_sums ? k_conv_fwd<T, double> : k_conv_fwd<T, T>;
 }

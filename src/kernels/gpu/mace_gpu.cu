@@ -741,8 +741,6 @@ static cgq_status build_conv_group(cgq_gpu *g, const cgq_tp *tp, int lmax_sh, in
     if (g->fp32 && conv_std_wanted() && conv_std_matches(*p, ins, in1b, lmax_sh)) { /* P in 16-byte blocks */
         p->std_form = 1;
         p->sp_dim = conv_std_at(NL1, lmax_sh, p->n_ins).p_off;
-        /* the couplings' form stages each edge's Y row in its P row's place */
-        p->cgc = p->sp_dim >= (p->nY + 3) / 4 * 4 ? conv_cg_prepare(p, ins, cg, NL1, lmax_sh) : 0;
     }
     /* a slot's threads: a power of two up to the warp (so shuffles stay within it), else whole warps;
      * slots fill a block of 128 threads where shared memory allows (more edges of the row at once) */
