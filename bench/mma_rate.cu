@@ -2,10 +2,12 @@
  * node_ops.cuh, and the radial tensor-core kernels issue) on this GPU, per SM and cycle, for CH independent
  * accumulator chains per warp and W warps per SM: the ceiling those kernels are measured against (their chains are 6
  * products long per 16-wide k-step, 8 side by side per warp, 16 warps per SM).
- * usage: nvcc -O3 -arch=sm_90 -o mma_rate bench/mma_rate.cu && ./mma_rate */
+ * usage: nvcc -O3 -arch=sm_90 -I src -o mma_rate bench/mma_rate.cu && ./mma_rate */
 #include <cstdio>
 #include <cstdint>
 #include <cuda_runtime.h>
+
+#include "kernels/gpu/tf32_mma.cuh" /* mma_tf32: the instruction the kernels issue */
 
 template <int CH>
 __global__ void k_mma(int iters, float *out) {
@@ -15,15 +17,7 @@ __global__ void k_mma(int iters, float *out) {
     float d[CH][4] = {};
     for (int it = 0; it < iters; it++) {
 #pragma unroll
-        for (int c = 0; c < CH; c++)
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-            asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                         "{%0,%1,%2,%3};\n"
-                         : "+f"(d[c][0]), "+f"(d[c][1]), "+f"(d[c][2]), "+f"(d[c][3])
-                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-            d[c][0] += 1.0f; /* no TF32 mma before sm_80: the rate printed is not the tensor pipe's */
-#endif
+        for (int c = 0; c < CH; c++) mma_tf32(d[c], a, b[0], b[1]);
     }
     float s = 0;
     for (int c = 0; c < CH; c++) s += d[c][0] + d[c][1] + d[c][2] + d[c][3];
@@ -42,6 +36,7 @@ static void run(int sms, double ghz, int warps, float *out) {
     cudaEventSynchronize(e1);
     float ms = 0;
     cudaEventElapsedTime(&ms, e0, e1);
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
     const double mmas = (double)blocks * 4 * iters * CH, per = mmas / (ms * 1e-3 * ghz * 1e9 * sms);
     printf("chains %2d per warp, %2d warps per SM: %.3f HMMA.1688 per SM and cycle (%.0f TF32 TFLOP/s)\n", CH, warps,
            per, mmas * 2048 / (ms * 1e-3) / 1e12);
