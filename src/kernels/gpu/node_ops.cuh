@@ -13,6 +13,7 @@
 
 #include "kernels/gpu/gemm.cuh"     /* the 64 x 64 tile of the node linears */
 #include "kernels/gpu/tf32_mma.cuh" /* their float tiles on the tensor cores */
+#include "kernels/gpu/tf32_wgmma.cuh" /* the same on Hopper's warpgroup MMA */
 
 /* A model weight array as stored for precision T (the float model copy keeps float arrays in the double*
  * fields of the structs). */
@@ -312,8 +313,13 @@ __device__ __forceinline__ int cp_bytes(int avail, int f) {
 __device__ __forceinline__ int ltc_out_row(int r, int d) {
     return r / d * GEMM_BN * d + r % d;
 }
+/* The wgmma tile (WG): 3 stages (4 were 48 KB with its split B, over a static allocation's limit) and the k-step's
+ * B split into TF32 halves in tf32_wgmma.cuh's layout, hi then lo, each two 8-wide k-steps */
+#define LWG_STAGES 3
+#define LWG_SMEM (LWG_STAGES * LTC_STAGE + 4 * WG_B_STEP)
 /* the staged rows end before (r / d + 1) 64 d <= (r + d) 64 < (2 GEMM_BM - 1) GEMM_BN floats (r < 64, d <= 64) */
 static_assert((2 * GEMM_BM - 1) * GEMM_BN <= LTC_STAGES * LTC_STAGE, "the staged sums fit the stages");
+static_assert((2 * GEMM_BM - 1) * GEMM_BN <= LWG_SMEM, "the staged sums fit the wgmma tile's shared memory");
 
 /* C (+)= alpha x the staged sums for the tile's nodes (with per-species weights, those of species sp), by
  * lin_gemm_put, each node's run of min(64, N - n0) d floats by consecutive threads */
@@ -334,13 +340,64 @@ __device__ __forceinline__ void ltc_write(const lin_gemm<float> &g, const float 
     __syncthreads(); /* the stages are free for the next species' pass */
 }
 
-/* The tile of nodes [node0, node0 + nodes) (nodes <= T) and columns [n0, n0 + 64); with per-species weights, those of
- * species sp (only its rows are written) */
+/* One 16-wide k-step of the wgmma tile: B's 16 x 64 split by the block into bw (thread t: column t % 64, k-quad t / 64
+ * of each 8-wide k-step; 16-byte stores in consecutive places), the warp's A fragments split as in the mma.sync tile
+ * (rows aro[h], aro[h] + 8 d...), then the step's chain (from zero, the small products first, as there) and the
+ * sums += sc (path weight x diagonal) x chain. */
 template <bool BT>
+__device__ __forceinline__ void lin_wg_step(const float *As, const float *Bs, float *bw, const int (&aro)[2], int d4,
+                                            const float (&sc)[2], float (&t)[32], float (&acc)[32]) {
+    const int tid = threadIdx.x, n = tid % 64, kq = tid / 64 * 4;
+#pragma unroll
+    for (int ks = 0; ks < 2; ks++) {
+        float v[4];
+        if (BT) {
+            const float4 q = *reinterpret_cast<const float4 *>(Bs + n * LTC_KS + 8 * ks + kq);
+            v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; j++) v[j] = Bs[(8 * ks + kq + j) * LTC_NS + n];
+        }
+        uint4 hi, lo;
+        tf32_split_lo_truncated(v[0], hi.x, lo.x);
+        tf32_split_lo_truncated(v[1], hi.y, lo.y);
+        tf32_split_lo_truncated(v[2], hi.z, lo.z);
+        tf32_split_lo_truncated(v[3], hi.w, lo.w);
+        *reinterpret_cast<uint4 *>(bw + ks * WG_B_STEP + wg_b_index(n, kq)) = hi;
+        *reinterpret_cast<uint4 *>(bw + (2 + ks) * WG_B_STEP + wg_b_index(n, kq)) = lo;
+    }
+    uint32_t ah[2][4], al[2][4];
+#pragma unroll
+    for (int ks = 0; ks < 2; ks++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int c = 0; c < 2; c++)
+                tf32_split_lo_truncated(As[aro[h] + (2 * ks + c) * d4], ah[ks][h + 2 * c], al[ks][h + 2 * c]);
+    wg_fence_shared();
+    __syncthreads(); /* bw */
+    wg_begin();
+#pragma unroll
+    for (int ks = 0; ks < 2; ks++) {
+        const uint64_t bh = wg_desc(bw + ks * WG_B_STEP), bl = wg_desc(bw + (2 + ks) * WG_B_STEP);
+        wg_mma_tf32(t, al[ks], bh, ks > 0);
+        wg_mma_tf32(t, ah[ks], bl, true);
+        wg_mma_tf32(t, ah[ks], bh, true);
+    }
+    wg_end(t);
+#pragma unroll
+    for (int q = 0; q < 32; q++) acc[q] = fmaf(sc[q / 2 % 2], t[q], acc[q]);
+}
+
+/* The tile of nodes [node0, node0 + nodes) (nodes <= T) and columns [n0, n0 + 64); with per-species weights, those of
+ * species sp (only its rows are written). WG: the products by wgmma (tf32_wgmma.cuh): each warp's 16 rows by all 64
+ * columns (mma.sync: 32 x 32), B split once per step by the block into its layout after the stages. */
+template <bool BT, bool WG>
 __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *smem, int64_t node0, int nodes, int n0,
                                             int sp) {
+    constexpr int S = WG ? LWG_STAGES : LTC_STAGES;
     const int tid = threadIdx.x, lane = tid % 32, gq = lane / 4, tq = lane % 4;
-    const int wm = tid / 32 % 2 * 32, wn = tid / 64 * 32; /* the warp's outputs */
+    const int wm = WG ? tid / 32 * 16 : tid / 32 % 2 * 32, wn = WG ? 0 : tid / 64 * 32; /* the warp's outputs */
     const int d = g.d, T = ltc_nodes(d), P = ltc_node_stride(d), Td = T * d;
     const float *Ab = g.A + node0 * g.lda; /* offsets from the tile's first node fit an int (lin_gemm_tc_ok) */
     /* This thread's two 16-byte copies of A and two of W per step, each a destination in the stage, a source offset
@@ -419,11 +476,13 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
         ck0 += LTC_BK;
         if (ck0 >= ck && ++cs < g.n_segs) segment_start();
     };
-    for (int stage = 0; stage < LTC_STAGES - 1; stage++) {
+    for (int stage = 0; stage < S - 1; stage++) {
         if (stage < n_steps) copy_step(stage);
         __pipeline_commit();
     }
     float acc[2][4][4] = {};
+    float wacc[32] = {}, wt[32] = {}; /* WG: the sums and a step's chain, d[4 ni + 2 h + c] (tf32_wgmma.cuh) */
+    float *bw = smem + S * LTC_STAGE; /* WG: the step's B, split */
     /* segment by segment (its path weight and diagonal read once: in one loop over all k-steps with the segment's
      * state updated per step, the main loop took 704 SASS instructions per 16-wide step instead of 528, session 22) */
     for (int ms = 0, step = 0; ms < g.n_segs; ms++) {
@@ -434,77 +493,92 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
 #pragma unroll
             for (int h = 0; h < 2; h++) sc[mi][h] = g.diag[ms] ? pw * g.diag[ms][am[mi][h]] : pw;
         for (int mk = 0; mk < g.K[ms]; mk += LTC_BK, step++) {
-            __pipeline_wait_prior(LTC_STAGES - 2); /* this step's copies (this thread's) are done */
-            __syncthreads();                       /* everyone's, and the previous step's reads */
-            if (step + LTC_STAGES - 1 < n_steps) copy_step((step + LTC_STAGES - 1) % LTC_STAGES);
+            __pipeline_wait_prior(S - 2); /* this step's copies (this thread's) are done */
+            __syncthreads();              /* everyone's, and the previous step's reads */
+            if (step + S - 1 < n_steps) copy_step((step + S - 1) % S);
             __pipeline_commit();
-            const float *As = smem + step % LTC_STAGES * LTC_STAGE, *Bs = As + GEMM_BM * LTC_KS;
-            float t[2][4][4]; /* the 8 chains over the step's two 8-wide k-steps, side by side */
+            const float *As = smem + step % S * LTC_STAGE, *Bs = As + GEMM_BM * LTC_KS;
+            if constexpr (WG) {
+                lin_wg_step<BT>(As, Bs, bw, aro[0], d4, sc[0], wt, wacc);
+            } else {
+                float t[2][4][4]; /* the 8 chains over the step's two 8-wide k-steps, side by side */
 #pragma unroll
-            for (int kb = 0; kb < LTC_BK; kb += 8) {
-                uint32_t ah[2][4], al[2][4];
+                for (int kb = 0; kb < LTC_BK; kb += 8) {
+                    uint32_t ah[2][4], al[2][4];
 #pragma unroll
-                for (int mi = 0; mi < 2; mi++)
+                    for (int mi = 0; mi < 2; mi++)
 #pragma unroll
-                    for (int h = 0; h < 2; h++)
+                        for (int h = 0; h < 2; h++)
 #pragma unroll
-                        for (int c = 0; c < 2; c++) {
-                            tf32_split_lo_truncated(As[aro[mi][h] + (kb / 4 + c) * d4], ah[mi][h + 2 * c],
-                                                    al[mi][h + 2 * c]);
+                            for (int c = 0; c < 2; c++) {
+                                tf32_split_lo_truncated(As[aro[mi][h] + (kb / 4 + c) * d4], ah[mi][h + 2 * c],
+                                                        al[mi][h + 2 * c]);
+                            }
+                    uint4 b[4];
+#pragma unroll
+                    for (int ni = 0; ni < 4; ni++) {
+                        const int n = wn + 8 * ni + gq;
+                        const float b0 = BT ? Bs[n * LTC_KS + kb + tq] : Bs[(kb + tq) * LTC_NS + n];
+                        const float b1 = BT ? Bs[n * LTC_KS + kb + tq + 4] : Bs[(kb + tq + 4) * LTC_NS + n];
+                        tf32_split_lo_truncated(b0, b[ni].x, b[ni].z);
+                        tf32_split_lo_truncated(b1, b[ni].y, b[ni].w);
+                    }
+#pragma unroll
+                    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                        for (int ni = 0; ni < 4; ni++) {
+                            if (kb == 0)
+#pragma unroll
+                                for (int q = 0; q < 4; q++) t[mi][ni][q] = 0.0f;
+                            mma_tf32(t[mi][ni], al[mi], b[ni].x, b[ni].y);
                         }
-                uint4 b[4];
 #pragma unroll
-                for (int ni = 0; ni < 4; ni++) {
-                    const int n = wn + 8 * ni + gq;
-                    const float b0 = BT ? Bs[n * LTC_KS + kb + tq] : Bs[(kb + tq) * LTC_NS + n];
-                    const float b1 = BT ? Bs[n * LTC_KS + kb + tq + 4] : Bs[(kb + tq + 4) * LTC_NS + n];
-                    tf32_split_lo_truncated(b0, b[ni].x, b[ni].z);
-                    tf32_split_lo_truncated(b1, b[ni].y, b[ni].w);
+                    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                        for (int ni = 0; ni < 4; ni++) mma_tf32(t[mi][ni], ah[mi], b[ni].z, b[ni].w);
+#pragma unroll
+                    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                        for (int ni = 0; ni < 4; ni++) mma_tf32(t[mi][ni], ah[mi], b[ni].x, b[ni].y);
                 }
 #pragma unroll
                 for (int mi = 0; mi < 2; mi++)
 #pragma unroll
-                    for (int ni = 0; ni < 4; ni++) {
-                        if (kb == 0)
+                    for (int ni = 0; ni < 4; ni++)
 #pragma unroll
-                            for (int q = 0; q < 4; q++) t[mi][ni][q] = 0.0f;
-                        mma_tf32(t[mi][ni], al[mi], b[ni].x, b[ni].y);
-                    }
-#pragma unroll
-                for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-                    for (int ni = 0; ni < 4; ni++) mma_tf32(t[mi][ni], ah[mi], b[ni].z, b[ni].w);
-#pragma unroll
-                for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-                    for (int ni = 0; ni < 4; ni++) mma_tf32(t[mi][ni], ah[mi], b[ni].x, b[ni].y);
+                        for (int q = 0; q < 4; q++) acc[mi][ni][q] = fmaf(sc[mi][q / 2], t[mi][ni][q], acc[mi][ni][q]);
             }
-#pragma unroll
-            for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-                for (int ni = 0; ni < 4; ni++)
-#pragma unroll
-                    for (int q = 0; q < 4; q++) acc[mi][ni][q] = fmaf(sc[mi][q / 2], t[mi][ni][q], acc[mi][ni][q]);
         }
     }
     __syncthreads(); /* the stages are free for the sums */
-#pragma unroll
-    for (int mi = 0; mi < 2; mi++)
+    if constexpr (WG) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            float *row = smem + ltc_out_row(wm + 16 * mi + gq + 8 * h, d);
+            float *row = smem + ltc_out_row(wm + gq + 8 * h, d);
 #pragma unroll
-            for (int ni = 0; ni < 4; ni++)
+            for (int ni = 0; ni < 8; ni++)
 #pragma unroll
-                for (int c = 0; c < 2; c++) row[(wn + 8 * ni + 2 * tq + c) * d] = acc[mi][ni][2 * h + c];
+                for (int c = 0; c < 2; c++) row[(8 * ni + 2 * tq + c) * d] = wacc[4 * ni + 2 * h + c];
         }
+    } else {
+#pragma unroll
+        for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float *row = smem + ltc_out_row(wm + 16 * mi + gq + 8 * h, d);
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+                    for (int c = 0; c < 2; c++) row[(wn + 8 * ni + 2 * tq + c) * d] = acc[mi][ni][2 * h + c];
+            }
+    }
     ltc_write<BT>(g, smem, node0, nodes, n0, sp);
 }
 
-/* Block x of the grid takes node tile x - tile0[q] of part q (lin_gemm_launch) */
-template <bool BT>
+/* Block x of the grid takes node tile x - tile0[q] of part q (lin_gemm_launch). WG: the wgmma tile. */
+template <bool BT, bool WG>
 __global__ void __launch_bounds__(LTC_THREADS, 4) k_lin_gemm_tc(lin_gemm_parts<float> parts) {
-    __shared__ __align__(16) float smem[LTC_STAGES * LTC_STAGE];
+    __shared__ __align__(16) float smem[WG ? LWG_SMEM : LTC_STAGES * LTC_STAGE];
     int q = 0;
     while (q + 1 < parts.n && blockIdx.x >= parts.tile0[q + 1]) q++;
     const lin_gemm<float> &g = parts.g[q];
@@ -514,7 +588,7 @@ __global__ void __launch_bounds__(LTC_THREADS, 4) k_lin_gemm_tc(lin_gemm_parts<f
     for (int sp = -1;;) {
         if (g.species && (sp = lin_gemm_next_species(g.species, node0 * g.d, (node0 + nodes) * g.d, g.d, sp)) == INT_MAX)
             break;
-        lin_tc_tile<BT>(g, smem, node0, nodes, n0, sp);
+        lin_tc_tile<BT, WG>(g, smem, node0, nodes, n0, sp);
         if (!g.species) break;
     }
 }
@@ -545,6 +619,31 @@ static int lin_gemm_tc_mode() {
     if (!(env && env[0] == '0') && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
         major >= 8)
         mode = env && env[0] == '1' ? 2 : 1;
+    if (dev < max_devices) known[dev].store(mode + 1, std::memory_order_relaxed);
+    return mode;
+#endif
+}
+
+/* Whether the tensor-core tiles run as wgmma (lin_wg_step): the binary loaded for the device has it (built for sm_90a)
+ * and CGQ_GPU_NODE_WG is not 0 (then the mma.sync tile runs, for comparisons and its tests); read once per device */
+static bool lin_gemm_wg_mode() {
+#if defined(__HIPCC__)
+    return false;
+#else
+    constexpr int max_devices = 64;
+    static std::atomic<int> known[max_devices]; /* mode + 1 (0: not yet read) */
+    int dev = 0, in_binary = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (dev < max_devices) {
+        const int m = known[dev].load(std::memory_order_relaxed);
+        if (m) return m - 1;
+    }
+    const char *env = getenv("CGQ_GPU_NODE_WG");
+    if (cudaMemcpyFromSymbol(&in_binary, cgq_wgmma_in_binary, sizeof in_binary) != cudaSuccess) {
+        (void)cudaGetLastError(); /* no image for this device: the launches will say so */
+        in_binary = 0;
+    }
+    const bool mode = in_binary == 1 && !(env && env[0] == '0');
     if (dev < max_devices) known[dev].store(mode + 1, std::memory_order_relaxed);
     return mode;
 #endif
@@ -608,7 +707,8 @@ static void lin_gemm_launch(const std::vector<lin_gemm<T>> &in, cudaStream_t st 
 #if !defined(__HIPCC__)
         if constexpr (std::is_same<T, float>::value)
             if (tc) {
-                k_lin_gemm_tc<BT><<<grid, LTC_THREADS, 0, st>>>(parts);
+                if (lin_gemm_wg_mode()) k_lin_gemm_tc<BT, true><<<grid, LTC_THREADS, 0, st>>>(parts);
+                else k_lin_gemm_tc<BT, false><<<grid, LTC_THREADS, 0, st>>>(parts);
                 continue;
             }
 #endif
