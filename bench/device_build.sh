@@ -1,5 +1,5 @@
 # device_build.sh: sourced by the bench/device_*.sh scripts (on the GPU machine). Defines build_gpu, which
-# configures and builds cgequi with CUDA for sm_90a (CUDA_ARCHS: another list) into build-gpu (logs in $OUT) and exits the calling script
+# configures and builds cgequi with CUDA for sm_90a and compute_90 (CUDA_ARCHS: another list) into build-gpu (logs in $OUT) and exits the calling script
 # with the error lines when that fails. The tests are built when .device/googletest is there (carry it).
 # usage: build_gpu [--no-tests] [TARGET...]   (no target: everything)
 build_gpu() {
@@ -8,7 +8,7 @@ build_gpu() {
   elif [ -d .device/googletest ]; then tests="-DCGQ_BUILD_TESTS=ON -DCGQ_GTEST_SOURCE_DIR=$PWD/.device/googletest"; fi
   for t in "$@"; do targets="$targets --target $t"; done
   mkdir -p "$OUT"
-  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS:-90a} $tests \
+  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS:-90a-real;90-virtual}" $tests \
     >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
   cmake --build build-gpu -j16 $targets >"$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -60; exit 1; }
 }

@@ -21,9 +21,9 @@ OMP_NUM_THREADS=2 ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE 
 
 echo "== GPU sources: CUDA build (when nvcc is present) and HIP compile check (same .cu through hipcc)"
 if command -v nvcc >/dev/null 2>&1; then
-  cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCGQ_BUILD_TESTS=OFF >/dev/null
+  cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=90a-real;90-virtual" -DCGQ_BUILD_TESTS=OFF >/dev/null
   cmake --build build-cuda -j"$jobs" --target cgequi_cli conv_workbench >build-cuda/build.log 2>&1 \
-    && echo "CUDA build: ok (sm_90, library, CLI and conv_workbench)" || { grep -E "error" -A3 build-cuda/build.log | head -40; exit 1; }
+    && echo "CUDA build: ok (sm_90a and compute_90, library, CLI and conv_workbench)" || { grep -E "error" -A3 build-cuda/build.log | head -40; exit 1; }
 fi
 if command -v hipcc >/dev/null 2>&1; then
   mkdir -p build-hip

@@ -340,13 +340,12 @@ __device__ __forceinline__ void ltc_write(const lin_gemm<float> &g, const float 
     __syncthreads(); /* the stages are free for the next species' pass */
 }
 
-/* One 16-wide k-step of the wgmma tile: B's 16 x 64 split by the block into bw (thread t: column t % 64, k-quad t / 64
- * of each 8-wide k-step; 16-byte stores in consecutive places), the warp's A fragments split as in the mma.sync tile
- * (rows aro[h], aro[h] + 8 d...), then the step's chain (from zero, the small products first, as there) and the
- * sums += sc (path weight x diagonal) x chain. */
+/* The wgmma tile's pieces of a 16-wide k-step. B's 16 x 64 split by the block into bw (hi: two 8-wide k-steps of
+ * WG_B_STEP, then lo; thread t: column t % 64, k-quad t / 64 of each 8-wide k-step, 16-byte stores in consecutive
+ * places); the warp's A fragments split as in the mma.sync tile (rows aro[h], aro[h] + 8 d...); the step's chain from
+ * zero, the small products first (as there), issued; and the sums += sc (path weight x diagonal) x chain. */
 template <bool BT>
-__device__ __forceinline__ void lin_wg_step(const float *As, const float *Bs, float *bw, const int (&aro)[2], int d4,
-                                            const float (&sc)[2], float (&t)[32], float (&acc)[32]) {
+__device__ __forceinline__ void lin_wg_split_b(const float *Bs, float *bw) {
     const int tid = threadIdx.x, n = tid % 64, kq = tid / 64 * 4;
 #pragma unroll
     for (int ks = 0; ks < 2; ks++) {
@@ -366,7 +365,10 @@ __device__ __forceinline__ void lin_wg_step(const float *As, const float *Bs, fl
         *reinterpret_cast<uint4 *>(bw + ks * WG_B_STEP + wg_b_index(n, kq)) = hi;
         *reinterpret_cast<uint4 *>(bw + (2 + ks) * WG_B_STEP + wg_b_index(n, kq)) = lo;
     }
-    uint32_t ah[2][4], al[2][4];
+    wg_fence_shared(); /* then a barrier before the wgmma read it */
+}
+__device__ __forceinline__ void lin_wg_split_a(const float *As, const int (&aro)[2], int d4, uint32_t (&ah)[2][4],
+                                               uint32_t (&al)[2][4]) {
 #pragma unroll
     for (int ks = 0; ks < 2; ks++)
 #pragma unroll
@@ -374,8 +376,9 @@ __device__ __forceinline__ void lin_wg_step(const float *As, const float *Bs, fl
 #pragma unroll
             for (int c = 0; c < 2; c++)
                 tf32_split_lo_truncated(As[aro[h] + (2 * ks + c) * d4], ah[ks][h + 2 * c], al[ks][h + 2 * c]);
-    wg_fence_shared();
-    __syncthreads(); /* bw */
+}
+__device__ __forceinline__ void lin_wg_issue(const uint32_t (&ah)[2][4], const uint32_t (&al)[2][4], const float *bw,
+                                             float (&t)[32]) {
     wg_begin();
 #pragma unroll
     for (int ks = 0; ks < 2; ks++) {
@@ -384,7 +387,10 @@ __device__ __forceinline__ void lin_wg_step(const float *As, const float *Bs, fl
         wg_mma_tf32(t, ah[ks], bl, true);
         wg_mma_tf32(t, ah[ks], bh, true);
     }
-    wg_end(t);
+    wg_commit();
+}
+__device__ __forceinline__ void lin_wg_sums(const float (&sc)[2], float (&t)[32], float (&acc)[32]) {
+    wg_wait(t);
 #pragma unroll
     for (int q = 0; q < 32; q++) acc[q] = fmaf(sc[q / 2 % 2], t[q], acc[q]);
 }
@@ -499,7 +505,12 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
             __pipeline_commit();
             const float *As = smem + step % S * LTC_STAGE, *Bs = As + GEMM_BM * LTC_KS;
             if constexpr (WG) {
-                lin_wg_step<BT>(As, Bs, bw, aro[0], d4, sc[0], wt, wacc);
+                lin_wg_split_b<BT>(Bs, bw);
+                uint32_t ah[2][4], al[2][4];
+                lin_wg_split_a(As, aro[0], d4, ah, al);
+                __syncthreads(); /* bw */
+                lin_wg_issue(ah, al, bw, wt);
+                lin_wg_sums(sc[0], wt, wacc);
             } else {
                 float t[2][4][4]; /* the 8 chains over the step's two 8-wide k-steps, side by side */
 #pragma unroll
@@ -624,8 +635,10 @@ static int lin_gemm_tc_mode() {
 #endif
 }
 
-/* Whether the tensor-core tiles run as wgmma (lin_wg_step): the binary loaded for the device has it (built for sm_90a)
- * and CGQ_GPU_NODE_WG is not 0 (then the mma.sync tile runs, for comparisons and its tests); read once per device */
+/* Whether the tensor-core tiles run as wgmma (lin_wg_split_b...): the binary loaded for the device has it (a build for
+ * sm_90a) and CGQ_GPU_NODE_WG is not 0 (then the mma.sync tile runs: for comparisons and its tests); read once per
+ * device. Session 61, MP-0 on an H200: the step 5.19-5.27 -> 5.12-5.14 ms (node_fwd 0.274 -> 0.248 ms, node_bwd 0.349
+ * -> 0.331). A form splitting each step's B during the step before's wgmma (two B buffers) was no faster (5.15-5.19). */
 static bool lin_gemm_wg_mode() {
 #if defined(__HIPCC__)
     return false;
@@ -638,11 +651,11 @@ static bool lin_gemm_wg_mode() {
         const int m = known[dev].load(std::memory_order_relaxed);
         if (m) return m - 1;
     }
-    const char *env = getenv("CGQ_GPU_NODE_WG");
     if (cudaMemcpyFromSymbol(&in_binary, cgq_wgmma_in_binary, sizeof in_binary) != cudaSuccess) {
         (void)cudaGetLastError(); /* no image for this device: the launches will say so */
         in_binary = 0;
     }
+    const char *env = getenv("CGQ_GPU_NODE_WG");
     const bool mode = in_binary == 1 && !(env && env[0] == '0');
     if (dev < max_devices) known[dev].store(mode + 1, std::memory_order_relaxed);
     return mode;

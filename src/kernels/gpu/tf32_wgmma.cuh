@@ -55,10 +55,16 @@ __device__ __forceinline__ void wg_begin() {
 #endif
 }
 
-/* commit the wgmma issued since wg_begin and wait for them */
-__device__ __forceinline__ void wg_end(float (&d)[32]) {
+/* commit the wgmma issued since wg_begin as a group */
+__device__ __forceinline__ void wg_commit() {
 #if defined(CGQ_WGMMA)
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+/* wait for every committed group; d (their accumulators) readable after */
+__device__ __forceinline__ void wg_wait(float (&d)[32]) {
+#if defined(CGQ_WGMMA)
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #endif
     wg_fence_operands(d);
