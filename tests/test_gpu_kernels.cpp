@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <random>
 
@@ -165,6 +166,46 @@ TEST_P(GpuKernels, ProductBasisMatchesCpu) {
             expect_close(GetParam(), t, fp32, seed, "B", B, Br);
             expect_close(GetParam(), t, fp32, seed, "dE/dA", gA, gAr);
         }
+    });
+}
+
+// The product basis's kernels generated for the layer's monomials (symcon_gen.cuh) against the generic ones
+// (CGQ_GPU_SYMCON_GEN=0), on fresh random inputs of 301 nodes (several groups per species, partial last groups):
+// the same operations in the same order, so the same bits. Some dE/dB components are zero (the reverse skips them).
+TEST_P(GpuKernels, ProductBasisGeneratedIsGenericBitwise) {
+    if (std::string(m->family) != "mace") GTEST_SKIP() << "not a MACE model";
+    const char *env = std::getenv("CGQ_GPU_SYMCON_GEN");
+    if (env && env[0] == '0') GTEST_SKIP() << "generated kernels turned off";
+    for_each_precision(m, [&](cgq_gpu *g, bool fp32, std::mt19937_64 &rng, unsigned seed) {
+        setenv("CGQ_GPU_SYMCON_GEN", "0", 1);
+        cgq_gpu *ref = nullptr;
+        const cgq_status st = cgq_gpu_create(m, 0, fp32, &ref);
+        unsetenv("CGQ_GPU_SYMCON_GEN");
+        ASSERT_EQ(st, CGQ_STATUS_OK) << cgq_last_error();
+        for (int t = 0; t < m->n_layers; t++) {
+            ASSERT_TRUE(cgq_gpu_product_basis_generated(g, t)) << "layer " << t << ": no generated kernels";
+            ASSERT_FALSE(cgq_gpu_product_basis_generated(ref, t));
+            const cgq_mace_layer *ly = &m->layers[t];
+            const int64_t n = 301, CD = ly->channels * ly->coupling_dim, dB = ly->product_out.dim;
+            std::vector<int32_t> species(n);
+            for (auto &s : species) s = (int32_t)(rng() % (uint64_t)m->n_species);
+            const std::vector<double> A = uniform(rng, n * CD);
+            std::vector<double> gB = uniform(rng, n * dB);
+            for (auto &v : gB)
+                if (rng() % 5 == 0) v = 0.0;
+            std::vector<double> B(n * dB, NAN), gA(n * CD, NAN), Br(n * dB, NAN), gAr(n * CD, NAN);
+            ASSERT_EQ(cgq_gpu_product_basis(g, t, n, species.data(), A.data(), gB.data(), B.data(), gA.data()),
+                      CGQ_STATUS_OK)
+                << cgq_last_error();
+            ASSERT_EQ(cgq_gpu_product_basis(ref, t, n, species.data(), A.data(), gB.data(), Br.data(), gAr.data()),
+                      CGQ_STATUS_OK)
+                << cgq_last_error();
+            EXPECT_EQ(0, std::memcmp(B.data(), Br.data(), B.size() * sizeof(double)))
+                << "B, layer " << t << (fp32 ? " fp32" : " fp64") << " seed " << seed;
+            EXPECT_EQ(0, std::memcmp(gA.data(), gAr.data(), gA.size() * sizeof(double)))
+                << "dE/dA, layer " << t << (fp32 ? " fp32" : " fp64") << " seed " << seed;
+        }
+        cgq_gpu_free(ref);
     });
 }
 

@@ -3,6 +3,7 @@
  * receiver-owned / sender-owned reductions as the CPU: deterministic, no atomics. The graph and the
  * sender-sorted edge index come from the host each call; positions in, energies and edge gradients
  * out; device buffers are reused and only grow. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,8 @@ extern "C" {
 #include "kernels/gpu/species_conv.cuh"
 #include "kernels/gpu/readout.cuh"
 #include "kernels/gpu/symcon.cuh"
+#include "kernels/gpu/rtc.cuh"
+#include "kernels/gpu/symcon_gen.cuh"
 
 #define CGQ_CHECK_GPU(call)                                                                                  \
     do {                                                                                                     \
@@ -413,6 +416,7 @@ static bool skip_tp_is_species_linear(const cgq_model *m, const cgq_tp *tp) {
  * the same sorted A indices are folded into one monomial whose coefficient, per element and channel, is the sum of
  * u W_nu[e,k,c] over them (in double, in the file's nonzero order). Monomials are ordered by (block, m, indices), each
  * m's padded to a multiple of SYMCON_UNROLL with copies of its last code whose coefficients are zero. */
+static void build_symcon_kernels(const cgq_gpu *g, symcon_plan *sp, const std::vector<int32_t> &codes);
 static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     const cgq_model *hm = g->host_model;
     const cgq_mace_layer *ly = &hm->layers[t];
@@ -509,6 +513,7 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     sp->grouped = symcon_bwd_smem(D, sp->threads, symcon_nb<double>(), sizeof(double)) <= g->smem_optin &&
                   !(nb_env && nb_env[0] == '1');
     sp->ok = a.n_mono > 0 && sp->threads <= 1024 && symcon_bwd_smem(D, sp->threads, 1, sizeof(double)) <= g->smem_optin;
+    if (sp->ok) build_symcon_kernels(g, sp, codes);
     return CGQ_STATUS_OK;
 }
 
@@ -544,7 +549,34 @@ static const void *symcon_kernel(int nf, bool grouped, int nb, bool rev) {
     return nb == 1 ? symcon_kernel_nb<T, 1, G>(nf, rev) : symcon_kernel_nb<T, G / 2, G>(nf, rev);
 }
 
-/* The launch of a product-basis kernel over N nodes in groups gp: grid, block and shared memory */
+/* The product basis's kernels generated for the plan's monomials (symcon_gen.cuh; CGQ_GPU_SYMCON_GEN=0: the generic
+ * ones), for the launch shape symcon_launch gives them; where they cannot be made the generic kernels run, and the
+ * first such failure of the process is reported on stderr */
+static void build_symcon_kernels(const cgq_gpu *g, symcon_plan *sp, const std::vector<int32_t> &codes) {
+    const char *env = getenv("CGQ_GPU_SYMCON_GEN");
+#if defined(__HIPCC__)
+    return; /* no generated kernels on HIP yet (rtc.cuh) */
+#endif
+    if (env && env[0] == '0') return;
+    for (int rev = 0; rev < 2; rev++) {
+        symcon_gen_in in;
+        in.a = &sp->args, in.codes = &codes, in.nf = sp->nf, in.dbl = !g->fp32;
+        in.g = !sp->grouped ? 1 : g->fp32 ? symcon_nb<float>() : symcon_nb<double>();
+        in.nb = g->fp32 ? symcon_item_size<float>(*sp, rev) : symcon_item_size<double>(*sp, rev);
+        in.block_threads = sp->threads * (in.g / in.nb);
+        const char *name = rev ? "cgq_symcon_bwd" : "cgq_symcon_fwd";
+        std::string why;
+        sp->gen[rev] = rtc_kernel(symcon_gen_source(in, rev, name), name, &why);
+        static bool told = false;
+        if (!sp->gen[rev] && !told) {
+            told = true;
+            fprintf(stderr, "cgequi: the product basis runs its generic kernels (%s)\n", why.c_str());
+        }
+    }
+}
+
+/* The launch of a product-basis kernel over N nodes in groups gp: grid, block and shared memory (none for the
+ * generated kernels) */
 template <class T>
 static void symcon_launch(const symcon_plan &sp, const symcon_groups &gp, int64_t N, bool rev, void **args) {
     const int G = sp.grouped ? symcon_nb<T>() : 1, nb = symcon_item_size<T>(sp, rev);
@@ -552,11 +584,12 @@ static void symcon_launch(const symcon_plan &sp, const symcon_groups &gp, int64_
     /* with groups, each species' last one part full */
     const int64_t items = gp.order ? ((N + G - 1) / G + gp.n_species) * (G / nb) : (N + nb - 1) / nb;
     const int64_t blocks = (items + per_block - 1) / per_block;
-    const size_t smem =
-        rev ? symcon_bwd_smem(sp.args.D, nt, nb, sizeof(T)) : symcon_fwd_smem(sp.args.D, nt, nb, sizeof(T));
+    const size_t smem = sp.gen[rev] ? 0
+                        : rev       ? symcon_bwd_smem(sp.args.D, nt, nb, sizeof(T))
+                                    : symcon_fwd_smem(sp.args.D, nt, nb, sizeof(T));
     if (blocks)
-        cudaLaunchKernel(symcon_kernel<T>(sp.nf, sp.grouped, nb, rev), dim3((unsigned)blocks),
-                         dim3(sp.threads, per_block), args, smem, 0);
+        cudaLaunchKernel(sp.gen[rev] ? sp.gen[rev] : symcon_kernel<T>(sp.nf, sp.grouped, nb, rev),
+                         dim3((unsigned)blocks), dim3(sp.threads, per_block), args, smem, 0);
 }
 
 /* The groups a layer's launch takes: the step's where the coefficients depend on the species, else consecutive nodes */
@@ -3511,6 +3544,11 @@ extern "C" cgq_status cgq_gpu_product_basis(cgq_gpu *g, int layer, int64_t n, co
                         "(or no nodes)", layer);
     return g->fp32 ? product_basis_t<float>(g, layer, n, species, A, gB, B, gA)
                    : product_basis_t<double>(g, layer, n, species, A, gB, B, gA);
+}
+
+extern "C" int cgq_gpu_product_basis_generated(const cgq_gpu *g, int layer) {
+    if (layer < 0 || layer >= g->host_model->n_layers || !g->symcon[layer].ok) return 0;
+    return g->symcon[layer].gen[0] && g->symcon[layer].gen[1];
 }
 
 /* The layer's convolution plans (MACE: one; NequIP: one per group of input blocks) and its tensor product. */

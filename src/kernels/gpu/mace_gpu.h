@@ -36,6 +36,8 @@ cgq_status cgq_gpu_evaluate_pairs(cgq_gpu *gpu, const double *positions, const c
  * [n][product_out.dim], run by the GPU kernels in the evaluator's precision on these inputs alone. */
 cgq_status cgq_gpu_product_basis(cgq_gpu *gpu, int layer, int64_t n, const int32_t *species, const double *A,
                                  const double *gB, double *B, double *gA);
+/* Whether the layer's product basis runs the kernels generated for its monomials (symcon_gen.cuh) */
+int cgq_gpu_product_basis_generated(const cgq_gpu *gpu, int layer);
 /* Kernel test entry: layer's skip tensor product out = skip_tp(x, onehot(species)) [n][out.dim] and dE/dx from
  * gout, run by the GPU kernels (per-species GEMMs) in the evaluator's precision. */
 cgq_status cgq_gpu_skip_tp(cgq_gpu *gpu, int layer, int64_t n, const int32_t *species, const double *x,

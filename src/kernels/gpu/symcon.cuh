@@ -35,7 +35,7 @@ struct symcon_args {
 };
 
 /* factor p of a monomial's code (its A index) */
-__device__ __forceinline__ int symcon_factor(int32_t code, int p) {
+__host__ __device__ __forceinline__ int symcon_factor(int32_t code, int p) {
     return (code >> (SYMCON_IDX_BITS * p)) & ((1 << SYMCON_IDX_BITS) - 1);
 }
 
@@ -331,6 +331,7 @@ struct symcon_plan {
     symcon_args args;
     double *coef;  /* device [elements][n_mono][C], fp64 evaluators */
     float *coef_f; /* the same in float, fp32 evaluators */
+    const void *gen[2]; /* forward, reverse: the kernels generated for the layer's monomials (symcon_gen.cuh), or null */
 };
 
 /* nodes per block where they fit: 16 bytes of one index's values (float 4, double 2) */
