@@ -416,7 +416,8 @@ static bool skip_tp_is_species_linear(const cgq_model *m, const cgq_tp *tp) {
  * the same sorted A indices are folded into one monomial whose coefficient, per element and channel, is the sum of
  * u W_nu[e,k,c] over them (in double, in the file's nonzero order). Monomials are ordered by (block, m, indices), each
  * m's padded to a multiple of SYMCON_UNROLL with copies of its last code whose coefficients are zero. */
-static void build_symcon_kernels(const cgq_gpu *g, symcon_plan *sp, const std::vector<int32_t> &codes);
+static void build_symcon_kernels(const cgq_gpu *g, symcon_plan *sp, const std::vector<int32_t> &codes,
+                                 bool fwd_split_given);
 static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     const cgq_model *hm = g->host_model;
     const cgq_mace_layer *ly = &hm->layers[t];
@@ -513,7 +514,7 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     sp->grouped = symcon_bwd_smem(D, sp->threads, symcon_nb<double>(), sizeof(double)) <= g->smem_optin &&
                   !(nb_env && nb_env[0] == '1');
     sp->ok = a.n_mono > 0 && sp->threads <= 1024 && symcon_bwd_smem(D, sp->threads, 1, sizeof(double)) <= g->smem_optin;
-    if (sp->ok) build_symcon_kernels(g, sp, codes);
+    if (sp->ok) build_symcon_kernels(g, sp, codes, fs_env != nullptr);
     return CGQ_STATUS_OK;
 }
 
@@ -551,13 +552,18 @@ static const void *symcon_kernel(int nf, bool grouped, int nb, bool rev) {
 
 /* The product basis's kernels generated for the plan's monomials (symcon_gen.cuh; CGQ_GPU_SYMCON_GEN=0: the generic
  * ones), for the launch shape symcon_launch gives them; where they cannot be made the generic kernels run, and the
- * first such failure of the process is reported on stderr */
-static void build_symcon_kernels(const cgq_gpu *g, symcon_plan *sp, const std::vector<int32_t> &codes) {
+ * first such failure of the process is reported on stderr. The generated forward takes groups split in 2 items
+ * unless CGQ_GPU_SYMCON_FWD_SPLIT says otherwise (MACE-MP-0: 0.175 -> 0.125 ms, its A values in registers for 2
+ * nodes instead of 4; the generic forward's default stays 1, RESULTS session 62). */
+static void build_symcon_kernels(const cgq_gpu *g, symcon_plan *sp, const std::vector<int32_t> &codes,
+                                 bool fwd_split_given) {
     const char *env = getenv("CGQ_GPU_SYMCON_GEN");
 #if defined(__HIPCC__)
     return; /* no generated kernels on HIP yet (rtc.cuh) */
 #endif
     if (env && env[0] == '0') return;
+    const int generic_split = sp->split[0];
+    if (!fwd_split_given) sp->split[0] = 2;
     for (int rev = 0; rev < 2; rev++) {
         symcon_gen_in in;
         in.a = &sp->args, in.codes = &codes, in.nf = sp->nf, in.dbl = !g->fp32;
@@ -567,6 +573,7 @@ static void build_symcon_kernels(const cgq_gpu *g, symcon_plan *sp, const std::v
         const char *name = rev ? "cgq_symcon_bwd" : "cgq_symcon_fwd";
         std::string why;
         sp->gen[rev] = rtc_kernel(symcon_gen_source(in, rev, name), name, &why);
+        if (!rev && !sp->gen[rev]) sp->split[0] = generic_split;
         static bool told = false;
         if (!sp->gen[rev] && !told) {
             told = true;
