@@ -416,9 +416,11 @@ static bool skip_tp_is_species_linear(const cgq_model *m, const cgq_tp *tp) {
  * the same sorted A indices are folded into one monomial whose coefficient, per element and channel, is the sum of
  * u W_nu[e,k,c] over them (in double, in the file's nonzero order). Monomials are ordered by (block, m, indices), each
  * m's padded to a multiple of SYMCON_UNROLL with copies of its last code whose coefficients are zero. */
-static void build_symcon_kernels(const cgq_gpu *g, symcon_plan *sp, const std::vector<int32_t> &codes,
-                                 bool fwd_split_given);
-static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
+static void symcon_kernel_jobs(const cgq_gpu *g, symcon_plan *sp, const std::vector<int32_t> &codes,
+                               std::vector<rtc_job> *jobs, std::vector<const void **> *dst);
+/* The layer's product-basis plan; its generated kernels' sources are added to jobs (dst: where each kernel goes) */
+static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp, std::vector<rtc_job> *jobs,
+                                    std::vector<const void **> *dst) {
     const cgq_model *hm = g->host_model;
     const cgq_mace_layer *ly = &hm->layers[t];
     memset(sp, 0, sizeof *sp);
@@ -511,10 +513,11 @@ static cgq_status build_symcon_plan(cgq_gpu *g, int t, symcon_plan *sp) {
     const char *nb_env = getenv("CGQ_GPU_SYMCON_NB");
     const char *fs_env = getenv("CGQ_GPU_SYMCON_FWD_SPLIT"), *bs_env = getenv("CGQ_GPU_SYMCON_BWD_SPLIT");
     sp->split[0] = fs_env ? atoi(fs_env) : 1, sp->split[1] = bs_env ? atoi(bs_env) : 2;
+    sp->gen_split[0] = fs_env ? sp->split[0] : 2, sp->gen_split[1] = sp->split[1];
     sp->grouped = symcon_bwd_smem(D, sp->threads, symcon_nb<double>(), sizeof(double)) <= g->smem_optin &&
                   !(nb_env && nb_env[0] == '1');
     sp->ok = a.n_mono > 0 && sp->threads <= 1024 && symcon_bwd_smem(D, sp->threads, 1, sizeof(double)) <= g->smem_optin;
-    if (sp->ok) build_symcon_kernels(g, sp, codes, fs_env != nullptr);
+    if (sp->ok) symcon_kernel_jobs(g, sp, codes, jobs, dst);
     return CGQ_STATUS_OK;
 }
 
@@ -533,14 +536,18 @@ static const void *symcon_kernel_nb(int nf, bool rev) {
     }
 }
 
-/* Nodes per item of a launch: grouped, symcon_nb split into sp.split[rev] items (as many per block: the same shared
- * memory); else 1 */
+/* Nodes per item of a launch: grouped, symcon_nb split into `split` items (as many per block: the same shared
+ * memory); else 1. symcon_item_size: the split of the kernel that runs (generated or generic). */
 template <class T>
-static int symcon_item_size(const symcon_plan &sp, bool rev) {
+static int symcon_items(const symcon_plan &sp, int split) {
     constexpr int G = symcon_nb<T>();
-    int s = sp.split[rev] == 2 || sp.split[rev] == 4 ? sp.split[rev] : 1;
+    int s = split == 2 || split == 4 ? split : 1;
     while (s > 1 && sp.threads * s > 1024) s /= 2; /* a block's threads */
     return sp.grouped ? std::max(G / s, 1) : 1;
+}
+template <class T>
+static int symcon_item_size(const symcon_plan &sp, bool rev) {
+    return symcon_items<T>(sp, sp.gen[rev] ? sp.gen_split[rev] : sp.split[rev]);
 }
 template <class T>
 static const void *symcon_kernel(int nf, bool grouped, int nb, bool rev) {
@@ -551,34 +558,41 @@ static const void *symcon_kernel(int nf, bool grouped, int nb, bool rev) {
 }
 
 /* The product basis's kernels generated for the plan's monomials (symcon_gen.cuh; CGQ_GPU_SYMCON_GEN=0: the generic
- * ones), for the launch shape symcon_launch gives them; where they cannot be made the generic kernels run, and the
- * first such failure of the process is reported on stderr. The generated forward takes groups split in 2 items
- * unless CGQ_GPU_SYMCON_FWD_SPLIT says otherwise (MACE-MP-0: 0.175 -> 0.125 ms, its A values in registers for 2
- * nodes instead of 4; the generic forward's default stays 1, RESULTS session 62). */
-static void build_symcon_kernels(const cgq_gpu *g, symcon_plan *sp, const std::vector<int32_t> &codes,
-                                 bool fwd_split_given) {
+ * ones), for the launch shape symcon_launch gives them, as jobs for rtc_kernels; where they cannot be made the generic
+ * kernels run. The generated forward takes groups split in 2 items unless CGQ_GPU_SYMCON_FWD_SPLIT says otherwise
+ * (MACE-MP-0: 0.175 -> 0.125 ms, its A values in registers for 2 nodes instead of 4; the generic forward's default
+ * stays 1, RESULTS session 62). */
+static void symcon_kernel_jobs(const cgq_gpu *g, symcon_plan *sp, const std::vector<int32_t> &codes,
+                               std::vector<rtc_job> *jobs, std::vector<const void **> *dst) {
     const char *env = getenv("CGQ_GPU_SYMCON_GEN");
 #if defined(__HIPCC__)
     return; /* no generated kernels on HIP yet (rtc.cuh) */
 #endif
     if (env && env[0] == '0') return;
-    const int generic_split = sp->split[0];
-    if (!fwd_split_given) sp->split[0] = 2;
     for (int rev = 0; rev < 2; rev++) {
         symcon_gen_in in;
         in.a = &sp->args, in.codes = &codes, in.nf = sp->nf, in.dbl = !g->fp32;
         in.g = !sp->grouped ? 1 : g->fp32 ? symcon_nb<float>() : symcon_nb<double>();
-        in.nb = g->fp32 ? symcon_item_size<float>(*sp, rev) : symcon_item_size<double>(*sp, rev);
+        in.nb = g->fp32 ? symcon_items<float>(*sp, sp->gen_split[rev]) : symcon_items<double>(*sp, sp->gen_split[rev]);
         in.block_threads = sp->threads * (in.g / in.nb);
-        const char *name = rev ? "cgq_symcon_bwd" : "cgq_symcon_fwd";
-        std::string why;
-        sp->gen[rev] = rtc_kernel(symcon_gen_source(in, rev, name), name, &why);
-        if (!rev && !sp->gen[rev]) sp->split[0] = generic_split;
-        static bool told = false;
-        if (!sp->gen[rev] && !told) {
-            told = true;
-            fprintf(stderr, "cgequi: the product basis runs its generic kernels (%s)\n", why.c_str());
-        }
+        rtc_job job;
+        job.name = rev ? "cgq_symcon_bwd" : "cgq_symcon_fwd";
+        job.source = symcon_gen_source(in, rev, job.name.c_str());
+        jobs->push_back(std::move(job));
+        dst->push_back(&sp->gen[rev]);
+    }
+}
+
+/* Compiles (or finds) the jobs' kernels at once and puts each where dst says; the first failure of the process is
+ * reported on stderr (the generic kernels run: the same bits, slower) */
+static void make_symcon_kernels(std::vector<rtc_job> *jobs, const std::vector<const void **> &dst) {
+    if (jobs->empty()) return;
+    rtc_kernels(jobs);
+    static std::atomic<bool> told(false);
+    for (size_t i = 0; i < jobs->size(); i++) {
+        *dst[i] = (*jobs)[i].kernel;
+        if (!(*jobs)[i].kernel && !told.exchange(true))
+            fprintf(stderr, "cgequi: the product basis runs its generic kernels (%s)\n", (*jobs)[i].why.c_str());
     }
 }
 
@@ -1436,12 +1450,15 @@ extern "C" cgq_status cgq_gpu_create(const cgq_model *m, int gpu_id, int fp32, c
     cgq_status st = upload_model(g, m);
     if (st == CGQ_STATUS_OK) st = create_blas(g, gpu_id);
     g->v2 = 1;
+    std::vector<rtc_job> jobs; /* the layers' generated product-basis kernels, compiled together after the loop */
+    std::vector<const void **> job_dst;
     for (int t = 0; t < m->n_layers && st == CGQ_STATUS_OK; t++) {
         st = build_conv_plan(g, m, t, &g->plans[t]);
-        if (st == CGQ_STATUS_OK) st = build_symcon_plan(g, t, &g->symcon[t]);
+        if (st == CGQ_STATUS_OK) st = build_symcon_plan(g, t, &g->symcon[t], &jobs, &job_dst);
         if (st == CGQ_STATUS_OK) st = build_skip_plan(g, &m->layers[t].skip_tp, &g->skips[t]);
         g->v2 = g->v2 && g->plans[t].ok && g->symcon[t].ok && g->skips[t].ok;
     }
+    if (st == CGQ_STATUS_OK && g->v2) make_symcon_kernels(&jobs, job_dst);
     for (int r = 0; r < m->n_readouts && st == CGQ_STATUS_OK && g->v2; r++) { /* the v1 steps have their own */
         st = build_readout_plan(&m->readouts[r], device_uploader{g}, &g->readouts[r]);
         g->v2 = g->v2 && g->readouts[r].ok;

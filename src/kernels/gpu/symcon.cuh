@@ -326,7 +326,8 @@ __global__ void k_group_place(int64_t n, const int32_t *species, int ns, int32_t
 
 struct symcon_plan {
     int ok, threads, nf;
-    int split[2]; /* forward, reverse: items per group (symcon_item_size), as many per block */
+    int split[2];     /* forward, reverse: items per group (symcon_item_size), as many per block */
+    int gen_split[2]; /* the same for the generated kernels */
     bool grouped; /* groups of symcon_nb nodes of one species (their shared memory fits), else items of 1 node */
     symcon_args args;
     double *coef;  /* device [elements][n_mono][C], fp64 evaluators */
