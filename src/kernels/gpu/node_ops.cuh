@@ -124,10 +124,15 @@ struct lin_gemm {
 };
 
 /* An output element c from its sum: alpha acc, plus *add (the forward's add: NULL for none) or, for an accumulating
- * transpose, plus *c. Both tiles' stores end here, so their outputs have the same bits. */
+ * transpose, plus *c. Both tiles' stores end here, so their outputs have the same bits. Float sums are scaled in
+ * float, one FMA (until session 63 in double: two conversions and a DMUL per element; the stores' loop held ~24% of
+ * the wgmma tile's stall samples, RESULTS session 63). */
 template <class T, bool BT>
 __device__ __forceinline__ void lin_gemm_put(const lin_gemm<T> &g, T *c, const T *add, T acc) {
-    if (BT) {
+    if constexpr (sizeof(T) == sizeof(float)) {
+        const float a = (float)g.alpha;
+        *c = BT ? (g.accumulate ? fmaf(a, acc, *c) : a * acc) : add ? fmaf(a, acc, *add) : a * acc;
+    } else if (BT) {
         *c = (T)((g.accumulate ? (double)*c : 0.0) + g.alpha * acc);
     } else {
         T v = (T)(g.alpha * acc);
@@ -321,21 +326,54 @@ __device__ __forceinline__ int ltc_out_row(int r, int d) {
 static_assert((2 * GEMM_BM - 1) * GEMM_BN <= LTC_STAGES * LTC_STAGE, "the staged sums fit the stages");
 static_assert((2 * GEMM_BM - 1) * GEMM_BN <= LWG_SMEM, "the staged sums fit the wgmma tile's shared memory");
 
+/* Four consecutive outputs c[0..3] from their sums, as lin_gemm_put each (the same bits), in 16-byte accesses */
+template <bool BT>
+__device__ __forceinline__ void lin_gemm_put4(const lin_gemm<float> &g, float *c, const float *add, float4 acc) {
+    const float a = (float)g.alpha;
+    float4 v = make_float4(a * acc.x, a * acc.y, a * acc.z, a * acc.w);
+    const float *base = BT ? (g.accumulate ? c : nullptr) : add;
+    if (base) {
+        const float4 b = *reinterpret_cast<const float4 *>(base);
+        v = make_float4(fmaf(a, acc.x, b.x), fmaf(a, acc.y, b.y), fmaf(a, acc.z, b.z), fmaf(a, acc.w, b.w));
+    }
+    *reinterpret_cast<float4 *>(c) = v;
+}
+
 /* C (+)= alpha x the staged sums for the tile's nodes (with per-species weights, those of species sp), by
- * lin_gemm_put, each node's run of min(64, N - n0) d floats by consecutive threads */
+ * lin_gemm_put, each node's run of min(64, N - n0) d floats by consecutive threads. Where the runs and rows allow
+ * (len % 4 and 16-byte places), 4 floats per thread and access over all the tile's runs at once: (node, place) from
+ * the thread's first by a uniform step (session 63: the loop a node at a time, a float per thread, took ~15% of the
+ * wgmma tile's instructions and ~24% of its stall samples, in 64-bit address arithmetic per float). */
 template <bool BT>
 __device__ __forceinline__ void ltc_write(const lin_gemm<float> &g, const float *st, int64_t node0, int nodes, int n0,
                                           int sp) {
     const int d = g.d, len = min(GEMM_BN, g.N - n0) * d, tid = threadIdx.x;
-    const int per = max(1, LTC_THREADS / len), sub = tid / len; /* runs shorter than the block: several nodes a pass */
-    __syncthreads();                                            /* the staged sums */
-    for (int ln = sub; sub < per && ln < nodes; ln += per) {
-        const int64_t node = node0 + ln, off = g.c_off + (int64_t)n0 * d;
-        if (g.species && g.species[node] != sp) continue;
-        float *c = g.C + node * g.ldc + off;
-        const float *s = st + ln * GEMM_BN * d, *add = !BT && g.add ? g.add + node * g.ldadd + off : nullptr;
-        for (int w = len >= LTC_THREADS ? tid : tid % len; w < len; w += LTC_THREADS)
-            lin_gemm_put<float, BT>(g, c + w, add ? add + w : nullptr, s[w]);
+    const int64_t off = g.c_off + (int64_t)n0 * d;
+    const float *gadd = !BT ? g.add : nullptr;
+    auto a16 = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    __syncthreads(); /* the staged sums */
+    if (len % 4 == 0 && off % 4 == 0 && g.ldc % 4 == 0 && a16(g.C) && (!gadd || (g.ldadd % 4 == 0 && a16(gadd)))) {
+        const int len4 = len / 4, dln = LTC_THREADS / len4, dw = LTC_THREADS % len4; /* the step, in (node, run) */
+        int ln = tid / len4, w = tid % len4;
+        for (; ln < nodes; ln += dln, w += dw) {
+            if (w >= len4) w -= len4, ln++;
+            if (ln >= nodes) break;
+            const int64_t node = node0 + ln;
+            if (g.species && g.species[node] != sp) continue;
+            const float4 acc = *reinterpret_cast<const float4 *>(st + ln * GEMM_BN * d + 4 * w);
+            lin_gemm_put4<BT>(g, g.C + node * g.ldc + off + 4 * w, gadd ? gadd + node * g.ldadd + off + 4 * w : nullptr,
+                              acc);
+        }
+    } else {
+        const int per = max(1, LTC_THREADS / len), sub = tid / len; /* runs shorter than the block: several a pass */
+        for (int ln = sub; sub < per && ln < nodes; ln += per) {
+            const int64_t node = node0 + ln;
+            if (g.species && g.species[node] != sp) continue;
+            float *c = g.C + node * g.ldc + off;
+            const float *s = st + ln * GEMM_BN * d, *add = gadd ? gadd + node * g.ldadd + off : nullptr;
+            for (int w = len >= LTC_THREADS ? tid : tid % len; w < len; w += LTC_THREADS)
+                lin_gemm_put<float, BT>(g, c + w, add ? add + w : nullptr, s[w]);
+        }
     }
     __syncthreads(); /* the stages are free for the next species' pass */
 }
@@ -441,46 +479,46 @@ __device__ __forceinline__ void lin_tc_tile(const lin_gemm<float> &g, float *sme
     const int d4 = 4 * d; /* k + 4 in a node's k-step */
     int n_steps = 0;
     for (int s = 0; s < g.n_segs; s++) n_steps += (g.K[s] + LTC_BK - 1) / LTC_BK;
-    /* The next step to copy: segment cs at k ck0 (of K ck), from the segment's first floats a_seg and w_seg (W's
-     * leading dimension w_ld). A whole step takes the copies' fixed bytes; only a segment's last step, where K is not
-     * a multiple of 16, works out which bytes exist (session 37: the per-step offsets, bytes and selects were ~150 of
-     * the main loop's 480 SASS instructions per step). */
-    int cs = 0, ck0 = 0, ck = 0, w_ld = 0;
-    const float *a_seg = nullptr, *w_seg = nullptr;
+    /* The next step to copy: segment cs, `left` of its k's from the step's first; this thread's sources a_cur (A's
+     * step) and w_cur (its two runs of W), advanced by a step's floats after each copy. A whole step takes the
+     * copies' fixed bytes; only a segment's last step, where K is not a multiple of 16, works out which bytes exist
+     * (session 37: the per-step offsets, bytes and selects were ~150 of the main loop's 480 SASS instructions per
+     * step; session 63: the running sources instead of 64-bit offsets from the segment's first floats). */
+    int cs = 0, left = 0;
+    int64_t w_step = 0;
+    const float *a_cur = nullptr, *w_cur[2] = {nullptr, nullptr};
     auto segment_start = [&]() {
-        ck0 = 0, ck = g.K[cs], w_ld = g.ld[cs];
-        a_seg = Ab + g.a_off[cs];
-        w_seg = g.W + g.w_off[cs] + (g.species ? sp * g.w_species[cs] : 0);
+        const int w_ld = g.ld[cs];
+        const float *w_seg = g.W + g.w_off[cs] + (g.species ? sp * g.w_species[cs] : 0);
+        left = g.K[cs], a_cur = Ab + g.a_off[cs], w_step = BT ? LTC_BK : (int64_t)LTC_BK * w_ld;
+#pragma unroll
+        for (int i = 0; i < 2; i++) w_cur[i] = w_seg + (int64_t)w_row[i] * w_ld + w_k[i];
     };
     segment_start();
     auto copy_step = [&](int stage) {
         float *As = smem + stage * LTC_STAGE, *Bs = As + GEMM_BM * LTC_KS;
-        const float *a = a_seg + ck0 * d;
-        const int left = ck - ck0; /* k's of the segment from this step's first (uniform) */
         if (left >= LTC_BK) {
 #pragma unroll
             for (int i = 0; i < 2; i++)
-                if (a_dst[i] >= 0) cp_async16(As + a_dst[i], a + a_src[i], a_bytes[i]);
+                if (a_dst[i] >= 0) cp_async16(As + a_dst[i], a_cur + a_src[i], a_bytes[i]);
 #pragma unroll
-            for (int i = 0; i < 2; i++) {
-                const int64_t off = BT ? (int64_t)w_row[i] * w_ld + ck0 + w_k[i] : (int64_t)(ck0 + w_row[i]) * w_ld + w_k[i];
-                cp_async16(Bs + w_dst[i], w_seg + off, w_bytes[i]);
-            }
+            for (int i = 0; i < 2; i++) cp_async16(Bs + w_dst[i], w_cur[i], w_bytes[i]);
         } else {
 #pragma unroll
             for (int i = 0; i < 2; i++) {
                 const int bytes = cp_bytes(left * d, a_f[i]);
-                if (a_dst[i] >= 0) cp_async16(As + a_dst[i], bytes ? a + a_src[i] : g.A, bytes);
+                if (a_dst[i] >= 0) cp_async16(As + a_dst[i], bytes ? a_cur + a_src[i] : g.A, bytes);
             }
 #pragma unroll
             for (int i = 0; i < 2; i++) {
                 const int bytes = BT ? (w_bytes[i] ? cp_bytes(left, w_k[i]) : 0) : w_row[i] < left ? w_bytes[i] : 0;
-                const int64_t off = BT ? (int64_t)w_row[i] * w_ld + ck0 + w_k[i] : (int64_t)(ck0 + w_row[i]) * w_ld + w_k[i];
-                cp_async16(Bs + w_dst[i], bytes ? w_seg + off : g.W, bytes);
+                cp_async16(Bs + w_dst[i], bytes ? w_cur[i] : g.W, bytes);
             }
         }
-        ck0 += LTC_BK;
-        if (ck0 >= ck && ++cs < g.n_segs) segment_start();
+        a_cur += LTC_BK * d, left -= LTC_BK;
+#pragma unroll
+        for (int i = 0; i < 2; i++) w_cur[i] += w_step;
+        if (left <= 0 && ++cs < g.n_segs) segment_start();
     };
     for (int stage = 0; stage < S - 1; stage++) {
         if (stage < n_steps) copy_step(stage);
