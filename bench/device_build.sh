@@ -13,14 +13,14 @@ build_gpu() {
   cmake --build build-gpu -j16 $targets >"$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -60; exit 1; }
 }
 
-# build_base TARGET...: the base tree in .device/base (`git archive BASE | tar -x -C .device/base`) built the same way,
-# without tests, into .device/base/build (logs in $OUT: cmake_base.log, build_base.log); the scripts that compare
+# build_base TARGET...: the base tree in .device/base (`git archive BASE | tar -x -C .device/base`) built the same way
+# (the same CUDA_ARCHS), without tests, into .device/base/build (logs in $OUT: cmake_base.log, build_base.log); the scripts that compare
 # against it run it in the background beside build_gpu.
 build_base() {
   local targets="" out
   for t in "$@"; do targets="$targets --target $t"; done
   mkdir -p "$OUT" && out=$(cd "$OUT" && pwd)
-  ( cd .device/base && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+  ( cd .device/base && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS:-90a-real;90-virtual}" \
       -DCGQ_BUILD_TESTS=OFF >"$out/cmake_base.log" 2>&1 && cmake --build build -j8 $targets >"$out/build_base.log" 2>&1 )
 }
 
