@@ -9,7 +9,11 @@
  *   8 x 4 core matrices (8 rows n, 4 k's, 128 contiguous bytes, rows 16 bytes apart), the 8 of a k-quad side by side
  *   along n (SBO = 128 bytes), the two k-quads of a k-step 1,024 bytes apart (LBO).
  * The code is compiled only for sm_90a (its feature macro); cgq_wgmma_in_binary tells the host whether the binary
- * loaded for its GPU has it. */
+ * loaded for its GPU has it.
+ * Before leaving a wgmma in flight across other work (a wait_group above 0): ptxas reuses the physical registers of its
+ * A fragments once the PTX no longer reads them, while the tensor cores still do (session 64: wrong, nondeterministic
+ * sums; an empty asm "+r" fence after the wait does not stop it, a real use after the wait does). Here every wgmma is
+ * waited for before the registers are written again. */
 #ifndef CGQ_GPU_TF32_WGMMA_CUH
 #define CGQ_GPU_TF32_WGMMA_CUH
 
