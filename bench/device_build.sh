@@ -2,25 +2,27 @@
 # configures and builds cgequi with CUDA for sm_90a and compute_90 (CUDA_ARCHS: another list) into build-gpu (logs in $OUT) and exits the calling script
 # with the error lines when that fails. The tests are built when .device/googletest is there (carry it).
 # usage: build_gpu [--no-tests] [TARGET...]   (no target: everything)
+# gpu_archs: the CUDA architectures both builds compile for
+gpu_archs() { echo "${CUDA_ARCHS:-90a-real;90-virtual}"; }
 build_gpu() {
   local tests="-DCGQ_BUILD_TESTS=OFF" targets=""
   if [ "${1:-}" = --no-tests ]; then shift
   elif [ -d .device/googletest ]; then tests="-DCGQ_BUILD_TESTS=ON -DCGQ_GTEST_SOURCE_DIR=$PWD/.device/googletest"; fi
   for t in "$@"; do targets="$targets --target $t"; done
   mkdir -p "$OUT"
-  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS:-90a-real;90-virtual}" $tests \
+  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$(gpu_archs)" $tests \
     >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
   cmake --build build-gpu -j16 $targets >"$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -60; exit 1; }
 }
 
 # build_base TARGET...: the base tree in .device/base (`git archive BASE | tar -x -C .device/base`) built the same way
-# (the same CUDA_ARCHS), without tests, into .device/base/build (logs in $OUT: cmake_base.log, build_base.log); the scripts that compare
-# against it run it in the background beside build_gpu.
+# (gpu_archs), without tests, into .device/base/build (logs in $OUT: cmake_base.log, build_base.log); the scripts
+# that compare against it run it in the background beside build_gpu.
 build_base() {
   local targets="" out
   for t in "$@"; do targets="$targets --target $t"; done
   mkdir -p "$OUT" && out=$(cd "$OUT" && pwd)
-  ( cd .device/base && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS:-90a-real;90-virtual}" \
+  ( cd .device/base && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCGQ_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$(gpu_archs)" \
       -DCGQ_BUILD_TESTS=OFF >"$out/cmake_base.log" 2>&1 && cmake --build build -j8 $targets >"$out/build_base.log" 2>&1 )
 }
 
