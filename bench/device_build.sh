@@ -36,13 +36,15 @@ conv_tables() {
 }
 
 # make_models: makes the MACE-MP-0-medium-architecture model in $M (default /tmp/models) in the background, unless it
-# is there (mace-torch from the wheels carried in .whl; log in $OUT/make_models.log). `wait $MODELS_PID` before use.
+# is there (mace-torch from the wheels carried in .whl; log in $OUT/make_models.log), and with MODEL_WIDTHS=64,96 the
+# same architecture at those widths ($M/mace_mp0_arch_c64.h5, ...). `wait $MODELS_PID` before use.
 make_models() {
   M=${M:-/tmp/models}
   (
     if [ ! -f $M/mace_mp0_medium_arch.h5 ]; then
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
-      PYTHONPATH=/tmp/site python3 tools/make_bench_models.py $M --no-selftest >"$OUT/make_models.log" 2>&1 || tail -5 "$OUT/make_models.log"
+      PYTHONPATH=/tmp/site python3 tools/make_bench_models.py $M --no-selftest ${MODEL_WIDTHS:+--widths $MODEL_WIDTHS} \
+        >"$OUT/make_models.log" 2>&1 || tail -5 "$OUT/make_models.log"
     fi
   ) &
   MODELS_PID=$!

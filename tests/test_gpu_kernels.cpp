@@ -552,8 +552,8 @@ TEST_P(GpuKernels, SpeciesConvolutionMatchesCpu) {
         }
         ASSERT_EQ(st, CGQ_STATUS_OK) << cgq_last_error();
         // CGQ_GPU_SPECIES_CONV=2 asks for the GEMM folds (every MACE layer 0 that runs factored has their form), =1
-        // for the in-kernel ones; unset, layers of 64 channels or more (mace_res_l3_mul128) run the GEMM folds where
-        // the node GEMMs run on the tensor cores, narrower ones the in-kernel folds
+        // for the in-kernel ones; unset, only layers of 64 channels or more run factored (mace_res_l3_mul128; the
+        // narrower ones returned UNSUPPORTED above), with the GEMM folds where the node GEMMs run on the tensor cores
         const char *mode = std::getenv("CGQ_GPU_SPECIES_CONV");
         const bool gemm = mode && *mode ? std::string(mode) == "2"
                                         : tp->in1.b[0].mul >= 64 && cgq_gpu_node_tensor_cores(g);

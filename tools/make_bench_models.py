@@ -4,7 +4,8 @@
                             (89 elements, 128x0e+128x1o, l<=3, correlation 3, 2 layers, r_max 6 A)
   mace_mp0_medium_arch.model the same model pickled for mace-torch (side-by-side runs)
   water_192.xyz             frame 0 of ../shared/data/water_train.xyz
-usage: python3 tools/make_bench_models.py OUTDIR [--no-selftest]
+  mace_mp0_arch_cN.h5       with --widths N,...: the same architecture at N channels (Nx0e+Nx1o), random weights
+usage: python3 tools/make_bench_models.py OUTDIR [--no-selftest] [--widths N,...]
 (--no-selftest skips the mace-torch self-test structures, whose neighbour list needs matscipy)"""
 import os
 import sys
@@ -49,6 +50,13 @@ def main():
             small = water[:24]
             small.pbc = False
             write_case(st, "water_cluster_24", small, mace_reference(model, small))
+    widths = sys.argv[sys.argv.index("--widths") + 1].split(",") if "--widths" in sys.argv else []
+    for n in widths:  # the layer widths where a kernel's choice changes (e.g. layer 0 factored from 64 channels)
+        spec.update(name=f"mace_mp0_arch_c{n}", hidden=f"{n}x0e+{n}x1o")
+        wide, _ = build_model(spec)
+        with h5py.File(os.path.join(out, f"mace_mp0_arch_c{n}.h5"), "w") as h5:
+            export_mace(wide, h5, source_file=f"random weights (untrained), MACE-MP-0-medium architecture at {n} channels")
+            h5.attrs["note"] = "UNTRAINED: random weights, for benchmarking only"
     print("wrote", out)
 
 

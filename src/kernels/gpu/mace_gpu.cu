@@ -1106,15 +1106,21 @@ static bool weight_table_fits(const cgq_gpu *g, int t) {
            conv_bwd_smem(g->plans[t], sizeof(float), true) <= g->smem_optin;
 }
 
-/* Whether MACE's first convolution has the form the factored kernels run (species_conv.cuh, build_species_conv): its
- * sender features one 0e block, no density normalisation, not CGQ_GPU_SPECIES_CONV=0. Its std forward then runs only
- * in graphs of more species classes than they take (sc_runs), from the float table. */
+/* Whether MACE's first convolution runs factored through the senders' species (species_conv.cuh,
+ * build_species_conv): its sender features one 0e block, no density normalisation, and at least SC_MIN_CHANNELS
+ * channels, or CGQ_GPU_SPECIES_CONV=1 or 2 (=0: never). Narrower layers run faster on the std convolution kernels
+ * (session 66, one H200, 5,184 water atoms: mace01's 32 channels 0.79-0.82 -> 0.64-0.65 ms per step, the water
+ * MACE's 16 channels 0.86-0.88 -> 0.76-0.77 ms; MACE-MP-0's 128 channels 4.67-4.72 ms factored, 5.19-5.26 not).
+ * Where it runs factored, its std forward runs only in graphs of more species classes than the factored kernels take
+ * (sc_runs), from the float table. */
+#define SC_MIN_CHANNELS 64
 static bool layer0_factored_form(const cgq_gpu *g) {
     const char *env = getenv("CGQ_GPU_SPECIES_CONV");
     const cgq_model *m = g->host_model;
-    if ((env && atoi(env) == 0) || m->nequip || m->n_layers < 1) return false;
+    if ((env && *env && atoi(env) == 0) || m->nequip || m->n_layers < 1) return false;
     const cgq_tp *tp = &m->layers[0].conv_tp;
-    return !m->layers[0].density && tp->in1.n == 1 && tp->in1.b[0].l == 0;
+    if (m->layers[0].density || tp->in1.n != 1 || tp->in1.b[0].l != 0) return false;
+    return (env && *env) || tp->in1.b[0].mul >= SC_MIN_CHANNELS;
 }
 
 /* fp32: every layer's radial MLP as a table of its hidden output (radial_spline.cuh), when each layer's table
@@ -1238,11 +1244,12 @@ static void build_sc_linear(cgq_gpu *g) {
 /* Whether fp32 MACE's first convolution runs factored through the senders' species (species_conv.cuh): its sender
  * features are the embedding's linear_up (one scalar per channel and species), its radial MLP has a table, and no
  * density normalisation; not where CGQ_GPU_FUSED_CONV=1 fuses that layer, or with CGQ_GPU_SPECIES_CONV=0 (the separate
- * kernels, for comparisons and their tests). Its folds run as node GEMMs (species_conv.cuh) where their outputs, the
- * channels, are at least a tile of the node GEMMs wide and the tensor-core tile runs (GEMM_BN; MACE-MP-0's 128
- * channels: 1.41 -> 1.24 ms per step, session 22), in the edge kernels for narrower models (the water MACE's 16 and
- * mace01's 32 channels were 2–9% slower per step with the GEMMs); CGQ_GPU_SPECIES_CONV=1 asks for the in-kernel
- * folds, =2 for the GEMMs. Whether a graph runs the layer factored depends on its species (sc_runs). */
+ * kernels, for comparisons and their tests; layer0_factored_form says which layers). Its folds run as node GEMMs
+ * (species_conv.cuh) where their outputs, the channels, are at least a tile of the node GEMMs wide and the tensor-core
+ * tile runs (GEMM_BN; MACE-MP-0's 128 channels: 1.41 -> 1.24 ms per step, session 22), else in the edge kernels (the
+ * water MACE's 16 and mace01's 32 channels were 2–9% slower per step with the GEMMs, session 22; since session 66
+ * they run the std kernels unless asked); CGQ_GPU_SPECIES_CONV=1 asks for the in-kernel folds, =2 for the GEMMs.
+ * Whether a graph runs the layer factored depends on its species (sc_runs). */
 static cgq_status build_species_conv(cgq_gpu *g) {
     species_conv &s = g->sconv;
     s = species_conv();
