@@ -15,6 +15,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 def main():
     out = sys.argv[1]
+    widths = []  # parsed first: a wrong list fails before the slow model building
+    if "--widths" in sys.argv:
+        i = sys.argv.index("--widths")
+        widths = sys.argv[i + 1].split(",") if i + 1 < len(sys.argv) else []
+        if not widths or not all(w.isdigit() and int(w) > 0 for w in widths):
+            sys.exit("make_bench_models.py: --widths takes channel counts, e.g. --widths 64,96")
     os.makedirs(out, exist_ok=True)
     import warnings
     warnings.filterwarnings("ignore")
@@ -50,7 +56,6 @@ def main():
             small = water[:24]
             small.pbc = False
             write_case(st, "water_cluster_24", small, mace_reference(model, small))
-    widths = sys.argv[sys.argv.index("--widths") + 1].split(",") if "--widths" in sys.argv else []
     for n in widths:  # the layer widths where a kernel's choice changes (e.g. layer 0 factored from 64 channels)
         spec.update(name=f"mace_mp0_arch_c{n}", hidden=f"{n}x0e+{n}x1o")
         wide, _ = build_model(spec)
