@@ -558,7 +558,7 @@ __device__ __forceinline__ T conv_bwd_ins(const T (&xv)[CONV_MAX_XDIM], const T 
  * MLP output, row stride wn, from e0), or with the weight table (TAB) gr[e - e0] = dE/d(table variable) instead;
  * gY (dE/dY, stride nY; gY and gr added to when accumulate: the second and later plans of a layer split by
  * build_conv_group), gcut (dE/dcut through the weights, when cut), gx1e (this edge's dE/dx of its sender, stride
- * dhu, from e0; the plan's in1 blocks).
+ * dhu, from e0; the plan's in1 blocks; null: not wanted, as for MACE's first layer, whose input is the embedding).
  * gM[i] is fixed along the row, so each channel first folds it into G_k[a][b] = pw sum_c C_k[a,b,c] gM[u,c];
  * then per edge and instruction, with t[a] = sum_b Y[b] G[a][b]:
  *   dE/dw = sum_a x[a] t[a],  dE/dx[a] = w t[a],  dE/dY[b] = w sum_a x[a] G[a][b].
@@ -848,12 +848,14 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
                 else
                     gwe[k.w_off + u] = graw;
             }
-            T *gxe = gx1e + (e - e0) * p.dhu;
+            if (gx1e) {
+                T *gxe = gx1e + (e - e0) * p.dhu;
 #pragma unroll
-            for (int l = 0; l < 4; l++)
+                for (int l = 0; l < 4; l++)
 #pragma unroll
-                for (int a = 0; a < 2 * l + 1; a++)
-                    if (l < NL1 && in1b[l].d) gxe[in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
+                    for (int a = 0; a < 2 * l + 1; a++)
+                        if (l < NL1 && in1b[l].d) gxe[in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
+            }
             if (!inside) gt = 0; /* past r_max: w is flat */
         }
         next_record(step + 1);
@@ -885,7 +887,7 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     }
 }
 
-/* The std reverse with a warp per edge (k_conv_bwd_warp, CGQ_GPU_CONV_BWD_WARP=0 turns it off): lane j takes channels
+/* The std reverse with a warp per edge (k_conv_bwd_warp; where it runs: conv_bwd_warp_wanted): lane j takes channels
  * j, j + 32, ... of the warp's edge (the C / 32 of them in turn), so the edge's loads, its table interval and t terms
  * and its channel sums are done once per edge and warp instead of once per edge and channel thread, and
  * dE/dY, dE/dcut and dE/dr are summed over the lane's channels in registers, then over the warp by shuffles: no
@@ -954,7 +956,7 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
         wtable_basis(te, hd);
         const float4 *knn = e + CONV_BWD_WARPS < r1 ? edge_table(e + CONV_BWD_WARPS, tn) : kn; /* the next edge's */
         const float *xs = hu + (int64_t)sender[e] * p.dhu;
-        float *gxe = gx1e + (e - e0) * p.dhu;
+        float *gxe = gx1e ? gx1e + (e - e0) * p.dhu : nullptr;
         float gy[CONV_MAX_Y + 1], gt = 0; /* gy[CONV_MAX_Y]: dE/dcut; gt: dE/dr / step */
 #pragma unroll
         for (int j = 0; j <= CONV_MAX_Y; j++) gy[j] = 0;
@@ -971,11 +973,12 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
                                       return v;
                                   },
                                   hd, cs, xv, yv, gx, gy, gt);
+            if (gx1e)
 #pragma unroll
-            for (int l = 0; l < NL1; l++)
+                for (int l = 0; l < NL1; l++)
 #pragma unroll
-                for (int a = 0; a < 2 * l + 1; a++)
-                    if (in1b[l].d) gxe[in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
+                    for (int a = 0; a < 2 * l + 1; a++)
+                        if (in1b[l].d) gxe[in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
         }
         if (!wtable_inside(te)) gt = 0; /* past r_max: w is flat */
         conv_bwd_group_sums<float, NY>(gy, gt, true, CGQ_WARP, red, CUT);
@@ -1035,14 +1038,18 @@ static conv_bwd_fn<T> conv_bwd_kernel(const conv_plan &p, bool tabled) {
     return conv_bwd_kernel<T>(p.n_in1, p.nY, tabled, p.std_form, p.cw >= CGQ_WARP);
 }
 
-/* Whether the warp-per-edge reverse runs (default; CGQ_GPU_CONV_BWD_WARP=0: k_conv_bwd's std kernel, for comparisons
- * and its tests), read once */
-static bool conv_bwd_warp_wanted() {
-    static const bool on = [] {
+/* Whether the warp-per-edge reverse runs for C channels (a multiple of the warp): from CONV_BWD_WARP_MIN_C channels
+ * (the default), at every multiple (CGQ_GPU_CONV_BWD_WARP=1) or never (=0: k_conv_bwd's std kernel, for comparisons
+ * and its tests); the switch read once. With 32 channels a lane has one channel per edge, so the warp's per-edge work
+ * (the table interval, the SH row, the sums over its lanes) is shared by no more channels than k_conv_bwd's groups
+ * share it, and k_conv_bwd runs mace01's layers faster (session 67, H200: bench/RESULTS.md). */
+#define CONV_BWD_WARP_MIN_C 64
+static bool conv_bwd_warp_wanted(int C) {
+    static const char want = [] {
         const char *env = getenv("CGQ_GPU_CONV_BWD_WARP");
-        return !(env && env[0] == '0');
+        return env ? env[0] : '\0';
     }();
-    return on;
+    return want != '0' && (want == '1' || C >= CONV_BWD_WARP_MIN_C);
 }
 
 /* k_conv_bwd_warp for the plan: std and tabled (fp32), C a multiple of the warp; null where it does not apply. cut:
@@ -1063,7 +1070,8 @@ static conv_bwd_fn<T> conv_bwd_warp_kernel(int n_in1, int nY, bool cut) {
 }
 template <class T>
 static conv_bwd_fn<T> conv_bwd_warp_kernel(const conv_plan &p, bool tabled, bool cut) {
-    if (!(tabled && p.std_form && p.C % CGQ_WARP == 0 && conv_std_instantiated(p.n_in1, p.nY) && conv_bwd_warp_wanted()))
+    if (!(tabled && p.std_form && p.C % CGQ_WARP == 0 && conv_std_instantiated(p.n_in1, p.nY) &&
+          conv_bwd_warp_wanted(p.C)))
         return nullptr;
     return conv_bwd_warp_kernel<T>(p.n_in1, p.nY, cut);
 }

@@ -3257,7 +3257,7 @@ static cgq_status evaluate_v2(cgq_gpu *g, const cgq_graph *gr, const double *pos
             if (!ms.keep && !wtab[t]) CGQ_TRY(radial_forward(t, ch));
             prof.mark("mlp_fwd");
             conv_bwd_launch<T>(p, wtab[t], ch.i1 - ch.i0, ch.i0, c.row_ptr, c.sender, Y, hu, edge_weights(t, ch), cut_w,
-                               gM, gw, gY, gcut, gx1e, b.gr, 0);
+                               gM, gw, gY, gcut, t > 0 ? gx1e : nullptr, b.gr, 0); /* layer 0: no sender sums */
             prof.mark("conv_bwd");
             T *gef_tail = gef; /* dE/d(edge features) for the tail: the MLP's and the density's */
             double *gr_tail = nullptr;

@@ -120,8 +120,8 @@ cgq_status cgq_gpu_scan_flags(const int32_t *flags, int64_t n, int64_t *out);
 /* 1 where MACE's first convolution, when it runs factored, runs its folds as node GEMMs (at least 64 channels with the
  * node GEMMs on the tensor cores, or CGQ_GPU_SPECIES_CONV=2; and a form they cover), else 0 */
 int cgq_gpu_species_conv_gemm(const cgq_gpu *gpu);
-/* 1 where the float node GEMMs of 32 output columns or more run on the tensor cores (node_ops.cuh lin_gemm_tc_mode:
- * sm_80 and later, not CGQ_GPU_NODE_TC=0), else 0 */
+/* 1 where the float node GEMMs run on the tensor cores (node_ops.cuh lin_gemm_tc_mode: sm_80 and later, not
+ * CGQ_GPU_NODE_TC=0), else 0 */
 int cgq_gpu_node_tensor_cores(const cgq_gpu *gpu);
 
 /* Kernel test entry: MACE layer's convolution forward and reverse with its weight table (fp32, conv.cuh conv_weights)

@@ -644,11 +644,10 @@ __global__ void __launch_bounds__(LTC_THREADS, 4) k_lin_gemm_tc(lin_gemm_parts<f
 #endif
 
 /* Where the float node GEMMs run on the tensor cores: 0 nowhere (HIP, GPUs before sm_80, CGQ_GPU_NODE_TC=0), 1 for
- * outputs of LTC_MIN_N columns or more (the default), 2 for every width (CGQ_GPU_NODE_TC=1: the ctests
- * test_gpu_kernels_node_tc and test_gpu_node_tc run the small fixtures on them). Session 20 found the tile of then
- * slower for the 16- and 32-channel models; since session 37's leaner tile the 32-channel mace01 runs its step
- * faster on it (1.17 -> 1.12 ms, means of three alternated rounds, H100, session 38), the 16-channel water MACE
- * not (1.17-1.20 -> 1.23 ms). */
+ * outputs of LTC_MIN_N columns or more (CGQ_GPU_NODE_TC=2, for comparisons), 2 for every width (the default;
+ * CGQ_GPU_NODE_TC=1 too). Session 20 found the tile of then slower for the 16- and 32-channel models, and the 16-channel
+ * water MACE still was on session 38's H100 (1.17-1.20 -> 1.23 ms). Since the wgmma tile (session 61) and the node
+ * tile's stores (session 63) it is faster at every width: session 67, H200, alternated rounds (bench/RESULTS.md). */
 #define LTC_MIN_N 32
 static int lin_gemm_tc_mode() {
 #if defined(__HIPCC__)
@@ -664,10 +663,11 @@ static int lin_gemm_tc_mode() {
         if (m) return m - 1;
     }
     const char *env = getenv("CGQ_GPU_NODE_TC");
+    const char want = env ? env[0] : 0;
     int mode = 0;
-    if (!(env && env[0] == '0') && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+    if (want != '0' && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
         major >= 8)
-        mode = env && env[0] == '1' ? 2 : 1;
+        mode = want == '2' ? 1 : 2;
     if (dev < max_devices) known[dev].store(mode + 1, std::memory_order_relaxed);
     return mode;
 #endif
