@@ -276,6 +276,7 @@ void PairCGEqui::build_candidates() {
         if (i < nlocal) cand_local++;
     }
     const int64_t np = (int64_t)point_atom.size();
+    points_are_atoms = np == nall; /* point k is atom k (update_points) */
     cand_pos.resize(3 * np + 3);
     for (int64_t k = 0; k < np; k++)
         for (int d = 0; d < 3; d++) cand_pos[3 * k + d] = x[point_atom[k]][d];
@@ -332,8 +333,10 @@ void PairCGEqui::build_candidates() {
     cand_ncalls = neighbor->ncalls, cand_nlocal = nlocal, cand_nall = nall;
 }
 
-/* This step's positions of the points, gathered while checking whether the candidates must be rebuilt (see
- * build_candidates); a rebuild gathers them itself (cand_pos). */
+/* This step's positions of the points (point_xyz), read while checking whether the candidates must be rebuilt (see
+ * build_candidates); a rebuild gathers them itself (cand_pos). Where the points are LAMMPS's atoms in its order (every
+ * type is cgequi's: the usual case), the check reads LAMMPS's positions as they lie, one array (as LAMMPS allocates
+ * its 2-d arrays), and the evaluator takes that array without a copy; else they are gathered into `points`. */
 void PairCGEqui::update_points() {
     const int nlocal = atom->nlocal, nall = nlocal + atom->nghost;
     double **x = atom->x;
@@ -341,25 +344,40 @@ void PairCGEqui::update_points() {
     if (!rebuild) { /* the same atoms at the same indices (LAMMPS sorts and migrates only when it re-neighbors,
                        * but a run with "pre no" may re-neighbor without a new count), none moved > skin/2 */
         const int64_t np = (int64_t)point_atom.size();
-        const double half_skin2 = 0.25 * cand_skin * cand_skin;
-        points.resize(3 * np + 3);
+        const double half_skin2 = 0.25 * cand_skin * cand_skin, *c = cand_pos.data();
+        const tagint *tag = atom->tag;
         int moved = 0;
         /* threads only for large domains: between steps they sleep through the GPU's evaluation; with 16 threads
-         * this loop took 0.4-0.6 ms per step at 12,662 points (CGQ_PAIR_TIMING, GPU machine), serially ~0.1 ms */
+         * the gathering loop took 0.4-0.6 ms per step at 12,662 points (CGQ_PAIR_TIMING, GPU machine), serially
+         * ~0.1 ms */
+        if (points_are_atoms && np > 0 && x[np - 1] == x[0] + 3 * (np - 1)) {
+            const double *p = x[0];
 #if defined(_OPENMP)
 #pragma omp parallel for reduction(| : moved) if (np > (1 << 17))
 #endif
-        for (int64_t k = 0; k < np; k++) {
-            const double *p = x[point_atom[k]], *q = &cand_pos[3 * k];
-            const double dx = p[0] - q[0], dy = p[1] - q[1], dz = p[2] - q[2];
-            moved |= (dx * dx + dy * dy + dz * dz > half_skin2) || (int64_t)atom->tag[point_atom[k]] != point_id[k];
-            points[3 * k] = p[0], points[3 * k + 1] = p[1], points[3 * k + 2] = p[2];
+            for (int64_t k = 0; k < np; k++) {
+                const double dx = p[3 * k] - c[3 * k], dy = p[3 * k + 1] - c[3 * k + 1], dz = p[3 * k + 2] - c[3 * k + 2];
+                moved |= (dx * dx + dy * dy + dz * dz > half_skin2) | ((int64_t)tag[k] != point_id[k]);
+            }
+            point_xyz = p;
+        } else {
+            points.resize(3 * np + 3);
+#if defined(_OPENMP)
+#pragma omp parallel for reduction(| : moved) if (np > (1 << 17))
+#endif
+            for (int64_t k = 0; k < np; k++) {
+                const double *p = x[point_atom[k]], *q = &c[3 * k];
+                const double dx = p[0] - q[0], dy = p[1] - q[1], dz = p[2] - q[2];
+                moved |= (dx * dx + dy * dy + dz * dz > half_skin2) | ((int64_t)tag[point_atom[k]] != point_id[k]);
+                points[3 * k] = p[0], points[3 * k + 1] = p[1], points[3 * k + 2] = p[2];
+            }
+            point_xyz = points.data();
         }
         rebuild = moved != 0;
     }
     if (!rebuild) return;
     build_candidates();
-    points = cand_pos;
+    point_xyz = cand_pos.data(); /* unchanged until the next rebuild */
 }
 
 void PairCGEqui::compute(int eflag, int vflag) {
@@ -394,7 +412,7 @@ void PairCGEqui::compute(int eflag, int vflag) {
                     shared_rows ? stage_rows_cb : nullptr, /* peers on this node read the rows where they are staged */
                     shared_rows ? stage_rows_in_cb : nullptr};
     in_evaluate = true;
-    const cgq_status st = cgq_evaluate_pairs(evaluator, points.data(), exchanges ? &xc : nullptr, &r);
+    const cgq_status st = cgq_evaluate_pairs(evaluator, point_xyz, exchanges ? &xc : nullptr, &r);
     in_evaluate = false;
     if (st != CGQ_STATUS_OK) fail_one("evaluating the model");
     const double t2 = MPI_Wtime();

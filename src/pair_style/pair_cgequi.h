@@ -56,6 +56,8 @@ class PairCGEqui : public Pair {
     std::vector<int64_t> point_id;            /* atom tags: the evaluator's messages, and the rebuild check */
     std::vector<int32_t> node_of_id;          /* folding: the local point (graph node) of each atom tag, -1 if none */
     std::vector<double> points, node_force, node_energy, node_virial;
+    bool points_are_atoms = false;     /* point k is LAMMPS atom k, for every atom */
+    const double *point_xyz = nullptr; /* this step's positions of the points: LAMMPS's own, `points` or cand_pos */
     /* the positions the candidate pairs (within cutoff + skin of the local points) were built from */
     std::vector<double> cand_pos;
     double cand_skin = 0.0;
