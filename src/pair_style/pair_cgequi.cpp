@@ -346,6 +346,12 @@ void PairCGEqui::update_points() {
         const int64_t np = (int64_t)point_atom.size();
         const double half_skin2 = 0.25 * cand_skin * cand_skin, *c = cand_pos.data();
         const tagint *tag = atom->tag;
+        /* point k (atom i, at p) moved more than half the skin since the rebuild, or is another atom */
+        auto moved_from = [&](int64_t k, int i, const double *p) {
+            const double *q = &c[3 * k];
+            const double dx = p[0] - q[0], dy = p[1] - q[1], dz = p[2] - q[2];
+            return (dx * dx + dy * dy + dz * dz > half_skin2) | ((int64_t)tag[i] != point_id[k]);
+        };
         int moved = 0;
         /* threads only for large domains: between steps they sleep through the GPU's evaluation; with 16 threads
          * the gathering loop took 0.4-0.6 ms per step at 12,662 points (CGQ_PAIR_TIMING, GPU machine), serially
@@ -355,10 +361,7 @@ void PairCGEqui::update_points() {
 #if defined(_OPENMP)
 #pragma omp parallel for reduction(| : moved) if (np > (1 << 17))
 #endif
-            for (int64_t k = 0; k < np; k++) {
-                const double dx = p[3 * k] - c[3 * k], dy = p[3 * k + 1] - c[3 * k + 1], dz = p[3 * k + 2] - c[3 * k + 2];
-                moved |= (dx * dx + dy * dy + dz * dz > half_skin2) | ((int64_t)tag[k] != point_id[k]);
-            }
+            for (int64_t k = 0; k < np; k++) moved |= moved_from(k, (int)k, p + 3 * k);
             point_xyz = p;
         } else {
             points.resize(3 * np + 3);
@@ -366,9 +369,8 @@ void PairCGEqui::update_points() {
 #pragma omp parallel for reduction(| : moved) if (np > (1 << 17))
 #endif
             for (int64_t k = 0; k < np; k++) {
-                const double *p = x[point_atom[k]], *q = &c[3 * k];
-                const double dx = p[0] - q[0], dy = p[1] - q[1], dz = p[2] - q[2];
-                moved |= (dx * dx + dy * dy + dz * dz > half_skin2) | ((int64_t)tag[point_atom[k]] != point_id[k]);
+                const double *p = x[point_atom[k]];
+                moved |= moved_from(k, point_atom[k], p);
                 points[3 * k] = p[0], points[3 * k + 1] = p[1], points[3 * k + 2] = p[2];
             }
             point_xyz = points.data();
