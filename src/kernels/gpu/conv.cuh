@@ -887,7 +887,8 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
     }
 }
 
-/* The std reverse with a warp per edge (k_conv_bwd_warp; where it runs: conv_bwd_warp_wanted): lane j takes channels
+/* The std reverse with a group of LW lanes per edge (k_conv_bwd_warp; where it runs and its LW: conv_bwd_warp_lanes;
+ * until session 68 always a whole warp, the history below is that form's): lane j takes channels
  * j, j + 32, ... of the warp's edge (the C / 32 of them in turn), so the edge's loads, its table interval and t terms
  * and its channel sums are done once per edge and warp instead of once per edge and channel thread, and
  * dE/dY, dE/dcut and dE/dr are summed over the lane's channels in registers, then over the warp by shuffles: no
@@ -905,27 +906,34 @@ __global__ void __launch_bounds__(conv_bwd_max_threads<T>())
  * access-policy window keeping the table persistent (2.24-2.54 ms) and streaming stores of the dE/dx rows (no change,
  * session 35). Session 46: G's rows 16-byte aligned (conv_g_stride4) and read 16 bytes at a time, the cutoff's products
  * only where the model has one (CUT), and G folded with the instruction list compiled in (conv_bwd_fold_std): 506 ->
- * 403 SASS instructions per channel and edge, 1.97 -> 1.58 ms (H200). */
+ * 403 SASS instructions per channel and edge, 1.97 -> 1.58 ms (H200). Session 68: groups of 16 lanes by default, each
+ * group its own edge, the warp's groups in step (the shuffles are warp-wide). */
 #define CONV_BWD_WARPS 4
-template <int NL1, int NY, bool CUT>
+template <int NL1, int NY, bool CUT, int LW>
 __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
     k_conv_bwd_warp(conv_plan p, int64_t i0, const int64_t *row_ptr, const int32_t *sender, const float *Y,
                     const float *hu, conv_weights<float> cw, const float *cut, const float *gM, float *gw, float *gY,
                     float *gcut, float *gx1e, double *gr, int accumulate) {
     (void)gw; /* tabled: no dE/dw rows */
-    extern __shared__ __align__(16) unsigned char smem_raw[];
+    static_assert(CGQ_WARP % LW == 0, "groups of lanes within a warp");
     constexpr int NI = conv_std_count(NL1, sh_lmax<NY>());
+    constexpr int GPW = CGQ_WARP / LW, NG = CONV_BWD_WARPS * GPW; /* edge groups per warp and per block */
+    extern __shared__ __align__(16) unsigned char smem_raw[];
     const int gs = conv_g_stride4(p); /* G's rows, 16-byte aligned */
     float *G = reinterpret_cast<float *>(smem_raw), *red = G + (size_t)gs * p.C;
-    conv_block *in1b = reinterpret_cast<conv_block *>(red + CONV_BWD_WARPS * CONV_RED_W);
+    conv_block *in1b = reinterpret_cast<conv_block *>(red + NG * CONV_RED_W);
     for (int l = threadIdx.x; l < p.n_in1; l += blockDim.x) in1b[l] = p.in1b[l];
     const int64_t i = i0 + blockIdx.x, r0 = row_ptr[i], r1 = row_ptr[i + 1], e0 = cw.e0;
     for (int u = threadIdx.x; u < p.C; u += blockDim.x)
         conv_bwd_fold_std_all<NL1, NY>(std::make_integer_sequence<int, NI>{}, p, gM + i * p.dM, u, G + (size_t)u * gs);
     __syncthreads(); /* G and in1b */
-    const int lane = threadIdx.x % CGQ_WARP, warp = threadIdx.x / CGQ_WARP;
-    const float *rw = red + warp * CONV_RED_W; /* the warp's sums (conv_bwd_group_sums) */
+    const int glane = threadIdx.x % LW, group = threadIdx.x / LW, warp = threadIdx.x / CGQ_WARP;
+    const float *rw = red + group * CONV_RED_W; /* the group's sums (conv_bwd_group_sums) */
     const bool y16 = (reinterpret_cast<uintptr_t>(Y) & 15) == 0;
+    /* The warp's steps take its GPW groups' edges b, b + 1, ... (b: r0 + warp GPW, then NG further each step); every
+     * group of a warp takes as many steps, since the shuffles are warp-wide: a group past the row's end redoes its
+     * last edge (valid loads) and stores nothing. */
+    auto edge_of = [&](int64_t b) { return b + group % GPW < r1 ? b + group % GPW : r1 - 1; };
     /* wv: the table values of the lane's (edge, channel); those of its next item are loaded into wv[q] as soon as
      * this channel's instruction q has taken its own, so their latency is hidden behind the rest of the channel */
     float4 wv[NI];
@@ -933,12 +941,14 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
     const float4 *kn = nullptr;
     float tn = 0;
     auto edge_table = [&](int64_t e, float &t) { return wtable_at(cw.tab, hermite_interval(cw.tab, cw.r[e], t), 0); };
-    if (r0 + warp < r1) {
-        kn = edge_table(r0 + warp, tn);
+    if (r0 + warp * GPW < r1) {
+        kn = edge_table(edge_of(r0 + warp * GPW), tn);
 #pragma unroll
-        for (int q = 0; q < NI; q++) wv[q] = kn[(int64_t)q * p.C + lane];
+        for (int q = 0; q < NI; q++) wv[q] = kn[(int64_t)q * p.C + glane];
     }
-    for (int64_t e = r0 + warp; e < r1; e += CONV_BWD_WARPS) {
+    for (int64_t b = r0 + warp * GPW; b < r1; b += NG) {
+        const int64_t e = edge_of(b);
+        const bool stores = b + group % GPW < r1;
         float yv[CONV_MAX_Y], hd[3];
         if (y16 && NY % 4 == 0) {
             const float4 *Y4 = reinterpret_cast<const float4 *>(Y + e * NY);
@@ -954,14 +964,14 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
         const float cs = CUT ? cut[e] : 1.0f;
         const float te = tn;
         wtable_basis(te, hd);
-        const float4 *knn = e + CONV_BWD_WARPS < r1 ? edge_table(e + CONV_BWD_WARPS, tn) : kn; /* the next edge's */
+        const float4 *knn = b + NG < r1 ? edge_table(edge_of(b + NG), tn) : kn; /* the next edge's */
         const float *xs = hu + (int64_t)sender[e] * p.dhu;
-        float *gxe = gx1e ? gx1e + (e - e0) * p.dhu : nullptr;
+        float *gxe = gx1e && stores ? gx1e + (e - e0) * p.dhu : nullptr;
         float gy[CONV_MAX_Y + 1], gt = 0; /* gy[CONV_MAX_Y]: dE/dcut; gt: dE/dr / step */
 #pragma unroll
         for (int j = 0; j <= CONV_MAX_Y; j++) gy[j] = 0;
-        for (int u = lane; u < p.C; u += CGQ_WARP) {
-            const float4 *nx = u + CGQ_WARP < p.C ? kn + u + CGQ_WARP : knn + lane; /* the next item's column */
+        for (int u = glane; u < p.C; u += LW) {
+            const float4 *nx = u + LW < p.C ? kn + u + LW : knn + glane; /* the next item's column */
             float xv[CONV_MAX_XDIM], gx[CONV_MAX_XDIM];
             conv_load_x<float, NL1>(in1b, xs, u, xv);
 #pragma unroll
@@ -973,7 +983,7 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
                                       return v;
                                   },
                                   hd, cs, xv, yv, gx, gy, gt);
-            if (gx1e)
+            if (gxe)
 #pragma unroll
                 for (int l = 0; l < NL1; l++)
 #pragma unroll
@@ -981,24 +991,27 @@ __global__ void __launch_bounds__(CONV_BWD_WARPS * CGQ_WARP, 4)
                         if (in1b[l].d) gxe[in1b[l].off + u * (2 * l + 1) + a] = gx[l * l + a];
         }
         if (!wtable_inside(te)) gt = 0; /* past r_max: w is flat */
-        conv_bwd_group_sums<float, NY>(gy, gt, true, CGQ_WARP, red, CUT);
+        conv_bwd_group_sums<float, NY>(gy, gt, true, LW, red, CUT);
         CGQ_SYNCWARP();
-        if (lane < NY) {
-            gY[e * NY + lane] = accumulate ? gY[e * NY + lane] + rw[lane] : rw[lane];
-        } else if (lane == NY) {
-            if (gcut) gcut[e] = CUT ? rw[NY] : 0.0f;
-        } else if (lane == NY + 1) { /* dE/dr: added to the earlier plans' (as gY) */
-            const double v = (double)rw[NY + 1] * cw.tab.inv_step;
-            gr[e - e0] = accumulate ? gr[e - e0] + v : v;
-        }
+        if (stores)
+            for (int c = glane; c < NY + 2; c += LW) {
+                if (c < NY) {
+                    gY[e * NY + c] = accumulate ? gY[e * NY + c] + rw[c] : rw[c];
+                } else if (c == NY) {
+                    if (gcut) gcut[e] = CUT ? rw[NY] : 0.0f;
+                } else { /* dE/dr: added to the earlier plans' (as gY) */
+                    const double v = (double)rw[NY + 1] * cw.tab.inv_step;
+                    gr[e - e0] = accumulate ? gr[e - e0] + v : v;
+                }
+            }
         CGQ_SYNCWARP(); /* rw is the next edge's */
         kn = knn;
     }
 }
 
-/* Its shared memory: G, the warps' sums, the in1 blocks */
-static size_t conv_bwd_warp_smem(const conv_plan &p) {
-    return sizeof(float) * ((size_t)conv_g_stride4(p) * p.C + CONV_BWD_WARPS * CONV_RED_W) +
+/* Its shared memory: G, the groups' sums, the in1 blocks */
+static size_t conv_bwd_warp_smem(const conv_plan &p, int lw) {
+    return sizeof(float) * ((size_t)conv_g_stride4(p) * p.C + (size_t)CONV_BWD_WARPS * (CGQ_WARP / lw) * CONV_RED_W) +
            sizeof(conv_block) * p.n_in1;
 }
 
@@ -1038,42 +1051,54 @@ static conv_bwd_fn<T> conv_bwd_kernel(const conv_plan &p, bool tabled) {
     return conv_bwd_kernel<T>(p.n_in1, p.nY, tabled, p.std_form, p.cw >= CGQ_WARP);
 }
 
-/* Whether the warp-per-edge reverse runs for C channels (a multiple of the warp): from CONV_BWD_WARP_MIN_C channels
- * (the default), at every multiple (CGQ_GPU_CONV_BWD_WARP=1) or never (=0: k_conv_bwd's std kernel, for comparisons
- * and its tests); the switch read once. With 32 channels a lane has one channel per edge, so the warp's per-edge work
- * (the table interval, the SH row, the sums over its lanes) is shared by no more channels than k_conv_bwd's groups
- * share it, and k_conv_bwd runs mace01's layers faster (session 67, H200: bench/RESULTS.md). */
+/* The lanes per edge of k_conv_bwd_warp for C channels, 0 where it does not run: by default 16 from 64 channels, none
+ * below (k_conv_bwd's std kernel); CGQ_GPU_CONV_BWD_LW=16 or 32 asks for those lanes at every multiple of them,
+ * CGQ_GPU_CONV_BWD_WARP=1 for a whole warp at every multiple of 32 channels, =0 for never (for comparisons and the
+ * tests); the switches are read once. A group of lanes shares its edge's work (the table interval, the SH row, the sums
+ * over its lanes): 16 lanes take two edges per warp at once, with one shuffle step less per sum, and MACE-MP-0's
+ * architecture at 64, 96 and 128 channels steps 0.3-3% faster than on a whole warp (session 68, H200:
+ * bench/RESULTS.md). Below 64 channels k_conv_bwd runs mace01's and the water MACE's layers faster at 98,304 atoms
+ * than 8 lanes per edge do (1% slower at 5,184; 16 lanes slower at both); with 32 channels a whole warp is slower
+ * still (session 67). */
 #define CONV_BWD_WARP_MIN_C 64
-static bool conv_bwd_warp_wanted(int C) {
-    static const char want = [] {
-        const char *env = getenv("CGQ_GPU_CONV_BWD_WARP");
-        return env ? env[0] : '\0';
+static int conv_bwd_warp_lanes(int C) {
+    static const int forced = [] {
+        const char *warp = getenv("CGQ_GPU_CONV_BWD_WARP"), *lw = getenv("CGQ_GPU_CONV_BWD_LW");
+        if (warp && warp[0] == '0') return 0;
+        if (lw && (atoi(lw) == 16 || atoi(lw) == 32)) return atoi(lw);
+        return warp && warp[0] == '1' ? CGQ_WARP : -1;
     }();
-    return want != '0' && (want == '1' || C >= CONV_BWD_WARP_MIN_C);
+    const int lanes = forced >= 0 ? forced : C >= CONV_BWD_WARP_MIN_C ? 16 : 0;
+    return lanes > 0 && C % lanes == 0 ? lanes : 0;
 }
 
-/* k_conv_bwd_warp for the plan: std and tabled (fp32), C a multiple of the warp; null where it does not apply. cut:
- * the model multiplies the weights by the cutoff. */
+/* k_conv_bwd_warp for the plan: std and tabled (fp32), lw lanes per edge (16 or 32); null where it does not apply.
+ * cut: the model multiplies the weights by the cutoff. */
 template <class T>
-static conv_bwd_fn<T> conv_bwd_warp_kernel(int n_in1, int nY, bool cut) {
+static conv_bwd_fn<T> conv_bwd_warp_kernel(int n_in1, int nY, bool cut, int lw) {
     if constexpr (sizeof(T) == sizeof(float)) {
-#define CONV_BWD_WARP_KERNEL(NL1, NY) \
-    if (n_in1 == NL1 && nY == NY) return cut ? k_conv_bwd_warp<NL1, NY, true> : k_conv_bwd_warp<NL1, NY, false>;
+#define CONV_BWD_WARP_LANES(NL1, NY, CUT)                               \
+    return lw == 16 ? k_conv_bwd_warp<NL1, NY, CUT, 16> : lw == 32 ? k_conv_bwd_warp<NL1, NY, CUT, 32> : nullptr;
+#define CONV_BWD_WARP_KERNEL(NL1, NY)        \
+    if (n_in1 == NL1 && nY == NY) {          \
+        if (cut) CONV_BWD_WARP_LANES(NL1, NY, true) \
+        CONV_BWD_WARP_LANES(NL1, NY, false)  \
+    }
 #define CONV_BWD_WARP_KERNELS(NL1) \
     CONV_BWD_WARP_KERNEL(NL1, 4) CONV_BWD_WARP_KERNEL(NL1, 9) CONV_BWD_WARP_KERNEL(NL1, 16)
         CONV_BWD_WARP_KERNELS(1) CONV_BWD_WARP_KERNELS(2) CONV_BWD_WARP_KERNELS(3)
 #undef CONV_BWD_WARP_KERNELS
 #undef CONV_BWD_WARP_KERNEL
+#undef CONV_BWD_WARP_LANES
     }
-    (void)n_in1, (void)nY, (void)cut;
+    (void)n_in1, (void)nY, (void)cut, (void)lw;
     return nullptr;
 }
 template <class T>
 static conv_bwd_fn<T> conv_bwd_warp_kernel(const conv_plan &p, bool tabled, bool cut) {
-    if (!(tabled && p.std_form && p.C % CGQ_WARP == 0 && conv_std_instantiated(p.n_in1, p.nY) &&
-          conv_bwd_warp_wanted(p.C)))
-        return nullptr;
-    return conv_bwd_warp_kernel<T>(p.n_in1, p.nY, cut);
+    const int lw = conv_bwd_warp_lanes(p.C);
+    if (!(lw && tabled && p.std_form && conv_std_instantiated(p.n_in1, p.nY))) return nullptr;
+    return conv_bwd_warp_kernel<T>(p.n_in1, p.nY, cut, lw);
 }
 
 /* first position in sedge[r0, r1) (increasing edge ids) whose edge id is >= e */
@@ -1261,8 +1286,8 @@ static void conv_bwd_launch(const conv_plan &p, bool tabled, int64_t n, int64_t 
                             const T *gM, T *gw, T *gY, T *gcut, T *gx1e, double *gr, int accumulate) {
     if (n <= 0) return;
     if (conv_bwd_fn<T> k = conv_bwd_warp_kernel<T>(p, tabled, cut != nullptr)) {
-        k<<<(unsigned)n, CONV_BWD_WARPS * CGQ_WARP, conv_bwd_warp_smem(p)>>>(p, i0, row_ptr, sender, Y, hu, cw, cut, gM,
-                                                                            gw, gY, gcut, gx1e, gr, accumulate);
+        k<<<(unsigned)n, CONV_BWD_WARPS * CGQ_WARP, conv_bwd_warp_smem(p, conv_bwd_warp_lanes(p.C))>>>(
+            p, i0, row_ptr, sender, Y, hu, cw, cut, gM, gw, gY, gcut, gx1e, gr, accumulate);
         return;
     }
     conv_bwd_kernel<T>(p, tabled)<<<(unsigned)n, p.threads_bwd, conv_bwd_smem(p, sizeof(T), tabled)>>>(

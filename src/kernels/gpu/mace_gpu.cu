@@ -873,7 +873,8 @@ static cudaError_t set_smem_limits(int cap) {
                     kernels.push_back((const void *)conv_bwd_kernel<T>(n_in1, nY, true, true, warps));
             }
             for (bool cut : {false, true})
-                if (const void *k = (const void *)conv_bwd_warp_kernel<T>(n_in1, nY, cut)) kernels.push_back(k);
+                for (int lw : {16, 32})
+                    if (const void *k = (const void *)conv_bwd_warp_kernel<T>(n_in1, nY, cut, lw)) kernels.push_back(k);
             if (F && conv_std_instantiated(n_in1, nY))
                 for (bool c12 : {false, true})
                     for (int C : {0, 128}) kernels.push_back((const void *)conv_fwd_std_kernel(n_in1, nY, c12, C));
