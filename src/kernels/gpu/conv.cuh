@@ -1066,7 +1066,7 @@ static int conv_bwd_warp_lanes(int C) {
         const char *warp = getenv("CGQ_GPU_CONV_BWD_WARP"), *lw = getenv("CGQ_GPU_CONV_BWD_LW");
         if (warp && warp[0] == '0') return 0;
         if (lw && (atoi(lw) == 16 || atoi(lw) == 32)) return atoi(lw);
-        return warp && warp[0] == '1' ? CGQ_WARP : -1;
+        return warp && warp[0] == '1' ? 32 : -1; /* 32 lanes: the whole warp on CUDA */
     }();
     const int lanes = forced >= 0 ? forced : C >= CONV_BWD_WARP_MIN_C ? 16 : 0;
     return lanes > 0 && C % lanes == 0 ? lanes : 0;
